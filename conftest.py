@@ -1,0 +1,58 @@
+"""pytest setup: the ``--device`` option, hypothesis profiles, the report header.
+
+Profiles: ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own ci
+profile with more examples; chosen automatically when ``CI`` is set) and
+``thorough``. Pick one with ``--hypothesis-profile``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # before torch: see devices/accelerator.py
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile("dev", max_examples=25, deadline=None, print_blob=True, suppress_health_check=_QUIET)
+settings.register_profile(
+    "ci", parent=settings.get_profile("ci"), max_examples=200, print_blob=True, suppress_health_check=_QUIET
+)
+settings.register_profile("thorough", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_QUIET)
+settings.register_profile(
+    "broken", max_examples=300, deadline=None, database=None, phases=[Phase.generate], report_multiple_bugs=False,
+    suppress_health_check=_QUIET,
+)  # used by tests that expect a failure: stop at the first one
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default="sim",
+        help="device to run the proposer on: sim (CPU simulator, default), cuda, npu, or an installed backend",
+    )
+
+
+def pytest_configure(config):
+    from devices import DeviceUnavailable, load_device
+
+    try:
+        config.mtp_device = load_device(config.getoption("--device"))
+    except DeviceUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config):
+    seed = config.getoption("hypothesis_seed", None)
+    return [
+        f"device: {config.mtp_device.describe()}",
+        f"hypothesis profile: {settings._current_profile}, seed: {seed if seed is not None else 'random per test'}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig):
+    """The ``Device`` chosen with ``--device``."""
+    return pytestconfig.mtp_device

@@ -1,0 +1,69 @@
+"""The proposer's input preparation as one object with a method per step.
+
+``CoreOps`` is what the proposer calls; a test swaps in a subclass that breaks
+one step on purpose and checks that the properties catch it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mtp import next_tokens, prepare, steps
+from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
+from mtp.config import ProposerConfig
+from mtp.validate import validate_batch, validate_sampled
+
+
+@dataclass
+class PreparedCall:
+    """Everything the first pass and the later steps need from one call.
+
+    input_ids:      int32 [N] device, first-pass ids (shifted, next tokens written).
+    base_positions: int64 [B] device, position of each request's sample row.
+    """
+
+    next: NextTokens
+    first: FirstPassInputs
+    input_ids: torch.Tensor
+    base_positions: torch.Tensor
+
+
+class CoreOps:
+    """Steps 1-4 of a propose call (DESIGN.md), each overridable."""
+
+    def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
+        if sampled.is_padded:
+            return next_tokens.next_tokens_padded(sampled, cfg.vocab_size, device)
+        return next_tokens.next_tokens_host(sampled, device)
+
+    def prepare(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens) -> FirstPassInputs:
+        if sampled.is_padded:
+            return prepare.prepare_padded(batch, nxt.valid_counts, cfg.max_num_tokens)
+        counts = [0 if d else len(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+        return prepare.prepare_unpadded(batch, np.asarray(counts, dtype=np.int64), cfg.max_num_tokens)
+
+    def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
+        return prepare.first_pass_input_ids(batch.token_ids[first.token_indices], first.sample_indices, nxt.next_token_ids)
+
+    def advance_step(self, cfg: ProposerConfig, prepared: PreparedCall, block_table: torch.Tensor, step: int) -> StepMeta:
+        return steps.advance_step(
+            prepared.base_positions,
+            prepared.first.accepted_seq_lens,
+            step,
+            block_table,
+            cfg.block_size,
+            cfg.max_model_len,
+        )
+
+    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
+        """Validate the inputs, then run steps 1-3."""
+        validate_batch(batch, cfg)
+        validate_sampled(sampled, batch, cfg)
+        nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
+        first = self.prepare(cfg, batch, sampled, nxt)
+        ids = self.first_pass_input_ids(batch, first, nxt)
+        base = batch.positions[first.token_indices][first.sample_indices]
+        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)

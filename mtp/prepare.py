@@ -1,0 +1,89 @@
+"""Steps 2-3: what the first MTP pass runs on.
+
+Rejected count per request: ``k_r + 1 - valid_r`` if ``k_r > 0`` else 0.
+Unpadded mode drops the rejected tokens (on the host, where the sample counts
+already are); padded mode keeps them as inert padding and only moves each
+request's sample index back, computed on the device with no host sync.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mtp.batch import FirstPassInputs, VerifiedBatch
+
+PADDING_SLOT = -1
+
+
+def num_rejected(num_draft_tokens, valid_counts):
+    """``k + 1 - valid`` where drafts were verified, else 0 (numpy or torch)."""
+    if isinstance(num_draft_tokens, torch.Tensor):
+        rej = num_draft_tokens + 1 - valid_counts
+        return torch.where(num_draft_tokens > 0, rej, torch.zeros_like(rej)).to(torch.int32)
+    return np.where(num_draft_tokens > 0, num_draft_tokens + 1 - valid_counts, 0)
+
+
+def _padded_slots(slots: torch.Tensor, buffer_len: int) -> torch.Tensor:
+    out = torch.full((buffer_len,), PADDING_SLOT, dtype=torch.int64, device=slots.device)
+    out[: slots.shape[0]] = slots
+    return out
+
+
+def prepare_unpadded(batch: VerifiedBatch, valid_counts_cpu: np.ndarray, slot_buffer_len: int) -> FirstPassInputs:
+    """Compact the batch to its accepted tokens.
+
+    New query lengths ``q - n_rej``; seq_lens ``seq_len - n_rej``; gather
+    indices of the kept rows; slot mapping gathered the same way with a -1
+    tail up to ``slot_buffer_len``.
+    """
+    device = batch.query_start_loc.device
+    rej = num_rejected(batch.num_draft_tokens_cpu, valid_counts_cpu)
+    old_qsl = batch.query_start_loc_cpu
+    new_qlens = np.diff(old_qsl) - rej
+    new_qsl = np.concatenate([[0], np.cumsum(new_qlens)]).astype(np.int64)
+    # Row i of request r keeps old row old_qsl[r] + (i - new_qsl[r]).
+    starts = np.repeat(old_qsl[:-1] - new_qsl[:-1], new_qlens)
+    indices = np.arange(new_qsl[-1]) + starts
+    token_indices = torch.from_numpy(indices).to(device)
+    seq_lens = torch.from_numpy((batch.seq_lens_cpu - rej).astype(np.int32)).to(device)
+    return FirstPassInputs(
+        token_indices=token_indices,
+        query_start_loc=torch.from_numpy(new_qsl.astype(np.int32)).to(device),
+        query_start_loc_cpu=new_qsl,
+        seq_lens=seq_lens,
+        accepted_seq_lens=seq_lens,
+        slot_mapping=_padded_slots(batch.slot_mapping[token_indices], slot_buffer_len),
+        sample_indices=torch.from_numpy(new_qsl[1:] - 1).to(device),
+        num_rejected=torch.from_numpy(rej.astype(np.int32)).to(device),
+        max_query_len=int(new_qlens.max()),
+    )
+
+
+def prepare_padded(batch: VerifiedBatch, valid_counts: torch.Tensor, slot_buffer_len: int) -> FirstPassInputs:
+    """Keep every row; sample at ``query_start_loc[r+1] - 1 - n_rej``. No host sync."""
+    device = batch.query_start_loc.device
+    rej = num_rejected(batch.num_draft_tokens, valid_counts)
+    num_tokens = batch.num_tokens
+    return FirstPassInputs(
+        token_indices=torch.arange(num_tokens, device=device),
+        query_start_loc=batch.query_start_loc,
+        query_start_loc_cpu=batch.query_start_loc_cpu,
+        seq_lens=batch.seq_lens,
+        accepted_seq_lens=batch.seq_lens - rej,
+        slot_mapping=_padded_slots(batch.slot_mapping[:num_tokens], slot_buffer_len),
+        sample_indices=(batch.query_start_loc[1:] - 1 - rej).to(torch.int64),
+        num_rejected=rej,
+        max_query_len=int(batch.query_lens_cpu.max()),
+    )
+
+
+def first_pass_input_ids(token_ids: torch.Tensor, sample_indices: torch.Tensor, next_token_ids: torch.Tensor) -> torch.Tensor:
+    """Shift the flattened ids left by one, then write each next token at its sample index.
+
+    Row i feeds the token that follows row i's token (MTP semantics: position i
+    takes ``embed(t[i+1])``). The last row keeps its own id before the write.
+    """
+    ids = torch.cat([token_ids[1:], token_ids[-1:]])
+    ids[sample_indices] = next_token_ids.to(ids.dtype)
+    return ids

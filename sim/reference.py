@@ -1,0 +1,131 @@
+"""The core's quantities computed from their definitions, one request at a time.
+
+Plain Python loops over a ``BatchCase``; nothing here calls ``mtp``. Each
+function restates a step of DESIGN.md "One propose call" as directly as it
+can be written, so that a disagreement with the core points at the core.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from sim.cases import BatchCase, RequestCase, slot_of
+
+
+class RefFirstPass(NamedTuple):
+    """Expected first-pass inputs, as plain lists (padded or unpadded mode)."""
+
+    next_tokens: list[int]
+    valid_counts: list[int]
+    num_rejected: list[int]
+    token_indices: list[int]
+    query_start_loc: list[int]
+    seq_lens: list[int]
+    accepted_seq_lens: list[int]
+    slot_mapping: list[int]  # rows of the first pass only (no -1 tail)
+    sample_indices: list[int]
+    input_ids: list[int]
+
+
+class RefStep(NamedTuple):
+    positions: list[int]
+    seq_lens: list[int]
+    slot_mapping: list[int]
+
+
+def next_token(req: RequestCase, vocab_size: int) -> tuple[int, int]:
+    """(next token, valid sample count) of one request."""
+    if req.discarded:
+        return req.tokens[-1], 0
+    valid = [t for t in req.sampled if 0 <= t < vocab_size]
+    if not valid:
+        return req.tokens[-1], 0
+    return valid[-1], len(valid)
+
+
+def rejected(req: RequestCase, valid: int) -> int:
+    return req.num_drafts + 1 - valid if req.num_drafts > 0 else 0
+
+
+def first_pass(case: BatchCase, padded: bool) -> RefFirstPass:
+    cfg = case.config
+    out = {f: [] for f in RefFirstPass._fields}
+    flat_tokens, flat_slots = [], []
+    row = 0
+    for req in case.requests:
+        nxt, valid = next_token(req, cfg.vocab_size)
+        rej = rejected(req, valid)
+        out["next_tokens"].append(nxt)
+        out["valid_counts"].append(valid)
+        out["num_rejected"].append(rej)
+        kept = req.query_len if padded else req.query_len - rej
+        out["query_start_loc"].append(len(out["token_indices"]))
+        for i in range(kept):
+            out["token_indices"].append(row + i)
+            pos = req.num_computed + i
+            flat_tokens.append(req.tokens[i])
+            flat_slots.append(slot_of(req.blocks, pos, cfg.block_size))
+        # The last accepted token sits at position seq_len - rej - 1.
+        out["sample_indices"].append(out["query_start_loc"][-1] + req.query_len - rej - 1)
+        out["seq_lens"].append(req.seq_len if padded else req.seq_len - rej)
+        out["accepted_seq_lens"].append(req.seq_len - rej)
+        row += req.query_len
+    out["query_start_loc"].append(len(out["token_indices"]))
+    out["slot_mapping"] = flat_slots
+    ids = [flat_tokens[i + 1] if i + 1 < len(flat_tokens) else flat_tokens[i] for i in range(len(flat_tokens))]
+    for r, idx in enumerate(out["sample_indices"]):
+        ids[idx] = out["next_tokens"][r]
+    out["input_ids"] = ids
+    return RefFirstPass(**out)
+
+
+def step(case: BatchCase, j: int) -> RefStep:
+    """Metadata of draft step ``j`` (2-based) for every request."""
+    cfg = case.config
+    out = RefStep([], [], [])
+    for req in case.requests:
+        _, valid = next_token(req, cfg.vocab_size)
+        accepted = req.seq_len - rejected(req, valid)
+        pos = accepted - 1 + (j - 1)
+        if pos >= cfg.max_model_len:
+            out.positions.append(0)
+            out.seq_lens.append(1)
+            out.slot_mapping.append(-1)
+        else:
+            out.positions.append(pos)
+            out.seq_lens.append(pos + 1)
+            out.slot_mapping.append(slot_of(req.blocks, pos, cfg.block_size))
+    return out
+
+
+def pcp_rows(query_lens: list[int], split: list[bool], size: int) -> list[list[int]]:
+    """Per rank, the batch rows it runs (-1 for padding), request by request."""
+    ranks = [[] for _ in range(size)]
+    start = 0
+    for qlen, is_split in zip(query_lens, split):
+        if not is_split:
+            for rows in ranks:
+                rows.extend(range(start, start + qlen))
+        else:
+            padded = qlen
+            while padded % (2 * size):
+                padded += 1
+            chunk = padded // (2 * size)
+            for rank, rows in enumerate(ranks):
+                for c in (rank, 2 * size - 1 - rank):
+                    for local in range(c * chunk, (c + 1) * chunk):
+                        rows.append(start + local if local < qlen else -1)
+        start += qlen
+    return ranks
+
+
+def pcp_restore(ranks: list[list[int]], num_tokens: int) -> list[int]:
+    """For each batch row, where the all-gather (rank-major) holds it; lowest rank wins."""
+    where = [None] * num_tokens
+    offset = 0
+    for rows in ranks:
+        for i, r in enumerate(rows):
+            if r >= 0 and where[r] is None:
+                where[r] = offset + i
+        offset += len(rows)
+    return where

@@ -1,0 +1,54 @@
+"""Deliberately broken variants of the core, each a known upstream bug.
+
+The property suite must fail on every one of them (tests/test_broken_caught.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mtp.batch import StepMeta
+from mtp.ops import CoreOps
+from mtp.prepare import PADDING_SLOT
+
+
+class SlotPlusOne(CoreOps):
+    """The seed's ``slot_mapping += 1``: wrong once a draft crosses a block boundary."""
+
+    def advance_step(self, cfg, prepared, block_table, step):
+        meta = super().advance_step(cfg, prepared, block_table, step)
+        first = prepared.first
+        slots = first.slot_mapping[first.sample_indices] + (step - 1)
+        slots = torch.where(meta.slot_mapping == PADDING_SLOT, meta.slot_mapping, slots)
+        return StepMeta(meta.positions, meta.seq_lens, slots)
+
+
+class PaddedSeqLensNotLowered(CoreOps):
+    """The seed's padded mode: later steps attend to the KV of rejected tokens."""
+
+    def prepare(self, cfg, batch, sampled, nxt):
+        first = super().prepare(cfg, batch, sampled, nxt)
+        if sampled.is_padded:
+            first.accepted_seq_lens = first.seq_lens
+        return first
+
+
+class SampleIndexOffByOne(CoreOps):
+    """Sample index one row too far: ``query_start_loc[r+1] - n_rej``."""
+
+    def prepare(self, cfg, batch, sampled, nxt):
+        first = super().prepare(cfg, batch, sampled, nxt)
+        first.sample_indices = torch.clamp(first.sample_indices + 1, max=first.num_tokens - 1)
+        return first
+
+
+class PaddedPathSyncs(CoreOps):
+    """Reads the valid counts back to the host to compute sample indices."""
+
+    def next_tokens(self, cfg, sampled, device):
+        nxt = super().next_tokens(cfg, sampled, device)
+        nxt.valid_counts.tolist()
+        return nxt
+
+
+BROKEN = [SlotPlusOne, PaddedSeqLensNotLowered, SampleIndexOffByOne, PaddedPathSyncs]

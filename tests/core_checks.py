@@ -1,0 +1,86 @@
+"""Checks of the core's input preparation against the from-scratch reference.
+
+Each check takes the ops under test, so the same check runs on ``CoreOps``
+(it must pass) and on deliberately broken variants (it must fail).
+"""
+
+from __future__ import annotations
+
+from sim import reference
+from sim.cases import BatchCase, to_batch
+
+
+def _eq(name: str, got, want, case: BatchCase):
+    got = got.tolist() if hasattr(got, "tolist") else list(got)
+    if got != list(want):
+        bad = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+        raise AssertionError(
+            f"{name} differs from the reference at index {bad}:\n  got  {got[bad : bad + 8]}"
+            f"\n  want {list(want)[bad : bad + 8]}\nreplay: {case.replay_text()}"
+        )
+
+
+def check_first_pass(ops, case: BatchCase, padded: bool, device) -> None:
+    """Steps 1-3 equal the reference: next tokens, compaction, sample rows, input ids."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded)
+    got = ops.prepare_call(cfg, batch, sampled)
+    want = reference.first_pass(case, padded)
+    _eq("next_token_ids", got.next.next_token_ids, want.next_tokens, case)
+    _eq("valid_counts", got.next.valid_counts, want.valid_counts, case)
+    _eq("num_rejected", got.first.num_rejected, want.num_rejected, case)
+    _eq("token_indices", got.first.token_indices, want.token_indices, case)
+    _eq("query_start_loc", got.first.query_start_loc, want.query_start_loc, case)
+    if got.first.query_start_loc_cpu is not None:
+        _eq("query_start_loc_cpu", got.first.query_start_loc_cpu, want.query_start_loc, case)
+    _eq("seq_lens", got.first.seq_lens, want.seq_lens, case)
+    _eq("accepted_seq_lens", got.first.accepted_seq_lens, want.accepted_seq_lens, case)
+    tail = [-1] * (cfg.max_num_tokens - len(want.slot_mapping))
+    _eq("slot_mapping", got.first.slot_mapping, want.slot_mapping + tail, case)
+    _eq("sample_indices", got.first.sample_indices, want.sample_indices, case)
+    _eq("input_ids", got.input_ids, want.input_ids, case)
+    qlens = [b - a for a, b in zip(want.query_start_loc, want.query_start_loc[1:])]
+    if got.first.max_query_len != max(qlens):
+        raise AssertionError(f"max_query_len={got.first.max_query_len}, want {max(qlens)}\nreplay: {case.replay_text()}")
+
+
+def check_steps(ops, case: BatchCase, padded: bool, device) -> None:
+    """Steps j = 2..K: positions, seq_lens and slots equal the reference."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded)
+    prepared = ops.prepare_call(cfg, batch, sampled)
+    for j in range(2, cfg.num_spec_tokens + 1):
+        got = ops.advance_step(cfg, prepared, batch.block_table, j)
+        want = reference.step(case, j)
+        _eq(f"step {j} positions", got.positions, want.positions, case)
+        _eq(f"step {j} seq_lens", got.seq_lens, want.seq_lens, case)
+        _eq(f"step {j} slot_mapping", got.slot_mapping, want.slot_mapping, case)
+
+
+def check_padded_matches_unpadded(ops, case: BatchCase, device) -> None:
+    """Both modes continue from the same token and sample the same batch row."""
+    cfg = case.config
+    runs = {}
+    for padded in (True, False):
+        batch, sampled = to_batch(case, device.torch_device, padded)
+        runs[padded] = ops.prepare_call(cfg, batch, sampled)
+    p, u = runs[True], runs[False]
+    _eq("next_token_ids (padded vs unpadded)", p.next.next_token_ids, u.next.next_token_ids.tolist(), case)
+    rows_p = p.first.token_indices[p.first.sample_indices]
+    rows_u = u.first.token_indices[u.first.sample_indices]
+    _eq("sampled batch rows (padded vs unpadded)", rows_p, rows_u.tolist(), case)
+    _eq("sample-row input ids (padded vs unpadded)", p.input_ids[p.first.sample_indices], u.input_ids[u.first.sample_indices].tolist(), case)
+    _eq("accepted_seq_lens (padded vs unpadded)", p.first.accepted_seq_lens, u.first.accepted_seq_lens.tolist(), case)
+
+
+def check_padded_path_never_syncs(ops, case: BatchCase, device) -> None:
+    """Steps 1-4 in padded mode read nothing back from the device."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded=True)
+    with device.watch_host_syncs() as log:
+        prepared = ops.prepare_call(cfg, batch, sampled)
+        for j in range(2, cfg.num_spec_tokens + 1):
+            ops.advance_step(cfg, prepared, batch.block_table, j)
+    if log.total:
+        sites = ", ".join(f"{op} at {site} x{n}" for (op, site), n in log.counts.items())
+        raise AssertionError(f"padded path made {log.total} host syncs: {sites}\nreplay: {case.replay_text()}")

@@ -1,0 +1,1 @@
+"""Hypothesis strategies, one module per kind of generated input."""

@@ -1,0 +1,42 @@
+"""Every property has been seen failing: each broken variant must be caught.
+
+A variant that slips through means a property lost its teeth.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+
+from tests import broken_ops, core_checks
+from tests.strategies.batches import batch_cases
+
+
+def _both_modes(check):
+    def run(ops, case, device):
+        for padded in (True, False):
+            check(ops, case, padded, device)
+
+    return run
+
+
+CAUGHT_BY = [
+    (broken_ops.SlotPlusOne, _both_modes(core_checks.check_steps)),
+    (broken_ops.PaddedSeqLensNotLowered, functools.partial(core_checks.check_steps, padded=True)),
+    (broken_ops.SampleIndexOffByOne, _both_modes(core_checks.check_first_pass)),
+    (broken_ops.SampleIndexOffByOne, core_checks.check_padded_matches_unpadded),
+    (broken_ops.PaddedPathSyncs, core_checks.check_padded_path_never_syncs),
+]
+
+
+@pytest.mark.parametrize("variant, check", CAUGHT_BY, ids=[f"{v.__name__}-{i}" for i, (v, _) in enumerate(CAUGHT_BY)])
+def test_broken_variant_is_caught(device, variant, check):
+    @settings(settings.get_profile("broken"))
+    @given(case=batch_cases())
+    def prop(case):
+        check(variant(), case=case, device=device)
+
+    with pytest.raises(AssertionError):
+        prop()
