@@ -21,7 +21,12 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_QUIET)
 settings.register_profile(
-    "broken", max_examples=300, deadline=None, database=None, phases=[Phase.generate], report_multiple_bugs=False,
+    "broken",
+    max_examples=300,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    report_multiple_bugs=False,
     suppress_health_check=_QUIET,
 )  # used by tests that expect a failure: stop at the first one
 settings.load_profile("ci" if os.environ.get("CI") else "dev")

@@ -39,16 +39,22 @@ class CoreOps:
             return next_tokens.next_tokens_padded(sampled, cfg.vocab_size, device)
         return next_tokens.next_tokens_host(sampled, device)
 
-    def prepare(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens) -> FirstPassInputs:
+    def prepare(
+        self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
+    ) -> FirstPassInputs:
         if sampled.is_padded:
             return prepare.prepare_padded(batch, nxt.valid_counts, cfg.max_num_tokens)
         counts = [0 if d else len(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
         return prepare.prepare_unpadded(batch, np.asarray(counts, dtype=np.int64), cfg.max_num_tokens)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
-        return prepare.first_pass_input_ids(batch.token_ids[first.token_indices], first.sample_indices, nxt.next_token_ids)
+        return prepare.first_pass_input_ids(
+            batch.token_ids[first.token_indices], first.sample_indices, nxt.next_token_ids
+        )
 
-    def advance_step(self, cfg: ProposerConfig, prepared: PreparedCall, block_table: torch.Tensor, step: int) -> StepMeta:
+    def advance_step(
+        self, cfg: ProposerConfig, prepared: PreparedCall, block_table: torch.Tensor, step: int
+    ) -> StepMeta:
         return steps.advance_step(
             prepared.base_positions,
             prepared.first.accepted_seq_lens,

@@ -78,7 +78,9 @@ def prepare_padded(batch: VerifiedBatch, valid_counts: torch.Tensor, slot_buffer
     )
 
 
-def first_pass_input_ids(token_ids: torch.Tensor, sample_indices: torch.Tensor, next_token_ids: torch.Tensor) -> torch.Tensor:
+def first_pass_input_ids(
+    token_ids: torch.Tensor, sample_indices: torch.Tensor, next_token_ids: torch.Tensor
+) -> torch.Tensor:
     """Shift the flattened ids left by one, then write each next token at its sample index.
 
     Row i feeds the token that follows row i's token (MTP semantics: position i

@@ -70,7 +70,11 @@ def validate_batch(batch: VerifiedBatch, cfg: ProposerConfig) -> None:
         _fail(f"num_draft_tokens[{r}]", int(drafts[r]), f"must lie in [0, {cfg.num_spec_tokens}]")
     if (qlens < drafts + 1).any():
         r = _first_bad(qlens < drafts + 1)
-        _fail(f"query_lens[{r}]", int(qlens[r]), f"a request verifying {int(drafts[r])} drafts has at least {int(drafts[r]) + 1} tokens")
+        _fail(
+            f"query_lens[{r}]",
+            int(qlens[r]),
+            f"a request verifying {int(drafts[r])} drafts has at least {int(drafts[r]) + 1} tokens",
+        )
 
     for name, shape in (
         ("token_ids", (num_tokens,)),
@@ -89,7 +93,11 @@ def validate_batch(batch: VerifiedBatch, cfg: ProposerConfig) -> None:
     need = needed_blocks(batch, cfg)
     if (need > table.shape[1]).any():
         r = _first_bad(need > table.shape[1])
-        _fail(f"block_table[{r}]", f"{table.shape[1]} blocks", f"drafts up to position {int(need[r]) * cfg.block_size - 1} need {int(need[r])}")
+        _fail(
+            f"block_table[{r}]",
+            f"{table.shape[1]} blocks",
+            f"drafts up to position {int(need[r]) * cfg.block_size - 1} need {int(need[r])}",
+        )
     covered = np.arange(table.shape[1])[None, :] < need[:, None]
     missing = covered & (table < 0)
     if missing.any():
@@ -124,7 +132,11 @@ def validate_sampled(sampled: SampledTokens, batch: VerifiedBatch, cfg: Proposer
     if sampled.padded is not None:
         shape = tuple(sampled.padded.shape)
         if shape != (num_reqs, cfg.num_spec_tokens + 1):
-            _fail("sampled_token_ids.shape", shape, f"expected ({num_reqs}, {cfg.num_spec_tokens + 1}) for K={cfg.num_spec_tokens}")
+            _fail(
+                "sampled_token_ids.shape",
+                shape,
+                f"expected ({num_reqs}, {cfg.num_spec_tokens + 1}) for K={cfg.num_spec_tokens}",
+            )
         return
     lists = sampled.lists
     if len(lists) != num_reqs:
@@ -134,7 +146,9 @@ def validate_sampled(sampled: SampledTokens, batch: VerifiedBatch, cfg: Proposer
         if len(ids) > drafts[r] + 1:
             _fail(f"sampled_token_ids[{r}]", list(ids), f"more than num_draft_tokens + 1 = {int(drafts[r]) + 1} tokens")
         if drafts[r] > 0 and len(ids) == 0:
-            _fail(f"sampled_token_ids[{r}]", [], f"a request verifying {int(drafts[r])} drafts samples at least one token")
+            _fail(
+                f"sampled_token_ids[{r}]", [], f"a request verifying {int(drafts[r])} drafts samples at least one token"
+            )
         for i, tok in enumerate(ids):
             if not 0 <= tok < cfg.vocab_size:
                 _fail(f"sampled_token_ids[{r}][{i}]", int(tok), f"not a token id in [0, {cfg.vocab_size})")

@@ -41,7 +41,9 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device) -> None:
     _eq("input_ids", got.input_ids, want.input_ids, case)
     qlens = [b - a for a, b in zip(want.query_start_loc, want.query_start_loc[1:])]
     if got.first.max_query_len != max(qlens):
-        raise AssertionError(f"max_query_len={got.first.max_query_len}, want {max(qlens)}\nreplay: {case.replay_text()}")
+        raise AssertionError(
+            f"max_query_len={got.first.max_query_len}, want {max(qlens)}\nreplay: {case.replay_text()}"
+        )
 
 
 def check_steps(ops, case: BatchCase, padded: bool, device) -> None:
@@ -69,7 +71,12 @@ def check_padded_matches_unpadded(ops, case: BatchCase, device) -> None:
     rows_p = p.first.token_indices[p.first.sample_indices]
     rows_u = u.first.token_indices[u.first.sample_indices]
     _eq("sampled batch rows (padded vs unpadded)", rows_p, rows_u.tolist(), case)
-    _eq("sample-row input ids (padded vs unpadded)", p.input_ids[p.first.sample_indices], u.input_ids[u.first.sample_indices].tolist(), case)
+    _eq(
+        "sample-row input ids (padded vs unpadded)",
+        p.input_ids[p.first.sample_indices],
+        u.input_ids[u.first.sample_indices].tolist(),
+        case,
+    )
     _eq("accepted_seq_lens (padded vs unpadded)", p.first.accepted_seq_lens, u.first.accepted_seq_lens.tolist(), case)
 
 

@@ -94,5 +94,3 @@ def malformed_inputs(draw):
     if field == "num_tokens" and batch.num_tokens <= 1:
         cfg, batch, sampled, field = _too_many_drafts(case.config, batch, sampled, r)
     return Malformed(cfg, batch, sampled, field, mutate.__name__.strip("_"))
-
-
