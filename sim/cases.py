@@ -64,8 +64,10 @@ def slot_of(blocks: list[int], position: int, block_size: int) -> int:
     return blocks[position // block_size] * block_size + position % block_size
 
 
-def to_batch(case: BatchCase, device: torch.device, padded: bool) -> tuple[VerifiedBatch, SampledTokens]:
-    """Tensors of ``case`` on ``device``; hidden states drawn from ``case.seed``."""
+def to_batch(
+    case: BatchCase, device: torch.device, padded: bool, hidden: torch.Tensor | None = None
+) -> tuple[VerifiedBatch, SampledTokens]:
+    """Tensors of ``case`` on ``device``; hidden states given, or drawn from ``case.seed``."""
     cfg, reqs = case.config, case.requests
     qlens = np.array([r.query_len for r in reqs], dtype=np.int64)
     qsl = np.concatenate([[0], np.cumsum(qlens)])
@@ -81,8 +83,8 @@ def to_batch(case: BatchCase, device: torch.device, padded: bool) -> tuple[Verif
     table = np.full((len(reqs), width), -1, dtype=np.int64)
     for i, r in enumerate(reqs):
         table[i, : len(r.blocks)] = r.blocks
-    gen = torch.Generator().manual_seed(case.seed)
-    hidden = torch.randn(len(tokens), cfg.hidden_size, generator=gen)
+    if hidden is None:
+        hidden = torch.randn(len(tokens), cfg.hidden_size, generator=torch.Generator().manual_seed(case.seed))
 
     def dev(a, dtype):
         return torch.as_tensor(np.asarray(a), dtype=dtype).to(device)

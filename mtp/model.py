@@ -1,0 +1,45 @@
+"""The interface between the proposer and a draft model.
+
+Any MTP layer that reads and writes a paged KV cache fits: the simulator's
+tiny model, a vLLM model wrapped by an adapter, an NPU model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass
+class AttentionMeta:
+    """What attention needs for one forward over N rows of B requests.
+
+    query_start_loc: int32 [B+1] device; request r owns rows qsl[r]..qsl[r+1]-1.
+    seq_lens:        int32 [B] device; the query rows of request r are the
+                     last rows of its first seq_len[r] positions, and attend
+                     causally to that prefix (read through the block table).
+    block_table:     int32 [B, max_blocks] device.
+    slot_mapping:    int64 [N] device; where each row writes its K/V, -1: nowhere.
+    """
+
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    slot_mapping: torch.Tensor
+
+
+class DraftModel(Protocol):
+    """An MTP draft layer with a paged KV cache."""
+
+    hidden_size: int
+    vocab_size: int
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, hidden_states: torch.Tensor, attn: AttentionMeta
+    ) -> torch.Tensor:
+        """[N] ids, [N] positions, [N, H] hidden -> [N, H] hidden; writes K/V at ``attn.slot_mapping``."""
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """[M, H] -> [M, V]."""

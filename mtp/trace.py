@@ -1,0 +1,27 @@
+"""A record of what each draft step handed the model, for checking metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class StepRecord:
+    """One model call. Tensors are detached device copies, read only by tests.
+
+    step: 1 for the first pass, j for draft step j.
+    """
+
+    step: int
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    seq_lens: torch.Tensor
+    slot_mapping: torch.Tensor
+    query_start_loc: torch.Tensor
+    sample_indices: torch.Tensor
+
+    @classmethod
+    def capture(cls, step: int, **tensors: torch.Tensor) -> StepRecord:
+        return cls(step=step, **{k: v.detach().clone() for k, v in tensors.items()})

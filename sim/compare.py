@@ -1,0 +1,76 @@
+"""Comparing a proposer's drafts and per-step metadata with the reference.
+
+Integer metadata must match exactly. A draft token must match wherever the
+reference's top-1/top-2 logit margin exceeds the device dtype's tolerance;
+below it either of the two is accepted and that request's later drafts are
+not compared (they continue from a different token).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from mtp.trace import StepRecord
+from sim import reference
+from sim.cases import BatchCase
+from sim.reference_drafts import RefDraft
+
+MARGIN_TOLERANCE = {torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 1e-1}
+
+
+class Mismatch(NamedTuple):
+    iteration: int
+    request: int | None  # the request's id, or None for batch-wide metadata
+    what: str
+    got: object
+    want: object
+
+    def __str__(self) -> str:
+        who = f"request {self.request}" if self.request is not None else "batch"
+        return f"iteration {self.iteration}, {who}: {self.what}: got {self.got}, want {self.want}"
+
+
+def compare_drafts(
+    it: int, rid: int, got: list[int], want: list[RefDraft], tolerance: float
+) -> tuple[list[Mismatch], int, int]:
+    """(mismatches, drafts compared, drafts skipped as ambiguous) for one request."""
+    compared = 0
+    for j, (tok, ref) in enumerate(zip(got, want), start=1):
+        if ref.margin <= tolerance:
+            if tok not in (ref.top1, ref.top2):
+                return [Mismatch(it, rid, f"draft {j} (near tie)", tok, (ref.top1, ref.top2))], compared, 1
+            return [], compared, len(want) - compared
+        compared += 1
+        if tok != ref.top1:
+            return [Mismatch(it, rid, f"draft {j}", tok, f"{ref.top1} (margin {ref.margin:.3g})")], compared, 0
+    return [], compared, 0
+
+
+def _first_diff(name: str, it: int, got: torch.Tensor, want: list[int]) -> list[Mismatch]:
+    got = got.tolist()
+    if got == want:
+        return []
+    i = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+    return [Mismatch(it, None, f"{name}[{i}:]", got[i : i + 6], want[i : i + 6])]
+
+
+def compare_trace(it: int, case: BatchCase, padded: bool, trace: list[StepRecord]) -> list[Mismatch]:
+    """The metadata each model call received against the reference's."""
+    ref = reference.first_pass(case, padded)
+    flat_pos = [r.num_computed + i for r in case.requests for i in range(r.query_len)]
+    first = trace[0]
+    out = []
+    out += _first_diff("first pass input_ids", it, first.input_ids, ref.input_ids)
+    out += _first_diff("first pass positions", it, first.positions, [flat_pos[i] for i in ref.token_indices])
+    out += _first_diff("first pass seq_lens", it, first.seq_lens, ref.seq_lens)
+    out += _first_diff("first pass slot_mapping", it, first.slot_mapping, ref.slot_mapping)
+    out += _first_diff("first pass query_start_loc", it, first.query_start_loc, ref.query_start_loc)
+    out += _first_diff("first pass sample_indices", it, first.sample_indices, ref.sample_indices)
+    for rec in trace[1:]:
+        want = reference.step(case, rec.step)
+        out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)
+        out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
+        out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
+    return out

@@ -1,0 +1,67 @@
+"""Paged KV cache and attention over it, in plain torch with static shapes.
+
+Static shapes (the context window is ``max_blocks * block_size``) and no
+data-dependent indexing mean no host sync, so the same code runs inside a
+graph capture. Slot -1 writes to a trash row past the real slots.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mtp.model import AttentionMeta
+
+
+class PagedKvCache:
+    """K and V for ``num_blocks * block_size`` slots, plus one trash slot."""
+
+    def __init__(self, num_blocks: int, block_size: int, num_heads: int, head_dim: int, device, dtype=torch.float32):
+        self.block_size = block_size
+        self.num_slots = num_blocks * block_size
+        shape = (self.num_slots + 1, num_heads, head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+
+    def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        rows = torch.where(slots < 0, torch.full_like(slots, self.num_slots), slots)
+        self.k.index_copy_(0, rows, k)
+        self.v.index_copy_(0, rows, v)
+
+    def fill_(self, value: float) -> None:
+        """Poison every slot (a test's way to make stale reads visible)."""
+        self.k.fill_(value)
+        self.v.fill_(value)
+
+
+def row_requests(query_start_loc: torch.Tensor, num_rows: int) -> torch.Tensor:
+    """The request each row belongs to, [N]."""
+    rows = torch.arange(num_rows, device=query_start_loc.device, dtype=query_start_loc.dtype)
+    return torch.searchsorted(query_start_loc[1:].contiguous(), rows, right=True)
+
+
+def paged_attention(q: torch.Tensor, cache: PagedKvCache, attn: AttentionMeta, scale: float) -> torch.Tensor:
+    """Causal attention of [N, heads, d] queries over each request's paged prefix.
+
+    Row n of request r is query number ``n - qsl[r]`` of ``q_r`` rows, so it
+    sits at context position ``seq_len[r] - q_r + (n - qsl[r])`` and attends
+    to positions ``0..that``. This is how attention kernels read seq_lens:
+    a seq_len too long makes a row see KV it must not see.
+    """
+    num_rows = q.shape[0]
+    qsl = attn.query_start_loc.to(torch.int64)
+    req = row_requests(qsl, num_rows)
+    rows = torch.arange(num_rows, device=q.device)
+    qlen = (qsl[1:] - qsl[:-1])[req]
+    ctx_pos = attn.seq_lens.to(torch.int64)[req] - qlen + (rows - qsl[req])
+    bs = cache.block_size
+    window = attn.block_table.shape[1] * bs
+    pos = torch.arange(window, device=q.device)
+    blocks = attn.block_table.to(torch.int64)[req][:, pos // bs]  # [N, W]
+    slots = torch.where(blocks >= 0, blocks * bs + pos % bs, torch.full_like(blocks, cache.num_slots))
+    visible = (pos[None, :] <= ctx_pos[:, None]) & (blocks >= 0)
+    k = cache.k[slots]  # [N, W, heads, d]
+    v = cache.v[slots].masked_fill(~visible[:, :, None, None], 0.0)  # unseen slots may hold poison
+    scores = torch.einsum("nhd,nwhd->nhw", q, k) * scale
+    scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.einsum("nhw,nwhd->nhd", probs, v)

@@ -1,0 +1,65 @@
+"""Draft tokens from scratch: one request, dense causal attention, no paging.
+
+DESIGN.md "MTP semantics": position i of the MTP layer takes
+``(embed(t[i+1]), h[i])``; the output at the last accepted position L-1
+gives draft 1; step j feeds (draft j-1, the previous step's output) at
+position L-2+j and attends to every earlier position.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from sim.tiny_models import TinyMtp
+
+
+class RefDraft(NamedTuple):
+    """The reference's top two tokens at one draft position, and their logit margin."""
+
+    top1: int
+    top2: int
+    margin: float
+
+
+def _dense_attention(q, k, v, q_pos, scale):
+    """[n, h, d] queries at positions q_pos over keys at positions 0..len(k)-1."""
+    scores = torch.einsum("nhd,mhd->nhm", q, k) * scale
+    key_pos = torch.arange(k.shape[0])
+    scores = scores.masked_fill((key_pos[None, :] > q_pos[:, None])[:, None, :], float("-inf"))
+    return torch.einsum("nhm,mhd->nhd", torch.softmax(scores, dim=-1), v)
+
+
+def _top2(logits: torch.Tensor) -> RefDraft:
+    vals, ids = logits.topk(2)
+    return RefDraft(int(ids[0]), int(ids[1]), float(vals[0] - vals[1]))
+
+
+@torch.no_grad()
+def reference_drafts(
+    model: TinyMtp, history: list[int], target_hidden: torch.Tensor, k: int, max_model_len: int
+) -> list[RefDraft]:
+    """Drafts 1..k of a request whose accepted tokens are ``history[:-1]``.
+
+    ``history[-1]`` is the token drafting continues from; ``target_hidden``
+    holds the target's hidden state at each accepted position. Drafts at
+    positions past ``max_model_len`` are garbage by definition and omitted.
+    """
+    L = len(history) - 1
+    pos = torch.arange(L)
+    x = model.block_input(torch.tensor(history[1:]), target_hidden)
+    q, keys, vals = model.qkv(x, pos)
+    out = model.block_output(x, _dense_attention(q, keys, vals, pos, model.scale))
+    h = out[-1:]
+    drafts = [_top2(model.compute_logits(h)[0])]
+    for j in range(2, k + 1):
+        p = L - 2 + j
+        if p >= max_model_len:
+            break
+        x = model.block_input(torch.tensor([drafts[-1].top1]), h)
+        q, k1, v1 = model.qkv(x, torch.tensor([p]))
+        keys, vals = torch.cat([keys, k1]), torch.cat([vals, v1])
+        h = model.block_output(x, _dense_attention(q, keys, vals, torch.tensor([p]), model.scale))
+        drafts.append(_top2(model.compute_logits(h)[0]))
+    return drafts

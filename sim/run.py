@@ -1,0 +1,108 @@
+"""Running a scenario end to end: serving loop, proposer, reference, comparison."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from mtp.ops import CoreOps
+from mtp.proposer import MtpProposer
+from sim.cases import to_batch
+from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_drafts, compare_trace
+from sim.paged_attention import PagedKvCache
+from sim.reference_drafts import reference_drafts
+from sim.scenario import Scenario
+from sim.serving import ServingSim
+from sim.tiny_models import TinyConfig, TinyMtp, TinyTarget
+
+
+@dataclass
+class RunReport:
+    """What a run did and what it found."""
+
+    scenario: Scenario
+    iterations: int = 0
+    proposals: int = 0
+    finished: int = 0
+    verified: Counter = field(default_factory=Counter)  # draft position -> times verified
+    accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
+    drafts_compared: int = 0
+    drafts_ambiguous: int = 0
+    host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def acceptance(self) -> dict[int, float]:
+        return {p: self.accepted[p] / n for p, n in sorted(self.verified.items()) if n}
+
+
+def build_models(scenario: Scenario, device: torch.device):
+    cfg = TinyConfig(vocab_size=scenario.vocab_size, hidden_size=scenario.hidden_size, seed=scenario.seed)
+    cache = PagedKvCache(scenario.num_blocks, scenario.block_size, cfg.num_heads, cfg.head_dim, device)
+    cache.fill_(float("nan"))  # a read of a never-written slot poisons the drafts
+    return TinyMtp(cfg, cache).to(device), TinyTarget(cfg)
+
+
+def run_scenario(
+    scenario: Scenario,
+    device,
+    ops: CoreOps | None = None,
+    check: bool = True,
+    stop_at_first_mismatch: bool = True,
+    on_iteration=None,
+) -> RunReport:
+    """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference."""
+    tdev = device.torch_device
+    model, target = build_models(scenario, tdev)
+    sim = ServingSim(scenario, target)
+    proposer = MtpProposer(sim.config, model, tdev, ops=ops)
+    proposer.record(check)
+    report = RunReport(scenario)
+    ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
+    tol = MARGIN_TOLERANCE[proposer.hidden_states.dtype]
+    for it in range(scenario.max_iterations):
+        if sim.done:
+            break
+        iteration = sim.step(it)
+        if iteration is None:
+            continue
+        batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
+        with device.watch_host_syncs() as syncs:
+            drafts = proposer.propose(batch, sampled)
+        report.host_syncs.update(syncs.counts)
+        drafts = drafts.cpu().tolist()
+        report.iterations += 1
+        report.proposals += len(drafts)
+        for verified, accepted in iteration.accepted:
+            for p in range(1, verified + 1):
+                report.verified[p] += 1
+                report.accepted[p] += p <= accepted
+        if check:
+            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace)
+            for r, rid in enumerate(iteration.rids):
+                if not iteration.compared[r]:
+                    continue
+                history = iteration.histories[r]
+                want = reference_drafts(
+                    ref_model,
+                    history,
+                    target.sequence_hidden(history[:-1]),
+                    scenario.num_spec_tokens,
+                    scenario.max_model_len,
+                )
+                bad, n, skipped = compare_drafts(it, rid, drafts[r], want, tol)
+                report.mismatches += bad
+                report.drafts_compared += n
+                report.drafts_ambiguous += skipped
+        sim.commit(iteration, drafts)
+        if on_iteration:
+            on_iteration(report, sim)
+        if report.mismatches and stop_at_first_mismatch:
+            break
+    report.finished = sim.finished
+    return report

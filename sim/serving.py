@@ -1,0 +1,195 @@
+"""A serving loop around the proposer: scheduling, target verification, requests leaving.
+
+Each iteration schedules decodes (the next token plus last iteration's
+drafts) and chunked prefills under a token budget, runs the tiny target on
+the scheduled rows, verifies the drafts, and yields exactly the inputs of one
+propose call, as a ``BatchCase`` (plain lists) plus the target's hidden
+states. After the caller has proposed, ``commit`` takes the drafts back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from mtp.config import ProposerConfig
+from sim.block_allocator import BlockAllocator
+from sim.cases import BatchCase, RequestCase
+from sim.scenario import Scenario
+from sim.tiny_models import TinyTarget
+
+
+@dataclass
+class RequestState:
+    rid: int
+    tokens: list[int]  # prompt + accepted outputs
+    prompt_len: int
+    max_new_tokens: int
+    num_computed: int = 0  # tokens in KV
+    blocks: list[int] = field(default_factory=list)
+    drafts: list[int] = field(default_factory=list)  # to verify next iteration
+
+    @property
+    def prefilling(self) -> bool:
+        return self.num_computed < self.prompt_len
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+
+class Iteration(NamedTuple):
+    """One propose call's inputs, and what the reference needs to check it.
+
+    histories: per request, tokens at positions 0..L where L is the accepted
+               length (the last one is the token drafting continues from).
+    compared:  per request, whether its drafts are used (not a partial prefill).
+    accepted:  per request, (drafts verified, drafts accepted).
+    """
+
+    index: int
+    case: BatchCase
+    hidden: torch.Tensor
+    rids: list[int]
+    histories: list[list[int]]
+    compared: list[bool]
+    accepted: list[tuple[int, int]]
+
+
+class ServingSim:
+    def __init__(self, scenario: Scenario, target: TinyTarget, forced_accept=None):
+        self.sc = scenario
+        self.target = target
+        self.rng = np.random.default_rng(scenario.seed + 7)
+        self.allocator = BlockAllocator(scenario.num_blocks, scenario.seed)
+        self.waiting = sorted(enumerate(scenario.requests), key=lambda x: x[1].arrival)
+        self.running: list[RequestState] = []
+        self.finished = 0
+        self.forced_accept = forced_accept
+        self.config = ProposerConfig(
+            num_spec_tokens=scenario.num_spec_tokens,
+            vocab_size=scenario.vocab_size,
+            block_size=scenario.block_size,
+            max_model_len=scenario.max_model_len,
+            max_num_tokens=scenario.token_budget,
+            max_num_reqs=scenario.max_num_reqs,
+            hidden_size=scenario.hidden_size,
+        )
+
+    @property
+    def done(self) -> bool:
+        return not self.waiting and not self.running
+
+    def _admit(self, it: int) -> None:
+        while self.waiting and self.waiting[0][1].arrival <= it and len(self.running) < self.sc.max_num_reqs:
+            rid, spec = self.waiting.pop(0)
+            prompt = self.rng.integers(0, self.sc.vocab_size, size=spec.prompt_len).tolist()
+            self.running.append(RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens))
+
+    def _schedule(self) -> list[tuple[RequestState, list[int]]]:
+        budget = self.sc.token_budget
+        picked = []
+        for req in sorted(self.running, key=lambda r: r.prefilling):  # decodes first
+            if req.prefilling:
+                n = min(req.prompt_len - req.num_computed, budget)
+                rows = req.tokens[req.num_computed : req.num_computed + n]
+            else:
+                rows = [req.tokens[-1]] + req.drafts
+            if not rows or len(rows) > budget:
+                continue
+            budget -= len(rows)
+            picked.append((req, rows))
+        return picked
+
+    def _ensure_blocks(self, req: RequestState, seq_len: int) -> None:
+        last = min(seq_len + self.sc.num_spec_tokens - 2, self.sc.max_model_len - 1)
+        need = last // self.sc.block_size + 1 - len(req.blocks)
+        if need > 0:
+            req.blocks += self.allocator.allocate(need)
+
+    def _accept_count(self, req: RequestState, rows: list[int], greedy: list[int]) -> int:
+        k = len(req.drafts)
+        if self.forced_accept is not None:
+            return min(self.forced_accept(req.rid, k), k)
+        if self.sc.accept == "greedy":
+            a = 0
+            while a < k and req.drafts[a] == greedy[a]:
+                a += 1
+            return a
+        if self.sc.accept == "random":
+            return int(self.rng.integers(0, k + 1))
+        return k if self.sc.accept == "all" else 0
+
+    def step(self, it: int) -> Iteration | None:
+        """Schedule and verify one iteration; None if nothing could be scheduled."""
+        self._admit(it)
+        picked = self._schedule()
+        if not picked:
+            return None
+        k_max = self.sc.num_spec_tokens
+        reqs, hiddens, histories, compared, accepted = [], [], [], [], []
+        for req, rows in picked:
+            c = req.num_computed
+            seq = req.tokens[:c] + rows
+            seq_len = len(seq)
+            t = torch.tensor(seq[c:], dtype=torch.int64)
+            prev = torch.tensor([seq[max(p - 1, 0)] for p in range(c, seq_len)], dtype=torch.int64)
+            h = self.target.hidden(t, prev, torch.arange(c, seq_len))
+            greedy = self.target.greedy(h).tolist()
+            self._ensure_blocks(req, seq_len)
+            if req.prefilling:
+                drafts, a = 0, 0
+                partial = seq_len < req.prompt_len
+                sampled = [greedy[-1]]
+                history = req.tokens[: seq_len + 1] if partial else req.tokens[:seq_len] + sampled
+            else:
+                drafts = len(req.drafts)
+                a = self._accept_count(req, rows, greedy)
+                partial = False
+                sampled = req.drafts[:a] + [greedy[a]]
+                history = req.tokens + sampled
+            backup = history[seq_len] if seq_len < len(history) else history[-1]
+            reqs.append(
+                RequestCase(
+                    tokens=rows + [backup],
+                    num_computed=c,
+                    query_len=len(rows),
+                    num_drafts=drafts,
+                    sampled=sampled + [-1] * (k_max + 1 - len(sampled)),
+                    discarded=partial,
+                    blocks=list(req.blocks),
+                )
+            )
+            hiddens.append(h)
+            histories.append(history)
+            compared.append(not partial)
+            accepted.append((drafts, a))
+        case = BatchCase(config=self.config, requests=reqs, seed=self.sc.seed)
+        rids = [req.rid for req, _ in picked]
+        return Iteration(it, case, torch.cat(hiddens), rids, histories, compared, accepted)
+
+    def commit(self, iteration: Iteration, drafts: list[list[int]]) -> None:
+        """Take the verified tokens and the new drafts; retire finished requests."""
+        by_id = {r.rid: r for r in self.running}
+        for rid, history, req_case, new_drafts in zip(
+            iteration.rids, iteration.histories, iteration.case.requests, drafts
+        ):
+            req = by_id[rid]
+            if req_case.discarded:
+                req.num_computed = req_case.seq_len
+                continue
+            req.tokens = history
+            req.num_computed = len(history) - 1
+            room = self.sc.max_model_len - len(history)  # positions left after the next token
+            req.drafts = list(new_drafts[: max(0, min(self.sc.num_spec_tokens, room))])
+        still = []
+        for req in self.running:
+            if req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len:
+                self.allocator.release(req.blocks)
+                self.finished += 1
+            else:
+                still.append(req)
+        self.running = still

@@ -1,0 +1,131 @@
+"""Tiny deterministic models: a DeepSeek-MTP-style draft layer and a causal target.
+
+Small enough to run thousands of times in a test session, built to be
+sensitive: a wrong position (RoPE with a fast frequency and a sharp
+softmax), a wrong hidden row, a wrong slot or a KV entry it must not see
+changes the argmax with high probability (measured by
+``python -m sim sensitivity``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mtp.model import AttentionMeta
+from sim.paged_attention import PagedKvCache, paged_attention
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    vocab_size: int = 96
+    hidden_size: int = 32
+    num_heads: int = 2
+    head_dim: int = 16
+    mlp_size: int = 64
+    rope_base: float = 50.0
+    attn_sharpness: float = 4.0  # multiplies 1/sqrt(d): peaky attention sees small errors
+    seed: int = 0
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotary embedding of [N, heads, d] at [N] positions."""
+    half = x.shape[-1] // 2
+    freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
+
+
+class TinyMtp(nn.Module):
+    """Embedding + RMSNorms, a projection of [embed; hidden], one decoder block
+    (RoPE attention over a paged KV cache, MLP) and a shared head."""
+
+    def __init__(self, cfg: TinyConfig, cache: PagedKvCache | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.hidden_size, self.vocab_size = cfg.hidden_size, cfg.vocab_size
+        g = torch.Generator().manual_seed(cfg.seed)
+        h, a = cfg.hidden_size, cfg.num_heads * cfg.head_dim
+
+        def w(*shape, scale=1.0):
+            return nn.Parameter(torch.randn(*shape, generator=g) * scale / shape[-1] ** 0.5, requires_grad=False)
+
+        self.embed = nn.Parameter(torch.randn(cfg.vocab_size, h, generator=g), requires_grad=False)
+        self.enorm = nn.Parameter(torch.ones(h), requires_grad=False)
+        self.hnorm = nn.Parameter(torch.ones(h), requires_grad=False)
+        self.proj = w(h, 2 * h)
+        self.attn_norm = nn.Parameter(torch.ones(h), requires_grad=False)
+        self.wq, self.wk, self.wv = w(a, h, scale=2.0), w(a, h, scale=2.0), w(a, h)
+        self.wo = w(h, a)
+        self.mlp_norm = nn.Parameter(torch.ones(h), requires_grad=False)
+        self.w_up, self.w_down = w(cfg.mlp_size, h), w(h, cfg.mlp_size)
+        self.head_norm = nn.Parameter(torch.ones(h), requires_grad=False)
+        self.lm_head = w(cfg.vocab_size, h, scale=3.0)
+        self.cache = cache
+        self.scale = cfg.attn_sharpness / cfg.head_dim**0.5
+
+    # The pieces below are shared with the dense reference; only the attention differs.
+    def block_input(self, input_ids: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
+        e = _rms(self.embed[input_ids.long()], self.enorm)
+        h = _rms(hidden_states, self.hnorm)
+        return torch.cat([e, h], dim=-1) @ self.proj.T
+
+    def qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        n, heads, d = x.shape[0], self.cfg.num_heads, self.cfg.head_dim
+        y = _rms(x, self.attn_norm)
+        q = rope((y @ self.wq.T).view(n, heads, d), positions, self.cfg.rope_base)
+        k = rope((y @ self.wk.T).view(n, heads, d), positions, self.cfg.rope_base)
+        return q, k, (y @ self.wv.T).view(n, heads, d)
+
+    def block_output(self, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
+        x = x + attn_out.reshape(x.shape[0], -1) @ self.wo.T
+        return x + torch.nn.functional.gelu(_rms(x, self.mlp_norm) @ self.w_up.T) @ self.w_down.T
+
+    def forward(self, input_ids, positions, hidden_states, attn: AttentionMeta) -> torch.Tensor:
+        x = self.block_input(input_ids, hidden_states)
+        q, k, v = self.qkv(x, positions)
+        self.cache.write(attn.slot_mapping, k, v)
+        return self.block_output(x, paged_attention(q, self.cache, attn, self.scale))
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return _rms(hidden_states, self.head_norm) @ self.lm_head.T
+
+
+class TinyTarget(nn.Module):
+    """A causal target: ``h[i] = tanh(E1[t_i] + E2[t_{i-1}] + P(i))``, greedy next token ``argmax(h[i] W)``.
+
+    Row-wise (no attention), so a request's hidden states are bit-identical
+    however the rows are batched, and recomputing them from scratch is cheap.
+    """
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        g = torch.Generator().manual_seed(cfg.seed + 1)
+        h = cfg.hidden_size
+        self.hidden_size, self.vocab_size = h, cfg.vocab_size
+        self.e1 = torch.randn(cfg.vocab_size, h, generator=g)
+        self.e2 = torch.randn(cfg.vocab_size, h, generator=g) * 0.5
+        self.freqs = torch.rand(h, generator=g) * 2.0
+        self.out = torch.randn(cfg.vocab_size, h, generator=g)
+
+    def hidden(self, tokens: torch.Tensor, prev_tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """[N] tokens, [N] previous tokens (any id at position 0), [N] positions -> [N, H]."""
+        pos = torch.sin(positions.to(torch.float32)[:, None] * self.freqs[None, :])
+        return torch.tanh(self.e1[tokens.long()] + self.e2[prev_tokens.long()] + pos)
+
+    def greedy(self, hidden: torch.Tensor) -> torch.Tensor:
+        return (hidden @ self.out.T).argmax(dim=-1)
+
+    def sequence_hidden(self, tokens: list[int]) -> torch.Tensor:
+        """Hidden states of a whole sequence, from scratch."""
+        t = torch.tensor(tokens, dtype=torch.int64)
+        prev = torch.cat([t[:1], t[:-1]])
+        return self.hidden(t, prev, torch.arange(len(tokens)))
