@@ -39,13 +39,16 @@ def row_requests(query_start_loc: torch.Tensor, num_rows: int) -> torch.Tensor:
     return torch.searchsorted(query_start_loc[1:].contiguous(), rows, right=True)
 
 
-def paged_attention(q: torch.Tensor, cache: PagedKvCache, attn: AttentionMeta, scale: float) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor, cache: PagedKvCache, attn: AttentionMeta, scale: float, recency: torch.Tensor
+) -> torch.Tensor:
     """Causal attention of [N, heads, d] queries over each request's paged prefix.
 
     Row n of request r is query number ``n - qsl[r]`` of ``q_r`` rows, so it
     sits at context position ``seq_len[r] - q_r + (n - qsl[r])`` and attends
     to positions ``0..that``. This is how attention kernels read seq_lens:
-    a seq_len too long makes a row see KV it must not see.
+    a seq_len too long makes a row see KV it must not see. ``recency`` [heads]
+    is an ALiBi slope per head: recent positions weigh more, as in real models.
     """
     num_rows = q.shape[0]
     qsl = attn.query_start_loc.to(torch.int64)
@@ -62,6 +65,7 @@ def paged_attention(q: torch.Tensor, cache: PagedKvCache, attn: AttentionMeta, s
     k = cache.k[slots]  # [N, W, heads, d]
     v = cache.v[slots].masked_fill(~visible[:, :, None, None], 0.0)  # unseen slots may hold poison
     scores = torch.einsum("nhd,nwhd->nhw", q, k) * scale
+    scores = scores - recency[None, :, None] * (ctx_pos[:, None] - pos[None, :]).to(scores.dtype)[:, None, :]
     scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.einsum("nhw,nwhd->nhd", probs, v)

@@ -23,10 +23,11 @@ class RefDraft(NamedTuple):
     margin: float
 
 
-def _dense_attention(q, k, v, q_pos, scale):
+def dense_attention(q, k, v, q_pos, scale, recency):
     """[n, h, d] queries at positions q_pos over keys at positions 0..len(k)-1."""
-    scores = torch.einsum("nhd,mhd->nhm", q, k) * scale
     key_pos = torch.arange(k.shape[0])
+    scores = torch.einsum("nhd,mhd->nhm", q, k) * scale
+    scores = scores - recency[None, :, None] * (q_pos[:, None] - key_pos[None, :]).to(scores.dtype)[:, None, :]
     scores = scores.masked_fill((key_pos[None, :] > q_pos[:, None])[:, None, :], float("-inf"))
     return torch.einsum("nhm,mhd->nhd", torch.softmax(scores, dim=-1), v)
 
@@ -50,7 +51,7 @@ def reference_drafts(
     pos = torch.arange(L)
     x = model.block_input(torch.tensor(history[1:]), target_hidden)
     q, keys, vals = model.qkv(x, pos)
-    out = model.block_output(x, _dense_attention(q, keys, vals, pos, model.scale))
+    out = model.block_output(x, dense_attention(q, keys, vals, pos, model.scale, model.recency))
     h = out[-1:]
     drafts = [_top2(model.compute_logits(h)[0])]
     for j in range(2, k + 1):
@@ -60,6 +61,6 @@ def reference_drafts(
         x = model.block_input(torch.tensor([drafts[-1].top1]), h)
         q, k1, v1 = model.qkv(x, torch.tensor([p]))
         keys, vals = torch.cat([keys, k1]), torch.cat([vals, v1])
-        h = model.block_output(x, _dense_attention(q, keys, vals, torch.tensor([p]), model.scale))
+        h = model.block_output(x, dense_attention(q, keys, vals, torch.tensor([p]), model.scale, model.recency))
         drafts.append(_top2(model.compute_logits(h)[0]))
     return drafts

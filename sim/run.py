@@ -11,6 +11,7 @@ from mtp.ops import CoreOps
 from mtp.proposer import MtpProposer
 from sim.cases import to_batch
 from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_drafts, compare_trace
+from sim.coverage import features
 from sim.paged_attention import PagedKvCache
 from sim.reference_drafts import reference_drafts
 from sim.scenario import Scenario
@@ -31,6 +32,7 @@ class RunReport:
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count
+    features: Counter = field(default_factory=Counter)  # sim.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
 
     @property
@@ -41,10 +43,16 @@ class RunReport:
         return {p: self.accepted[p] / n for p, n in sorted(self.verified.items()) if n}
 
 
-def build_models(scenario: Scenario, device: torch.device):
+def build_models(scenario: Scenario, device: torch.device, poison_kv: bool = True):
+    """The scenario's draft model (with its paged cache) and target model.
+
+    With ``poison_kv`` the cache starts as NaN, so reading a slot nobody wrote
+    poisons the drafts; without it, stale zeros must be caught by sensitivity.
+    """
     cfg = TinyConfig(vocab_size=scenario.vocab_size, hidden_size=scenario.hidden_size, seed=scenario.seed)
     cache = PagedKvCache(scenario.num_blocks, scenario.block_size, cfg.num_heads, cfg.head_dim, device)
-    cache.fill_(float("nan"))  # a read of a never-written slot poisons the drafts
+    if poison_kv:
+        cache.fill_(float("nan"))
     return TinyMtp(cfg, cache).to(device), TinyTarget(cfg)
 
 
@@ -54,11 +62,12 @@ def run_scenario(
     ops: CoreOps | None = None,
     check: bool = True,
     stop_at_first_mismatch: bool = True,
+    poison_kv: bool = True,
     on_iteration=None,
 ) -> RunReport:
     """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference."""
     tdev = device.torch_device
-    model, target = build_models(scenario, tdev)
+    model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
     proposer = MtpProposer(sim.config, model, tdev, ops=ops)
     proposer.record(check)
@@ -77,6 +86,7 @@ def run_scenario(
         report.host_syncs.update(syncs.counts)
         drafts = drafts.cpu().tolist()
         report.iterations += 1
+        report.features.update(features(iteration.case))
         report.proposals += len(drafts)
         for verified, accepted in iteration.accepted:
             for p in range(1, verified + 1):

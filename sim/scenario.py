@@ -89,4 +89,4 @@ def default_scenario(seed: int = 0, num_requests: int = 24, padded: bool = True,
         RequestSpec(arrival=int(i // 3), prompt_len=int(rng.integers(4, 80)), max_new_tokens=int(rng.integers(4, 40)))
         for i in range(num_requests)
     )
-    return Scenario(seed=seed, padded=padded, accept=accept, requests=reqs, max_model_len=128, max_iterations=400)
+    return Scenario(seed=seed, padded=padded, accept=accept, requests=reqs, max_model_len=96, max_iterations=400)

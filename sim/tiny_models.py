@@ -26,7 +26,8 @@ class TinyConfig:
     head_dim: int = 16
     mlp_size: int = 64
     rope_base: float = 50.0
-    attn_sharpness: float = 4.0  # multiplies 1/sqrt(d): peaky attention sees small errors
+    attn_sharpness: float = 1.0  # multiplies 1/sqrt(d)
+    recency: tuple[float, ...] = (2.0, 0.5)  # ALiBi slope per head: a local head and a wider one
     seed: int = 0
 
 
@@ -64,13 +65,14 @@ class TinyMtp(nn.Module):
         self.proj = w(h, 2 * h)
         self.attn_norm = nn.Parameter(torch.ones(h), requires_grad=False)
         self.wq, self.wk, self.wv = w(a, h, scale=2.0), w(a, h, scale=2.0), w(a, h)
-        self.wo = w(h, a)
+        self.wo = w(h, a, scale=4.0)
         self.mlp_norm = nn.Parameter(torch.ones(h), requires_grad=False)
         self.w_up, self.w_down = w(cfg.mlp_size, h), w(h, cfg.mlp_size)
         self.head_norm = nn.Parameter(torch.ones(h), requires_grad=False)
         self.lm_head = w(cfg.vocab_size, h, scale=3.0)
         self.cache = cache
         self.scale = cfg.attn_sharpness / cfg.head_dim**0.5
+        self.recency = torch.tensor(cfg.recency, dtype=torch.float32)
 
     # The pieces below are shared with the dense reference; only the attention differs.
     def block_input(self, input_ids: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -93,7 +95,7 @@ class TinyMtp(nn.Module):
         x = self.block_input(input_ids, hidden_states)
         q, k, v = self.qkv(x, positions)
         self.cache.write(attn.slot_mapping, k, v)
-        return self.block_output(x, paged_attention(q, self.cache, attn, self.scale))
+        return self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms(hidden_states, self.head_norm) @ self.lm_head.T

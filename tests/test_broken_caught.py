@@ -10,8 +10,10 @@ import functools
 import pytest
 from hypothesis import given, settings
 
+from sim.run import run_scenario
 from tests import broken_ops, core_checks
 from tests.strategies.batches import batch_cases
+from tests.strategies.scenarios import scenarios
 
 
 def _both_modes(check):
@@ -37,6 +39,31 @@ def test_broken_variant_is_caught(device, variant, check):
     @given(case=batch_cases())
     def prop(case):
         check(variant(), case=case, device=device)
+
+    with pytest.raises(AssertionError):
+        prop()
+
+
+E2E_CAUGHT = [
+    (broken_ops.SlotPlusOne, True),
+    (broken_ops.SlotPlusOne, False),
+    (broken_ops.PaddedSeqLensNotLowered, True),
+]
+
+
+@pytest.mark.parametrize(
+    "variant, padded", E2E_CAUGHT, ids=[f"{v.__name__}-{'padded' if p else 'unpadded'}" for v, p in E2E_CAUGHT]
+)
+def test_broken_variant_changes_the_drafts(device, variant, padded):
+    """The seed's defects change draft tokens, not only metadata: the tiny
+    model is sensitive enough, even with a cache of stale zeros (no NaN poison)."""
+
+    @settings(settings.get_profile("broken"), max_examples=100)
+    @given(scenario=scenarios(padded=padded))
+    def prop(scenario):
+        report = run_scenario(scenario, device, ops=variant(), stop_at_first_mismatch=False, poison_kv=False)
+        wrong_drafts = [m for m in report.mismatches if m.what.startswith("draft")]
+        assert not wrong_drafts, wrong_drafts[0]
 
     with pytest.raises(AssertionError):
         prop()

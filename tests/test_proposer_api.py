@@ -1,0 +1,58 @@
+"""The proposer's contract with its caller: errors, reuse, replay."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from mtp.proposer import MtpProposer
+from sim.cases import to_batch
+from sim.cli import main as sim_main
+from sim.run import build_models
+from sim.scenario import RequestSpec, Scenario
+from sim.serving import ServingSim
+from tests.broken_ops import SlotPlusOne
+from tests.e2e_checks import check_scenario
+
+
+def _first_iteration(scenario):
+    model, target = build_models(scenario, torch.device("cpu"))
+    sim = ServingSim(scenario, target)
+    return MtpProposer(sim.config, model, torch.device("cpu")), sim.step(0)
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_bad_call_leaves_proposer_usable(device, padded):
+    scenario = Scenario(padded=padded, requests=(RequestSpec(0, 30, 5), RequestSpec(0, 10, 5)))
+    proposer, it = _first_iteration(scenario)
+    batch, sampled = to_batch(it.case, device.torch_device, padded, it.hidden)
+    want = proposer.propose(batch, sampled)
+    bad_seq = dataclasses.replace(batch, seq_lens_cpu=batch.seq_lens_cpu * 0 - 1)
+    with pytest.raises(ValueError, match=r"seq_lens\[0\]=-1"):
+        proposer.propose(bad_seq, sampled)
+    assert torch.equal(proposer.propose(batch, sampled), want)
+
+
+def test_hidden_size_mismatch_is_named():
+    scenario = Scenario(requests=(RequestSpec(0, 4, 2),))
+    model, _ = build_models(scenario, torch.device("cpu"))
+    cfg = ServingSim(scenario, _).config
+    with pytest.raises(ValueError, match="hidden_size=32"):
+        MtpProposer(dataclasses.replace(cfg, hidden_size=16), model, torch.device("cpu"))
+
+
+def test_failure_writes_a_case_that_replays(device, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scenario = Scenario(block_size=2, accept="all", requests=(RequestSpec(0, 7, 12),))
+    with pytest.raises(AssertionError) as err:
+        check_scenario(scenario, device, "replay-me", ops=SlotPlusOne())
+    command = str(err.value).split("replay: ")[-1]
+    assert command == "python -m sim replay failures/replay-me.json --device sim --ops tests.broken_ops:SlotPlusOne"
+    assert Scenario.from_dict(json.loads((tmp_path / "failures/replay-me.json").read_text())) == scenario
+    argv = command.split()[3:]
+    assert sim_main(argv) == 1
+    assert "slot_mapping" in capsys.readouterr().out
+    assert sim_main(argv[:4]) == 0  # the core itself passes the same case
