@@ -43,6 +43,10 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     from devices import DeviceUnavailable, load_device
 
+    config.addinivalue_line(
+        "markers",
+        "needs(capability): run only on devices whose attribute `capability` is true (else skip, with the reason)",
+    )
     try:
         config.mtp_device = load_device(config.getoption("--device"))
     except DeviceUnavailable as exc:
@@ -55,6 +59,14 @@ def pytest_report_header(config):
         f"device: {config.mtp_device.describe()}",
         f"hypothesis profile: {settings._current_profile}, seed: {seed if seed is not None else 'random per test'}",
     ]
+
+
+def pytest_runtest_setup(item):
+    device = item.config.mtp_device
+    for mark in item.iter_markers("needs"):
+        for capability in mark.args:
+            if not getattr(device, capability, False):
+                pytest.skip(f"device {device.name} lacks {capability}")
 
 
 @pytest.fixture(scope="session")

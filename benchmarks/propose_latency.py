@@ -55,7 +55,7 @@ def measure(device, num_reqs: int, k: int, padded: bool, repeat: int) -> list[fl
     cache = PagedKvCache(
         num_reqs * ((SEQ_LEN + k) // BLOCK_SIZE + 1), BLOCK_SIZE, tcfg.num_heads, tcfg.head_dim, device.torch_device
     )
-    proposer = MtpProposer(case.config, TinyMtp(tcfg, cache).to(device.torch_device), device.torch_device)
+    proposer = MtpProposer(case.config, TinyMtp(tcfg, cache).to(device.torch_device), device)
     batch, sampled = to_batch(case, device.torch_device, padded)
     times = []
     for i in range(repeat + 5):

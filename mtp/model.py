@@ -22,12 +22,19 @@ class AttentionMeta:
                      causally to that prefix (read through the block table).
     block_table:     int32 [B, max_blocks] device.
     slot_mapping:    int64 [N] device; where each row writes its K/V, -1: nowhere.
+    seq_len_bound:   int64 [1] device, an upper bound of ``seq_lens`` that the
+                     host provides (NPU attention kernels take their lengths
+                     from the host). Keys at or past it are not read, so a
+                     bound that does not advance with the positions loses KV.
+                     In a captured graph it is a host parameter: frozen at
+                     capture unless updated before each replay.
     """
 
     query_start_loc: torch.Tensor
     seq_lens: torch.Tensor
     block_table: torch.Tensor
     slot_mapping: torch.Tensor
+    seq_len_bound: torch.Tensor
 
 
 class DraftModel(Protocol):

@@ -53,15 +53,15 @@ class CoreOps:
         )
 
     def advance_step(
-        self, cfg: ProposerConfig, prepared: PreparedCall, block_table: torch.Tensor, step: int
+        self,
+        cfg: ProposerConfig,
+        base_positions: torch.Tensor,
+        accepted_seq_lens: torch.Tensor,
+        block_table: torch.Tensor,
+        step: int | torch.Tensor,
     ) -> StepMeta:
         return steps.advance_step(
-            prepared.base_positions,
-            prepared.first.accepted_seq_lens,
-            step,
-            block_table,
-            cfg.block_size,
-            cfg.max_model_len,
+            base_positions, accepted_seq_lens, step, block_table, cfg.block_size, cfg.max_model_len
         )
 
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:

@@ -19,12 +19,15 @@ from mtp.prepare import PADDING_SLOT
 def advance_step(
     base_positions: torch.Tensor,
     accepted_seq_lens: torch.Tensor,
-    step: int,
+    step: int | torch.Tensor,
     block_table: torch.Tensor,
     block_size: int,
     max_model_len: int,
 ) -> StepMeta:
     """Metadata of draft step ``step`` (2-based) for every request; no host sync.
+
+    ``step`` may be a device tensor of one element, so that a captured graph
+    reads it at replay instead of baking in the value it had at capture.
 
     base_positions:    int64 [B], position of each request's last accepted token.
     accepted_seq_lens: int32 [B], ``seq_len - n_rejected``.

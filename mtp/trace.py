@@ -21,7 +21,11 @@ class StepRecord:
     slot_mapping: torch.Tensor
     query_start_loc: torch.Tensor
     sample_indices: torch.Tensor
+    padding_slots: torch.Tensor  # slots of the graph-padding rows: all must be -1
+    seq_len_bound: int  # the host-side bound the attention was given
+    rows: int  # rows the model ran at (graph-padded)
 
     @classmethod
-    def capture(cls, step: int, **tensors: torch.Tensor) -> StepRecord:
-        return cls(step=step, **{k: v.detach().clone() for k, v in tensors.items()})
+    def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:
+        copies = {k: v.detach().clone() for k, v in tensors.items()}
+        return cls(step=step, seq_len_bound=seq_len_bound, rows=rows, **copies)

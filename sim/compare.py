@@ -56,8 +56,19 @@ def _first_diff(name: str, it: int, got: torch.Tensor, want: list[int]) -> list[
     return [Mismatch(it, None, f"{name}[{i}:]", got[i : i + 6], want[i : i + 6])]
 
 
-def compare_trace(it: int, case: BatchCase, padded: bool, trace: list[StepRecord]) -> list[Mismatch]:
-    """The metadata each model call received against the reference's."""
+def expected_rows(n: int, captured: list[int]) -> int:
+    """The smallest captured size holding ``n`` rows, else ``n`` (eager)."""
+    return min((s for s in captured if s >= n), default=n)
+
+
+def compare_trace(
+    it: int, case: BatchCase, padded: bool, trace: list[StepRecord], captured: dict[str, list[int]] | None = None
+) -> list[Mismatch]:
+    """The metadata each model call received against the reference's.
+
+    ``captured``: per phase ("first", "step"), the sizes graphs were captured
+    at; each call must run at the smallest one that holds its rows.
+    """
     ref = reference.first_pass(case, padded)
     flat_pos = [r.num_computed + i for r in case.requests for i in range(r.query_len)]
     first = trace[0]
@@ -68,6 +79,17 @@ def compare_trace(it: int, case: BatchCase, padded: bool, trace: list[StepRecord
     out += _first_diff("first pass slot_mapping", it, first.slot_mapping, ref.slot_mapping)
     out += _first_diff("first pass query_start_loc", it, first.query_start_loc, ref.query_start_loc)
     out += _first_diff("first pass sample_indices", it, first.sample_indices, ref.sample_indices)
+    for rec in trace:
+        real = len(ref.token_indices) if rec.step == 1 else len(case.requests)
+        want_rows = expected_rows(real, (captured or {}).get("first" if rec.step == 1 else "step", []))
+        if rec.rows != want_rows:
+            out.append(Mismatch(it, None, f"step {rec.step} rows run", rec.rows, f"{want_rows} for {real} rows"))
+        if (rec.padding_slots != -1).any():
+            out.append(Mismatch(it, None, f"step {rec.step} graph-padding slots", rec.padding_slots.tolist(), "all -1"))
+        if rec.seq_lens.numel() and rec.seq_len_bound < int(rec.seq_lens.max()):
+            out.append(
+                Mismatch(it, None, f"step {rec.step} seq_len_bound", rec.seq_len_bound, f">= {int(rec.seq_lens.max())}")
+            )
     for rec in trace[1:]:
         want = reference.step(case, rec.step)
         out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)

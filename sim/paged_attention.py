@@ -61,11 +61,12 @@ def paged_attention(
     pos = torch.arange(window, device=q.device)
     blocks = attn.block_table.to(torch.int64)[req][:, pos // bs]  # [N, W]
     slots = torch.where(blocks >= 0, blocks * bs + pos % bs, torch.full_like(blocks, cache.num_slots))
-    visible = (pos[None, :] <= ctx_pos[:, None]) & (blocks >= 0)
+    visible = (pos[None, :] <= ctx_pos[:, None]) & (blocks >= 0) & (pos[None, :] < attn.seq_len_bound)
     k = cache.k[slots]  # [N, W, heads, d]
     v = cache.v[slots].masked_fill(~visible[:, :, None, None], 0.0)  # unseen slots may hold poison
     scores = torch.einsum("nhd,nwhd->nhw", q, k) * scale
     scores = scores - recency[None, :, None] * (ctx_pos[:, None] - pos[None, :]).to(scores.dtype)[:, None, :]
     scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    return torch.einsum("nhw,nwhd->nhd", probs, v)
+    sees_any = visible.any(dim=-1)[:, None, None]  # graph-padding rows see nothing: output zeros
+    return torch.where(sees_any, torch.einsum("nhw,nwhd->nhd", probs, v), torch.zeros_like(q))

@@ -34,6 +34,7 @@ class RunReport:
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count
     features: Counter = field(default_factory=Counter)  # sim.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
+    drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
 
     @property
     def ok(self) -> bool:
@@ -63,13 +64,14 @@ def run_scenario(
     check: bool = True,
     stop_at_first_mismatch: bool = True,
     poison_kv: bool = True,
+    proposer_cls=None,
     on_iteration=None,
 ) -> RunReport:
     """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference."""
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
-    proposer = MtpProposer(sim.config, model, tdev, ops=ops)
+    proposer = (proposer_cls or MtpProposer)(sim.config, model, device, ops=ops, mode=scenario.graph_mode)
     proposer.record(check)
     report = RunReport(scenario)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
@@ -84,7 +86,8 @@ def run_scenario(
         with device.watch_host_syncs() as syncs:
             drafts = proposer.propose(batch, sampled)
         report.host_syncs.update(syncs.counts)
-        drafts = drafts.cpu().tolist()
+        drafts = proposer.drafts_to_host(drafts)
+        report.drafts.append(drafts)
         report.iterations += 1
         report.features.update(features(iteration.case))
         report.proposals += len(drafts)
@@ -93,7 +96,8 @@ def run_scenario(
                 report.verified[p] += 1
                 report.accepted[p] += p <= accepted
         if check:
-            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace)
+            captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in ("first", "step")}
+            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured)
             for r, rid in enumerate(iteration.rids):
                 if not iteration.compared[r]:
                     continue

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random")
+GRAPH_MODES = ("eager", "piecewise", "full")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class RequestSpec:
 class Scenario:
     """One simulated serving run.
 
+    graph_mode: ``eager``, ``piecewise`` or ``full`` (mtp.proposer.GraphMode).
     accept: how many drafts the target accepts: ``greedy`` (real
     verification), ``all``, ``none`` or ``random`` (uniform, from ``seed``).
     """
@@ -37,6 +39,7 @@ class Scenario:
     token_budget: int = 64
     max_num_reqs: int = 8
     padded: bool = True
+    graph_mode: str = "eager"
     accept: str = "random"
     vocab_size: int = 96
     hidden_size: int = 32
@@ -46,6 +49,8 @@ class Scenario:
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
             raise ValueError(f"accept={self.accept!r}: expected one of {ACCEPT_POLICIES}")
+        if self.graph_mode not in GRAPH_MODES:
+            raise ValueError(f"graph_mode={self.graph_mode!r}: expected one of {GRAPH_MODES}")
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(
                 f"token_budget={self.token_budget!r}: a decode needs num_spec_tokens + 1 = {self.num_spec_tokens + 1}"

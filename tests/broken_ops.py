@@ -15,11 +15,10 @@ from mtp.prepare import PADDING_SLOT
 class SlotPlusOne(CoreOps):
     """The seed's ``slot_mapping += 1``: wrong once a draft crosses a block boundary."""
 
-    def advance_step(self, cfg, prepared, block_table, step):
-        meta = super().advance_step(cfg, prepared, block_table, step)
-        first = prepared.first
-        slots = first.slot_mapping[first.sample_indices] + (step - 1)
-        slots = torch.where(meta.slot_mapping == PADDING_SLOT, meta.slot_mapping, slots)
+    def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step):
+        meta = super().advance_step(cfg, base_positions, accepted_seq_lens, block_table, step)
+        base = super().advance_step(cfg, base_positions, accepted_seq_lens, block_table, 1)
+        slots = torch.where(meta.slot_mapping == PADDING_SLOT, meta.slot_mapping, base.slot_mapping + (step - 1))
         return StepMeta(meta.positions, meta.seq_lens, slots)
 
 

@@ -52,7 +52,7 @@ def check_steps(ops, case: BatchCase, padded: bool, device) -> None:
     batch, sampled = to_batch(case, device.torch_device, padded)
     prepared = ops.prepare_call(cfg, batch, sampled)
     for j in range(2, cfg.num_spec_tokens + 1):
-        got = ops.advance_step(cfg, prepared, batch.block_table, j)
+        got = ops.advance_step(cfg, prepared.base_positions, prepared.first.accepted_seq_lens, batch.block_table, j)
         want = reference.step(case, j)
         _eq(f"step {j} positions", got.positions, want.positions, case)
         _eq(f"step {j} seq_lens", got.seq_lens, want.seq_lens, case)
@@ -87,7 +87,7 @@ def check_padded_path_never_syncs(ops, case: BatchCase, device) -> None:
     with device.watch_host_syncs() as log:
         prepared = ops.prepare_call(cfg, batch, sampled)
         for j in range(2, cfg.num_spec_tokens + 1):
-            ops.advance_step(cfg, prepared, batch.block_table, j)
+            ops.advance_step(cfg, prepared.base_positions, prepared.first.accepted_seq_lens, batch.block_table, j)
     if log.total:
         sites = ", ".join(f"{op} at {site} x{n}" for (op, site), n in log.counts.items())
         raise AssertionError(f"padded path made {log.total} host syncs: {sites}\nreplay: {case.replay_text()}")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.run import run_scenario
+from sim.cases import to_batch
+from sim.run import build_models, run_scenario
+from sim.scenario import RequestSpec, Scenario
+from sim.serving import ServingSim
 
 FAILURE_DIR = Path("failures")
 
@@ -29,3 +32,24 @@ def check_scenario(scenario, device, name: str, ops=None):
             f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay_command(path, device, ops)}"
         )
     return report
+
+
+def check_dummy_run_matches_propose(device, proposer_cls) -> None:
+    """A dummy run computes logits (and so, under PCP, runs collectives) as often as a real call.
+
+    Ranks that disagree on that count hang on hardware (bug class 7).
+    """
+    scenario = Scenario(num_spec_tokens=3, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
+    model, target = build_models(scenario, device.torch_device)
+    sim = ServingSim(scenario, target)
+    proposer = proposer_cls(sim.config, model, device, mode=scenario.graph_mode)
+    proposer.capture_all()
+    it = sim.step(0)
+    batch, sampled = to_batch(it.case, device.torch_device, scenario.padded, it.hidden.to(device.torch_device))
+    before = proposer.logits_calls
+    proposer.propose(batch, sampled)
+    real = proposer.logits_calls - before
+    before = proposer.logits_calls
+    proposer.dummy_run(2)
+    dummy = proposer.logits_calls - before
+    assert dummy == real == scenario.num_spec_tokens, f"logit computations: dummy run {dummy}, real call {real}"

@@ -5,13 +5,17 @@ A variant that slips through means a property lost its teeth.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
 from hypothesis import given, settings
 
+from devices.base import GraphError
+from mtp.proposer import GraphNotCaptured, MtpProposer
 from sim.run import run_scenario
-from tests import broken_ops, core_checks
+from tests import broken_ops, broken_proposers, core_checks
+from tests.e2e_checks import check_dummy_run_matches_propose
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -67,3 +71,41 @@ def test_broken_variant_changes_the_drafts(device, variant, padded):
 
     with pytest.raises(AssertionError):
         prop()
+
+
+PROPOSER_CAUGHT = [
+    (broken_proposers.CaptureSizesWrongOrder, "piecewise"),
+    (broken_proposers.CaptureSizesStaleCopy, "full"),
+    (broken_proposers.PaddedQslForSampleIndices, "piecewise"),
+    (broken_proposers.PaddedQslForSampleIndices, "full"),
+    (broken_proposers.BufferReplaced, "full"),
+    (broken_proposers.StepBakedAtCapture, "full"),
+    (broken_proposers.HostBoundNotAdvanced, "eager"),
+    (broken_proposers.HostBoundNotAdvanced, "full"),
+    (broken_proposers.ReadBeforeSync, "eager"),
+]
+
+
+@pytest.mark.parametrize("variant, mode", PROPOSER_CAUGHT, ids=[f"{v.__name__}-{m}" for v, m in PROPOSER_CAUGHT])
+def test_broken_proposer_is_caught(device, variant, mode):
+    if mode != "eager" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+
+    @settings(settings.get_profile("broken"), max_examples=100)
+    @given(scenario=scenarios())
+    def prop(scenario):
+        scenario = dataclasses.replace(scenario, graph_mode=mode)
+        report = run_scenario(scenario, device, proposer_cls=variant)
+        assert report.ok, report.mismatches[0]
+
+    with pytest.raises((AssertionError, GraphError, GraphNotCaptured)):
+        prop()
+
+
+@pytest.mark.parametrize("variant", [MtpProposer, broken_proposers.DummyRunLogitsOnce])
+def test_dummy_run_computes_logits_like_a_real_call(device, variant):
+    if variant is MtpProposer:
+        check_dummy_run_matches_propose(device, variant)
+    else:
+        with pytest.raises(AssertionError, match="logit"):
+            check_dummy_run_matches_propose(device, variant)

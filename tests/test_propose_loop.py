@@ -7,20 +7,42 @@ leaving, block reuse and max_model_len overflow.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import event, given, settings
 
+from sim.scenario import GRAPH_MODES
 from tests.e2e_checks import check_scenario
 from tests.strategies.scenarios import scenarios
 
-E2E = settings(max_examples=max(100, settings.default.max_examples // 2))
+# Scenarios cost ~0.2 s each: the ci profile's 200 examples per property
+# become 100 eager scenarios and 40 per graph mode (each mode also runs in
+# tests/test_broken_caught.py, and every graph example checks the padding).
+EAGER = settings(max_examples=max(1, settings.default.max_examples // 2))
+GRAPHS = settings(max_examples=max(1, settings.default.max_examples // 5))
+
+
+def _check(device, scenario, padded, mode, name):
+    if mode != "eager" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
+    report = check_scenario(scenario, device, name)
+    for feature in report.features:
+        event(feature)
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
-@E2E
+@EAGER
 @given(scenario=scenarios())
 def test_drafts_and_metadata_match_reference(device, padded, scenario, request):
-    scenario = type(scenario)(**{**scenario.__dict__, "padded": padded})
-    report = check_scenario(scenario, device, request.node.name)
-    for feature in report.features:
-        event(feature)
+    _check(device, scenario, padded, "eager", request.node.name)
+
+
+@pytest.mark.parametrize("mode", [m for m in GRAPH_MODES if m != "eager"])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@GRAPHS
+@given(scenario=scenarios())
+def test_graph_modes_match_reference(device, padded, mode, scenario, request):
+    """Piecewise and full graphs (padded to captured sizes) equal the reference, hence eager."""
+    _check(device, scenario, padded, mode, request.node.name)

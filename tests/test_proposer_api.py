@@ -18,16 +18,16 @@ from tests.broken_ops import SlotPlusOne
 from tests.e2e_checks import check_scenario
 
 
-def _first_iteration(scenario):
-    model, target = build_models(scenario, torch.device("cpu"))
+def _first_iteration(scenario, device):
+    model, target = build_models(scenario, device.torch_device)
     sim = ServingSim(scenario, target)
-    return MtpProposer(sim.config, model, torch.device("cpu")), sim.step(0)
+    return MtpProposer(sim.config, model, device), sim.step(0)
 
 
 @pytest.mark.parametrize("padded", [True, False])
 def test_bad_call_leaves_proposer_usable(device, padded):
     scenario = Scenario(padded=padded, requests=(RequestSpec(0, 30, 5), RequestSpec(0, 10, 5)))
-    proposer, it = _first_iteration(scenario)
+    proposer, it = _first_iteration(scenario, device)
     batch, sampled = to_batch(it.case, device.torch_device, padded, it.hidden)
     want = proposer.propose(batch, sampled)
     bad_seq = dataclasses.replace(batch, seq_lens_cpu=batch.seq_lens_cpu * 0 - 1)
@@ -36,12 +36,12 @@ def test_bad_call_leaves_proposer_usable(device, padded):
     assert torch.equal(proposer.propose(batch, sampled), want)
 
 
-def test_hidden_size_mismatch_is_named():
+def test_hidden_size_mismatch_is_named(device):
     scenario = Scenario(requests=(RequestSpec(0, 4, 2),))
-    model, _ = build_models(scenario, torch.device("cpu"))
-    cfg = ServingSim(scenario, _).config
+    model, target = build_models(scenario, device.torch_device)
+    cfg = ServingSim(scenario, target).config
     with pytest.raises(ValueError, match="hidden_size=32"):
-        MtpProposer(dataclasses.replace(cfg, hidden_size=16), model, torch.device("cpu"))
+        MtpProposer(dataclasses.replace(cfg, hidden_size=16), model, device)
 
 
 def test_failure_writes_a_case_that_replays(device, tmp_path, monkeypatch, capsys):

@@ -1,28 +1,90 @@
-"""``sim``: the proposer on CPU torch, with every host sync visible."""
+"""``sim``: the proposer on CPU torch, with an NPU's strictness.
+
+Counts every host sync; refuses syncs and pageable copies inside a graph
+capture; replays graphs on the captured buffers only (``devices/sim/graph.py``);
+keeps host-side graph parameters frozen until updated; and leaves the target
+of a non-blocking device->host copy poisoned until it is synchronized.
+"""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
+from devices.sim.graph import capture as _capture
+from devices.sim.host_params import host_param_op
 from devices.sync_watch import watch_host_syncs
 
 
+def poison_value(dtype: torch.dtype):
+    """What an unsynchronized host buffer holds: NaN, or the dtype's most negative value."""
+    return float("nan") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+class SimEvent:
+    """Completes the copies queued before it when synchronized."""
+
+    def __init__(self, device: SimDevice, upto: int):
+        self.device, self.upto = device, upto
+
+    def synchronize(self) -> None:
+        self.device._land(self.upto)
+
+
 class SimDevice:
-    """CPU device that counts the syncs an accelerator would pay for."""
+    """CPU device that behaves like an accelerator where it matters to correctness."""
 
     name = "sim"
+    supports_graphs = True
+    supports_param_update = True
+    poisons_unsynced_copies = True
 
     def __init__(self, intra_op_threads: int = 1) -> None:
         self.torch_device = torch.device("cpu")
         # The simulator's tensors are tiny: one intra-op thread is the fastest
         # (no fork/join per op) and gives run-to-run identical float results.
         torch.set_num_threads(intra_op_threads)
-
-    def synchronize(self) -> None:
-        pass
-
-    def watch_host_syncs(self, forbid: str | None = None):
-        return watch_host_syncs(forbid)
+        self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self._copies = 0
 
     def describe(self) -> str:
         return f"sim (CPU reference simulator, torch {torch.__version__})"
+
+    def synchronize(self) -> None:
+        self._land(self._copies)
+
+    def _land(self, upto: int) -> None:
+        keep = []
+        for n, dst, src in self._pending:
+            if n <= upto:
+                dst.copy_(src)
+            else:
+                keep.append((n, dst, src))
+        self._pending = keep
+
+    def pinned(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype)
+
+    def to_host(self, src: torch.Tensor, out: torch.Tensor, non_blocking: bool = False) -> SimEvent:
+        self._copies += 1
+        if not non_blocking:
+            out.copy_(src)
+        else:
+            self._pending.append((self._copies, out, src.clone()))
+            out.fill_(poison_value(out.dtype))
+        return SimEvent(self, self._copies)
+
+    def graph_pool(self):
+        return object()
+
+    @contextmanager
+    def capture(self, size: int, pool=None, inputs: dict[str, torch.Tensor] | None = None):
+        with _capture(size, inputs) as graph:
+            yield graph
+
+    def host_param(self, name: str, values: list[int]) -> torch.Tensor:
+        return host_param_op(name, [int(v) for v in values])
+
+    def watch_host_syncs(self, forbid: str | None = None):
+        return watch_host_syncs(forbid)

@@ -1,0 +1,114 @@
+"""Graph capture and replay on CPU, with an NPU's rules.
+
+Capture records every aten op run inside it; replay re-executes those ops on
+the very tensors of the capture. So, as on hardware:
+
+- new inputs must be ``copy_``-ed into the captured buffers: a name rebound to
+  a fresh tensor is not seen (and is reported, when the caller declares its
+  inputs, as a moved input);
+- Python values (ints, lists) passed to ops are frozen at capture, unless a
+  host parameter is rewritten with ``update_params``;
+- a graph replays only at its captured size;
+- a host sync inside the capture raises ``HostSyncError`` naming the op, and
+  so does building a tensor from host data (a pageable host->device copy).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from devices.base import GraphError
+from devices.sim.host_params import host_param_op
+from devices.sync_watch import HostSyncError, call_site, watch_host_syncs
+
+PAGEABLE_COPIES = {
+    torch.tensor: "torch.tensor",
+    torch.as_tensor: "torch.as_tensor",
+    torch.from_numpy: "torch.from_numpy",
+}
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, ops: list):
+        super().__init__()
+        self.ops = ops
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # A view made at capture keeps aliasing the same storage; an in-place
+        # view (squeeze_, t_) already changed the captured tensor's metadata.
+        if not func.is_view and torch.Tag.inplace_view not in func.tags:
+            self.ops.append([func, list(args), kwargs, out])
+        return out
+
+
+class _NoPageableCopies(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = PAGEABLE_COPIES.get(func)
+        if name is not None:
+            raise HostSyncError(f"pageable host->device copy '{name}' at {call_site()} inside a graph capture")
+        return func(*args, **(kwargs or {}))
+
+
+def _write_back(captured, result) -> None:
+    """Put a replayed op's result where the capture's result lives."""
+    outs, _ = tree_flatten(captured)
+    news, _ = tree_flatten(result)
+    for old, new in zip(outs, news):
+        if isinstance(old, torch.Tensor) and old is not new:
+            old.copy_(new.reshape(old.shape))
+
+
+class SimGraph:
+    """The ops of one capture, replayed in order on the captured tensors."""
+
+    def __init__(self, size: int, inputs: dict[str, torch.Tensor] | None):
+        self.size = size
+        self.ops: list = []
+        self.inputs = {name: t.data_ptr() for name, t in (inputs or {}).items()}
+        self.replays = 0
+
+    def replay(self, size: int, inputs: dict[str, torch.Tensor] | None = None) -> None:
+        if size != self.size:
+            raise GraphError(f"replay at size {size}, but this graph was captured at size {self.size}")
+        for name, t in (inputs or {}).items():
+            if name not in self.inputs:
+                raise GraphError(f"input '{name}' was not declared at capture")
+            if t.data_ptr() != self.inputs[name]:
+                raise GraphError(
+                    f"input '{name}' moved: captured at {self.inputs[name]:#x}, replayed with {t.data_ptr():#x} "
+                    "(copy_ new values into the captured buffer instead of rebinding it)"
+                )
+        with torch.no_grad():
+            for func, args, kwargs, out in self.ops:
+                _write_back(out, func(*args, **kwargs))
+        self.replays += 1
+
+    def update_params(self, **values: Any) -> None:
+        found = set()
+        for op in self.ops:
+            if op[0] is host_param_op and op[1][0] in values:
+                op[1][1] = list(values[op[1][0]])
+                found.add(op[1][0])
+        missing = set(values) - found
+        if missing:
+            raise GraphError(f"no host parameter named {sorted(missing)} in this graph")
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.ops)
+
+
+@contextmanager
+def capture(size: int, inputs: dict[str, torch.Tensor] | None = None):
+    """Record the block's ops into a ``SimGraph`` of ``size`` rows."""
+    graph = SimGraph(size, inputs)
+    with watch_host_syncs(forbid="inside a graph capture"), _NoPageableCopies(), _Recorder(graph.ops), torch.no_grad():
+        yield graph

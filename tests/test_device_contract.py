@@ -1,0 +1,123 @@
+"""What every device backend must do; run with ``pytest --device NAME``.
+
+The simulator passes these by construction of its strictness; an accelerator
+passes them by being real hardware. A backend that fails one would let graph
+bugs through.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from devices.base import GraphError
+from devices.sync_watch import HostSyncError
+
+
+def _work(x, w):
+    return torch.relu(x @ w).sum(dim=0) * 2
+
+
+@pytest.fixture
+def buffers(device):
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(4, 8, generator=gen).to(device.torch_device), torch.randn(8, 8, generator=gen).to(
+        device.torch_device
+    )
+
+
+@pytest.mark.needs("supports_graphs")
+def test_replay_equals_eager_on_new_inputs(device, buffers):
+    x, w = buffers
+    _work(x, w)
+    with device.capture(4, device.graph_pool(), {"x": x}) as graph:
+        out = _work(x, w)
+    x.copy_(torch.randn_like(x))
+    graph.replay(4, {"x": x})
+    device.synchronize()
+    torch.testing.assert_close(out, _work(x, w))
+
+
+@pytest.mark.needs("supports_graphs")
+def test_rebound_input_is_stale_and_reported(device, buffers):
+    x, w = buffers
+    _work(x, w)
+    with device.capture(4, device.graph_pool(), {"x": x}) as graph:
+        out = _work(x, w)
+    before = _work(x, w).clone()
+    fresh = x + 1.0  # a new tensor under the old name: the graph cannot see it
+    graph.replay(4)
+    device.synchronize()
+    torch.testing.assert_close(out, before)
+    assert not torch.allclose(out, _work(fresh, w))
+    with pytest.raises(GraphError, match="moved"):
+        graph.replay(4, {"x": fresh})
+
+
+@pytest.mark.needs("supports_graphs")
+def test_replay_only_at_captured_size(device, buffers):
+    x, w = buffers
+    _work(x, w)
+    with device.capture(4, device.graph_pool()) as graph:
+        _work(x, w)
+    with pytest.raises(GraphError, match="captured at size 4"):
+        graph.replay(8)
+
+
+@pytest.mark.needs("supports_graphs")
+@pytest.mark.parametrize("sync", ["item", "tolist", "bool", "nonzero", "mask"])
+def test_host_sync_inside_capture_is_refused(device, buffers, sync):
+    x, _ = buffers
+    do = {
+        "item": lambda: x.sum().item(),
+        "tolist": lambda: x.tolist(),
+        "bool": lambda: bool(x.sum() > 0),
+        "nonzero": lambda: torch.nonzero(x),
+        "mask": lambda: x[x > 0],
+    }[sync]
+    with pytest.raises((HostSyncError, RuntimeError)):
+        with device.capture(1, device.graph_pool()):
+            do()
+
+
+@pytest.mark.needs("supports_graphs", "supports_param_update")
+def test_host_params_frozen_until_updated(device, buffers):
+    x, _ = buffers
+    with device.capture(1, device.graph_pool()) as graph:
+        out = x.sum() * 0 + device.host_param("lens", [3, 4]).sum()
+    graph.replay(1)
+    device.synchronize()
+    assert int(out) == 7
+    graph.update_params(lens=[10, 20])
+    graph.replay(1)
+    device.synchronize()
+    assert int(out) == 30
+    with pytest.raises(GraphError):
+        graph.update_params(not_there=[1])
+
+
+@pytest.mark.needs("poisons_unsynced_copies")
+def test_unsynchronized_copy_holds_poison(device, buffers):
+    x, _ = buffers
+    host = device.pinned(tuple(x.shape), x.dtype)
+    event = device.to_host(x, host, non_blocking=True)
+    assert torch.isnan(host).all()
+    event.synchronize()
+    torch.testing.assert_close(host, x.cpu())
+
+
+def test_blocking_copy_is_immediate(device, buffers):
+    x, _ = buffers
+    host = device.pinned(tuple(x.shape), x.dtype)
+    device.to_host(x, host, non_blocking=False)
+    torch.testing.assert_close(host, x.cpu())
+
+
+def test_host_syncs_are_counted_per_call_site(device, buffers):
+    x, _ = buffers
+    with device.watch_host_syncs() as log:
+        x.sum().item()
+        x.tolist()
+        x[x > 0]
+    assert log.total == 3
+    assert all(site.startswith("tests/test_device_contract.py:") for _, site in log.counts)
