@@ -38,6 +38,11 @@ def pytest_addoption(parser):
         default="sim",
         help="device to run the proposer on: sim (CPU simulator, default), cuda, npu, or an installed backend",
     )
+    parser.addoption(
+        "--impl",
+        default="core",
+        help="implementation under test: core (default), or an adapter registered under mtp_harness.impls",
+    )
 
 
 def pytest_configure(config):
@@ -47,21 +52,28 @@ def pytest_configure(config):
         "markers",
         "needs(capability): run only on devices whose attribute `capability` is true (else skip, with the reason)",
     )
+    from sim.impls import ImplementationUnavailable, load_implementation
+
     try:
         config.mtp_device = load_device(config.getoption("--device"))
-    except DeviceUnavailable as exc:
+        config.mtp_impl = load_implementation(config.getoption("--impl"))
+    except (DeviceUnavailable, ImplementationUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
     return [
-        f"device: {config.mtp_device.describe()}",
+        f"device: {config.mtp_device.describe()}, implementation under test: {config.mtp_impl.name}",
         f"hypothesis profile: {settings._current_profile}, seed: {seed if seed is not None else 'random per test'}",
     ]
 
 
 def pytest_runtest_setup(item):
+    impl = item.config.mtp_impl
+    reason = impl.skips.get(item.originalname)
+    if reason:
+        pytest.skip(f"{impl.name}: {reason}")
     device = item.config.mtp_device
     for mark in item.iter_markers("needs"):
         for capability in mark.args:
@@ -73,3 +85,9 @@ def pytest_runtest_setup(item):
 def device(pytestconfig):
     """The ``Device`` chosen with ``--device``."""
     return pytestconfig.mtp_device
+
+
+@pytest.fixture(scope="session")
+def impl(pytestconfig):
+    """The ``Implementation`` chosen with ``--impl``."""
+    return pytestconfig.mtp_impl

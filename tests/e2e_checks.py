@@ -23,8 +23,8 @@ def replay_command(path: Path, device, ops=None) -> str:
     return cmd
 
 
-def check_scenario(scenario, device, name: str, ops=None):
-    report = run_scenario(scenario, device, ops=ops)
+def check_scenario(scenario, device, name: str, ops=None, proposer_cls=None):
+    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls)
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])

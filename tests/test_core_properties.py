@@ -5,30 +5,27 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from mtp.ops import CoreOps
 from tests import core_checks
 from tests.strategies.batches import batch_cases
 
-OPS = CoreOps()
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@given(case=batch_cases())
+def test_first_pass_matches_reference(device, impl, padded, case):
+    core_checks.check_first_pass(impl.ops, case, padded, device)
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @given(case=batch_cases())
-def test_first_pass_matches_reference(device, padded, case):
-    core_checks.check_first_pass(OPS, case, padded, device)
-
-
-@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
-@given(case=batch_cases())
-def test_draft_steps_match_reference(device, padded, case):
-    core_checks.check_steps(OPS, case, padded, device)
+def test_draft_steps_match_reference(device, impl, padded, case):
+    core_checks.check_steps(impl.ops, case, padded, device)
 
 
 @given(case=batch_cases())
-def test_padded_and_unpadded_agree(device, case):
-    core_checks.check_padded_matches_unpadded(OPS, case, device)
+def test_padded_and_unpadded_agree(device, impl, case):
+    core_checks.check_padded_matches_unpadded(impl.ops, case, device)
 
 
 @given(case=batch_cases())
-def test_padded_path_makes_no_host_sync(device, case):
-    core_checks.check_padded_path_never_syncs(OPS, case, device)
+def test_padded_path_makes_no_host_sync(device, impl, case):
+    core_checks.check_padded_path_never_syncs(impl.ops, case, device)

@@ -23,11 +23,11 @@ EAGER = settings(max_examples=max(1, settings.default.max_examples // 2))
 GRAPHS = settings(max_examples=max(1, settings.default.max_examples // 5))
 
 
-def _check(device, scenario, padded, mode, name):
+def _check(device, impl, scenario, padded, mode, name):
     if mode != "eager" and not device.supports_graphs:
         pytest.skip(f"device {device.name} lacks supports_graphs")
     scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
-    report = check_scenario(scenario, device, name)
+    report = check_scenario(scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls)
     for feature in report.features:
         event(feature)
 
@@ -35,14 +35,14 @@ def _check(device, scenario, padded, mode, name):
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @EAGER
 @given(scenario=scenarios())
-def test_drafts_and_metadata_match_reference(device, padded, scenario, request):
-    _check(device, scenario, padded, "eager", request.node.name)
+def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, request):
+    _check(device, impl, scenario, padded, "eager", request.node.name)
 
 
 @pytest.mark.parametrize("mode", [m for m in GRAPH_MODES if m != "eager"])
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @GRAPHS
 @given(scenario=scenarios())
-def test_graph_modes_match_reference(device, padded, mode, scenario, request):
+def test_graph_modes_match_reference(device, impl, padded, mode, scenario, request):
     """Piecewise and full graphs (padded to captured sizes) equal the reference, hence eager."""
-    _check(device, scenario, padded, mode, request.node.name)
+    _check(device, impl, scenario, padded, mode, request.node.name)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from mtp.ops import CoreOps
 from tests.strategies.malformed import malformed_inputs
 
 
 @given(m=malformed_inputs())
-def test_malformed_input_names_the_field(m):
+def test_malformed_input_names_the_field(impl, m):
     with pytest.raises(ValueError) as err:
-        CoreOps().prepare_call(m.config, m.batch, m.sampled)
+        impl.ops.prepare_call(m.config, m.batch, m.sampled)
     assert m.field in str(err.value), f"{m.mutation}: error does not name {m.field!r}: {err.value}"
     assert "=" in str(err.value), f"{m.mutation}: error does not show the value: {err.value}"
