@@ -6,6 +6,7 @@ tiny model, a vLLM model wrapped by an adapter, an NPU model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,6 +29,10 @@ class AttentionMeta:
                      bound that does not advance with the positions loses KV.
                      In a captured graph it is a host parameter: frozen at
                      capture unless updated before each replay.
+    kv_gather:       under prefill context parallel, all-gathers rows over the
+                     PCP group (rank-major), so every rank writes the K/V of
+                     every rank's rows and attends over the whole sequence;
+                     None on a single rank.
     """
 
     query_start_loc: torch.Tensor
@@ -35,6 +40,7 @@ class AttentionMeta:
     block_table: torch.Tensor
     slot_mapping: torch.Tensor
     seq_len_bound: torch.Tensor
+    kv_gather: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 class DraftModel(Protocol):

@@ -41,7 +41,7 @@ def _run(scenario: Scenario, device, ops=None, check: bool = True) -> RunReport:
             ops=ops,
             check=check,
             stop_at_first_mismatch=False,
-            on_iteration=lambda _report, sim: bar.update(task, completed=sim.finished),
+            on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )
     return report
 
@@ -75,6 +75,25 @@ def print_report(report: RunReport, device) -> None:
             console.print(f"  {m}")
 
 
+def _replay_pcp(scenario: Scenario, device, args) -> int:
+    from sim.pcp_check import check_pcp
+    from sim.pcp_pool import PcpPool
+
+    pool = PcpPool(args.pcp, device.name)
+    try:
+        with console.status(f"serving on {args.pcp} ranks and on one"):
+            problems = check_pcp(scenario, pool, device, proposer=args.proposer, ops=args.ops)
+    finally:
+        pool.close()
+    if not problems:
+        console.print(f"[green]PCP with {args.pcp} ranks equals one rank[/] (drafts and per-step metadata, every rank)")
+        return 0
+    console.print(f"[red]PCP with {args.pcp} ranks differs from one rank:[/]")
+    for p in problems:
+        console.print(f"  {p}")
+    return 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +107,10 @@ def main(argv=None) -> int:
     replay = sub.add_parser("replay", help="rerun a scenario JSON file (as printed by a failing test)")
     replay.add_argument("case")
     replay.add_argument("--ops", metavar="MODULE:CLASS", help="a CoreOps subclass to run instead of the core")
+    replay.add_argument(
+        "--pcp", type=int, metavar="P", help="run on P prefill-context-parallel ranks and compare with one"
+    )
+    replay.add_argument("--proposer", metavar="MODULE:CLASS", help="with --pcp: a PcpProposer subclass to run")
     sens = sub.add_parser("sensitivity", help="how often one wrong input changes the tiny model's draft")
     sens.add_argument("--trials", type=int, default=500)
     for p in (run, replay):
@@ -112,6 +135,8 @@ def main(argv=None) -> int:
         if args.save:
             scenario.save(args.save)
         report = _run(scenario, device, check=not args.no_check)
+    elif args.pcp:
+        return _replay_pcp(Scenario.load(args.case), device, args)
     else:
         report = _run(Scenario.load(args.case), device, ops=_load_ops(args.ops))
     print_report(report, device)

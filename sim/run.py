@@ -72,7 +72,8 @@ def run_scenario(
     model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
     proposer = (proposer_cls or MtpProposer)(sim.config, model, device, ops=ops, mode=scenario.graph_mode)
-    proposer.record(check)
+    if check:
+        proposer.record(True)
     report = RunReport(scenario)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
     tol = MARGIN_TOLERANCE[proposer.hidden_states.dtype]
@@ -115,7 +116,7 @@ def run_scenario(
                 report.drafts_ambiguous += skipped
         sim.commit(iteration, drafts)
         if on_iteration:
-            on_iteration(report, sim)
+            on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished

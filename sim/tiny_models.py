@@ -94,7 +94,10 @@ class TinyMtp(nn.Module):
     def forward(self, input_ids, positions, hidden_states, attn: AttentionMeta) -> torch.Tensor:
         x = self.block_input(input_ids, hidden_states)
         q, k, v = self.qkv(x, positions)
-        self.cache.write(attn.slot_mapping, k, v)
+        if attn.kv_gather is None:
+            self.cache.write(attn.slot_mapping, k, v)
+        else:
+            self.cache.write(attn.kv_gather(attn.slot_mapping), attn.kv_gather(k), attn.kv_gather(v))
         return self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,156 @@
+"""The proposer on one rank of a prefill-context-parallel (PCP) group.
+
+The first pass runs only this rank's share of the rows (``mtp.pcp``): its
+two chunks of every prefill and every decode row. Each contiguous run of
+rows attends as a request of its own, ending at the run's last position, so
+chunks see exactly the prefix they would see unsplit. The model all-gathers
+K/V over the group (``AttentionMeta.kv_gather``) so every rank's cache holds
+every row; the first pass's outputs are all-gathered and put back in row
+order before sampling. Later steps run every request on every rank. The
+drafts and the per-step metadata equal those of a single rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mtp.batch import VerifiedBatch
+from mtp.model import AttentionMeta
+from mtp.pcp import PAD_ROW, PcpPlan, pcp_split_plan
+from mtp.proposer import GraphMode, MtpProposer
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed or timed out, usually because another rank is elsewhere."""
+
+
+class CollectiveMismatchError(CollectiveError):
+    """Ranks issued different collectives: on hardware, a hang."""
+
+
+@dataclass
+class RankRows:
+    """This rank's first-pass rows as a batch of their own (device tensors).
+
+    rows:  int64 [R], first-pass row of each local row (padding: row 0, masked).
+    pad:   bool [R], padding rows (no KV write, output ignored).
+    query_start_loc, seq_lens, block_table: one entry per run of contiguous rows.
+    """
+
+    plan: PcpPlan
+    rows: torch.Tensor
+    pad: torch.Tensor
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    restore_index: torch.Tensor
+
+
+class PcpProposer(MtpProposer):
+    """``MtpProposer`` on rank ``rank`` of ``size``; ``all_gather`` gathers rows over the group."""
+
+    def __init__(
+        self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
+    ):
+        if GraphMode(mode) is not GraphMode.EAGER:
+            raise ValueError(f"mode={GraphMode(mode).value!r}: the PCP proposer runs eagerly")
+        if not 0 <= rank < size:
+            raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
+        super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes)
+        self.pcp_rank, self.pcp_size = rank, size
+        self._all_gather: Callable[[torch.Tensor], torch.Tensor] = all_gather
+        self.collectives = 0
+        self._step_tag = 1
+        self.local: RankRows | None = None
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All-gather over the group, checked: every rank must issue the same sequence.
+
+        A fixed-shape header (collective number, draft step, element count)
+        goes first, so ranks that diverged are told so, by name, instead of
+        exchanging mismatched buffers (which gloo answers with an abort and
+        HCCL/NCCL with a hang). Reading the headers back costs one host sync.
+        """
+        self.collectives += 1
+        header = torch.tensor([self.collectives, self._step_tag, tensor.numel()], device=tensor.device)
+        try:
+            headers = self._all_gather(header).view(self.pcp_size, 3).tolist()
+        except Exception as exc:
+            raise CollectiveError(f"collective #{self.collectives} on rank {self.pcp_rank} failed: {exc}") from exc
+        if any(h != headers[0] for h in headers):
+            seen = ", ".join(
+                f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
+            )
+            raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
+        try:
+            return self._all_gather(tensor)
+        except Exception as exc:
+            raise CollectiveError(f"collective #{self.collectives} on rank {self.pcp_rank} failed: {exc}") from exc
+
+    def _set_step(self, step: int) -> None:
+        super()._set_step(step)
+        self._step_tag = step
+
+    def _load_first_pass(self, batch: VerifiedBatch, prepared, rows: int) -> None:
+        super()._load_first_pass(batch, prepared, rows)
+        self._step_tag = 1
+        self.local = self._rank_rows(batch, prepared)
+
+    def _attn(self, qsl, seq_lens, block_table, slots, bound: int) -> AttentionMeta:
+        meta = super()._attn(qsl, seq_lens, block_table, slots, bound)
+        meta.kv_gather = self.gather
+        return meta
+
+    def _rank_rows(self, batch: VerifiedBatch, prepared) -> RankRows:
+        """Plan the split and describe this rank's rows, from host copies only."""
+        qsl = prepared.first.query_start_loc_cpu
+        qlens = np.diff(qsl)
+        # First-pass rows of request r sit at positions seq_len - query_len ... (either mode).
+        start_pos = batch.seq_lens_cpu - batch.query_lens_cpu
+        plan = pcp_split_plan(qlens, batch.num_draft_tokens_cpu == 0, self.pcp_size)
+        rows = plan.rank_rows[self.pcp_rank]
+        pad = rows == PAD_ROW
+        req = np.where(pad, batch.num_reqs, np.searchsorted(qsl, rows, side="right") - 1)
+        pos = np.where(
+            pad, -1, start_pos[np.minimum(req, batch.num_reqs - 1)] + rows - qsl[np.minimum(req, batch.num_reqs - 1)]
+        )
+        # A new run starts where the request changes or the positions stop being consecutive.
+        new_run = np.ones(len(rows), dtype=bool)
+        new_run[1:] = (req[1:] != req[:-1]) | (pos[1:] != pos[:-1] + 1) | pad[1:] | pad[:-1]
+        starts = np.flatnonzero(new_run)
+        ends = np.append(starts[1:], len(rows))
+        run_req = req[starts]
+        run_seq = np.where(pad[starts], 0, pos[ends - 1] + 1)
+        dev = self.device.torch_device
+
+        def t(a, dtype):
+            return torch.as_tensor(np.asarray(a), dtype=dtype).to(dev)
+
+        return RankRows(
+            plan=plan,
+            rows=t(np.where(pad, 0, rows), torch.int64),
+            pad=t(pad, torch.bool),
+            query_start_loc=t(np.append(starts, len(rows)), torch.int32),
+            seq_lens=t(run_seq, torch.int32),
+            block_table=self.block_table[t(run_req, torch.int64)],
+            restore_index=t(plan.restore_index, torch.int64),
+        )
+
+    def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
+        local = self.local
+        pad = local.pad
+        ids = self.input_ids[local.rows].masked_fill(pad, 0)
+        positions = self.positions[local.rows].masked_fill(pad, 0)
+        hidden = self.hidden_states[local.rows].masked_fill(pad[:, None], 0.0)
+        slots = self.slot_mapping[local.rows].masked_fill(pad, -1)
+        attn = self._attn(local.query_start_loc, local.seq_lens, local.block_table, slots, bound)
+        out = self.model.forward(ids, positions, hidden, attn)
+        return self.restore(self.gather(out), local)
+
+    def restore(self, gathered: torch.Tensor, local: RankRows) -> torch.Tensor:
+        """All ranks' outputs (rank-major) back in first-pass row order."""
+        return gathered[local.restore_index]

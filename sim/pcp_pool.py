@@ -1,0 +1,225 @@
+"""P worker processes, one per PCP rank, started once and fed scenarios.
+
+Each worker joins a real ``torch.distributed`` group (gloo on the simulator)
+and serves the scenarios it is sent with a ``PcpProposer`` of its rank. The
+pool never lets a test session hang: a rank that raises, exits or stops
+answering ends the case with ``RankFailure`` naming the rank, inside a bounded
+time, and the pool restarts itself for the next case. Ranks that issued
+different numbers of collectives are reported as such.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch.multiprocessing as mp
+
+
+class RankFailure(RuntimeError):
+    """A rank raised, exited or hung; the message names it."""
+
+
+class _RankError(Exception):
+    """kind: "crash" (the rank's own error), "collective" (lost its peers), "mismatch"."""
+
+    def __init__(self, message: str, collectives: int, kind: str):
+        super().__init__(message)
+        self.collectives, self.kind = collectives, kind
+
+
+class CollectiveMismatch(RankFailure):
+    """Ranks issued different numbers of collectives (on hardware: a hang)."""
+
+
+@dataclass
+class PcpCase:
+    """What every rank runs: a scenario, optionally a broken proposer, optionally a fault.
+
+    proposer: "module:Class" of a PcpProposer subclass, or None for the real one.
+    ops:      "module:Class" of a CoreOps subclass, or None for the core's.
+    fault:    (rank, kind, iteration) with kind "raise", "exit" or "hang".
+    """
+
+    scenario: dict
+    proposer: str | None = None
+    ops: str | None = None
+    fault: tuple[int, str, int] | None = None
+
+
+@dataclass
+class RankResult:
+    rank: int
+    drafts: list = field(default_factory=list)
+    traces: list = field(default_factory=list)  # per iteration: list of StepRecord
+    collectives: int = 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _load(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _serve(case: PcpCase, rank: int, size: int, device) -> RankResult:
+    from devices.collectives import all_gather_rows
+    from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError, PcpProposer
+    from sim.run import run_scenario
+    from sim.scenario import Scenario
+
+    result = RankResult(rank)
+    made = []
+
+    def factory(*args, **kwargs):
+        cls = _load(case.proposer) if case.proposer else PcpProposer
+        proposer = cls(*args, rank=rank, size=size, all_gather=all_gather_rows, **kwargs)
+        proposer.record(True)
+        made.append(proposer)
+        return proposer
+
+    def on_iteration(report, sim, _proposer):
+        result.traces.append(list(made[0].trace))
+        result.collectives = made[0].collectives
+        if case.fault and case.fault[0] == rank and case.fault[2] == report.iterations:
+            kind = case.fault[1]
+            if kind == "raise":
+                raise RuntimeError(f"injected fault on rank {rank}")
+            if kind == "exit":
+                os._exit(3)
+            if kind == "hang":
+                time.sleep(3600)
+
+    try:
+        ops = _load(case.ops)() if case.ops else None
+        scenario = Scenario.from_dict(case.scenario)
+        report = run_scenario(scenario, device, ops=ops, check=False, proposer_cls=factory, on_iteration=on_iteration)
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        kind = (
+            "mismatch"
+            if isinstance(exc, CollectiveMismatchError)
+            else "collective"
+            if isinstance(exc, CollectiveError)
+            else "crash"
+        )
+        raise _RankError(message, made[0].collectives if made else 0, kind) from exc
+    result.drafts = report.drafts
+    result.collectives = made[0].collectives
+    return result
+
+
+def _worker(rank: int, size: int, init_method: str, tasks, results, device_name: str, collective_timeout_s: float):
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    from devices import load_device
+    from devices.collectives import init_group
+
+    device = load_device(device_name)
+    init_group(device_name, rank, size, init_method, collective_timeout_s)
+    while True:
+        case = tasks.get()
+        if case is None:
+            return
+        try:
+            results.put(("ok", rank, _serve(case, rank, size, device)))
+        except _RankError as exc:  # report, then keep serving
+            results.put(("error", rank, (str(exc), exc.collectives, exc.kind)))
+
+
+class PcpPool:
+    """``size`` rank processes on ``device_name``; ``run`` one case at a time."""
+
+    def __init__(
+        self, size: int, device_name: str = "sim", case_timeout_s: float = 120.0, collective_timeout_s: float = 10.0
+    ):
+        if size < 1:
+            raise ValueError(f"size={size!r}: a PCP group has at least one rank")
+        self.size, self.device_name = size, device_name
+        self.case_timeout_s, self.collective_timeout_s = case_timeout_s, collective_timeout_s
+        self.procs: list = []
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        init = f"tcp://127.0.0.1:{_free_port()}"
+        self.tasks = [ctx.Queue() for _ in range(self.size)]
+        self.results = ctx.Queue()
+        self.procs = [
+            ctx.Process(
+                target=_worker,
+                args=(r, self.size, init, self.tasks[r], self.results, self.device_name, self.collective_timeout_s),
+                daemon=True,
+            )
+            for r in range(self.size)
+        ]
+        for p in self.procs:
+            p.start()
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=5)
+        self.procs = []
+
+    def run(self, case: PcpCase) -> list[RankResult]:
+        """Every rank's result for ``case``; ``RankFailure`` if any rank fails."""
+        if not self.procs or not all(p.is_alive() for p in self.procs):
+            self.close()
+            self.start()
+        for q in self.tasks:
+            q.put(case)
+        try:
+            return self._collect()
+        except RankFailure:
+            self.close()  # a failed case leaves the group unusable: restart next time
+            raise
+
+    def _collect(self) -> list[RankResult]:
+        deadline = time.monotonic() + self.case_timeout_s
+        done: dict[int, RankResult] = {}
+        errors: dict[int, tuple[str, int, str]] = {}  # (message, collectives, kind), in arrival order
+        while len(done) + len(errors) < self.size:
+            try:
+                status, rank, payload = self.results.get(timeout=0.2)
+            except queue.Empty:
+                self._check_alive(done, errors)
+                if time.monotonic() > deadline:
+                    waiting = sorted(set(range(self.size)) - set(done) - set(errors))
+                    seen = "; ".join(f"rank {r}: {e[0].splitlines()[0]}" for r, e in errors.items())
+                    raise RankFailure(
+                        f"rank {waiting[0]} did not answer within the time limit (hung?)"
+                        + (f"; meanwhile {seen}" if seen else "")
+                    ) from None
+                continue
+            if status == "ok":
+                done[rank] = payload
+                continue
+            if payload[2] == "crash":  # the rank's own error: the others can only wait for it
+                raise RankFailure(f"rank {rank} failed: {payload[0]}")
+            errors[rank] = payload
+            # Lost its peers: a peer that has not answered by now is stuck or hung.
+            deadline = min(deadline, time.monotonic() + 3.0)
+        mismatched = [r for r, e in errors.items() if e[2] == "mismatch"]
+        if mismatched:
+            raise CollectiveMismatch(errors[mismatched[0]][0].splitlines()[0])
+        counts = {r: res.collectives for r, res in done.items()} | {r: e[1] for r, e in errors.items()}
+        if len(set(counts.values())) > 1:
+            raise CollectiveMismatch(f"ranks issued different numbers of collectives: {dict(sorted(counts.items()))}")
+        if errors:
+            first = next(iter(errors))
+            raise RankFailure(f"rank {first} failed: {errors[first][0]}")
+        return [done[r] for r in range(self.size)]
+
+    def _check_alive(self, done, errors) -> None:
+        for r, p in enumerate(self.procs):
+            if p.exitcode is not None and r not in done and r not in errors:
+                raise RankFailure(f"rank {r} exited with code {p.exitcode} during the case")

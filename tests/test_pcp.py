@@ -1,0 +1,94 @@
+"""Prefill context parallel on real process groups equals one rank.
+
+P ranks (gloo processes on the simulator, started once per module) serve the
+same scenario; every rank's drafts and per-step metadata must equal the
+single-rank run, which itself equals the from-scratch reference. Faults in a
+rank end the case with an error naming the rank, in bounded time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+
+from sim.pcp_check import check_pcp
+from sim.pcp_pool import CollectiveMismatch, PcpCase, PcpPool, RankFailure
+from sim.scenario import RequestSpec, Scenario
+from tests.e2e_checks import FAILURE_DIR
+from tests.strategies.scenarios import scenarios
+
+PCP = settings(max_examples=max(1, settings.default.max_examples // 4))
+SIZES = [2, 4]
+
+
+@pytest.fixture(scope="module")
+def pools(device):
+    started: dict[int, PcpPool] = {}
+
+    def get(size: int) -> PcpPool:
+        if size not in started:
+            started[size] = PcpPool(size, device.name, case_timeout_s=120, collective_timeout_s=5)
+        return started[size]
+
+    yield get
+    for pool in started.values():
+        pool.close()
+
+
+def _assert_pcp(scenario, pool, device, name, proposer=None, ops=None):
+    problems = check_pcp(scenario, pool, device, proposer=proposer, ops=ops)
+    if problems:
+        path = scenario.save(FAILURE_DIR / f"{name}.json")
+        extra = "".join(f" --{k} {v}" for k, v in (("proposer", proposer), ("ops", ops)) if v)
+        raise AssertionError(
+            "\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path} --pcp {pool.size}{extra}"
+        )
+
+
+@pytest.mark.parametrize("size", SIZES)
+@PCP
+@given(scenario=scenarios(max_reqs=4, max_iterations=10))
+def test_pcp_equals_single_rank(device, pools, size, scenario, request):
+    _assert_pcp(scenario, pools(size), device, request.node.name)
+
+
+SMALL = Scenario(
+    num_spec_tokens=3,
+    block_size=2,
+    token_budget=24,
+    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
+)
+BROKEN = [
+    ("tests.broken_pcp:DecodeFixedReshape", None),
+    ("tests.broken_pcp:GraphPaddingBeforeGather", None),
+    (None, "tests.broken_ops:SlotPlusOne"),
+]
+
+
+@pytest.mark.parametrize("proposer, ops", BROKEN, ids=[(p or o).split(":")[1] for p, o in BROKEN])
+def test_broken_pcp_variant_is_caught(device, pools, proposer, ops):
+    with pytest.raises(AssertionError):
+        _assert_pcp(SMALL, pools(2), device, "broken-pcp", proposer=proposer, ops=ops)
+
+
+def test_ranks_issuing_different_collectives_are_reported(device, pools):
+    with pytest.raises(CollectiveMismatch, match="different collectives"):
+        pools(2).run(
+            PcpCase(
+                SMALL.__dict__ | {"requests": [r.__dict__ for r in SMALL.requests]},
+                proposer="tests.broken_pcp:LogitsOnceOnRank1",
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "kind, message", [("raise", "rank 1 failed"), ("exit", "rank 1 exited"), ("hang", "rank 1 did not answer")]
+)
+def test_a_failing_rank_is_named_in_bounded_time(device, pools, kind, message):
+    case = PcpCase(SMALL.__dict__ | {"requests": [r.__dict__ for r in SMALL.requests]}, fault=(1, kind, 1))
+    start = time.monotonic()
+    with pytest.raises(RankFailure, match=message):
+        pools(2).run(case)
+    assert time.monotonic() - start < 60
