@@ -8,6 +8,14 @@ K/V over the group (``AttentionMeta.kv_gather``) so every rank's cache holds
 every row; the first pass's outputs are all-gathered and put back in row
 order before sampling. Later steps run every request on every rank. The
 drafts and the per-step metadata equal those of a single rank.
+
+Graph modes capture the later steps (collectives included); the first pass
+runs eagerly, since its per-rank layout changes with every batch (upstream
+vllm-ascend does not capture it under PCP either).
+
+Graph modes capture the later steps (collectives included); the first pass
+runs eagerly, since its per-rank layout changes with every batch (upstream
+vllm-ascend does not capture it under PCP either).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import torch
 from mtp.batch import VerifiedBatch
 from mtp.model import AttentionMeta
 from mtp.pcp import PAD_ROW, PcpPlan, pcp_split_plan
-from mtp.proposer import GraphMode, MtpProposer
+from mtp.proposer import FIRST, GraphMode, MtpProposer
 
 
 class CollectiveError(RuntimeError):
@@ -53,11 +61,11 @@ class RankRows:
 class PcpProposer(MtpProposer):
     """``MtpProposer`` on rank ``rank`` of ``size``; ``all_gather`` gathers rows over the group."""
 
+    eager_phases = frozenset({FIRST})
+
     def __init__(
         self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
     ):
-        if GraphMode(mode) is not GraphMode.EAGER:
-            raise ValueError(f"mode={GraphMode(mode).value!r}: the PCP proposer runs eagerly")
         if not 0 <= rank < size:
             raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
         super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes)
@@ -76,6 +84,8 @@ class PcpProposer(MtpProposer):
         HCCL/NCCL with a hang). Reading the headers back costs one host sync.
         """
         self.collectives += 1
+        if self.in_capture:  # no host read inside a graph; replays repeat a checked sequence
+            return self._all_gather(tensor)
         header = torch.tensor([self.collectives, self._step_tag, tensor.numel()], device=tensor.device)
         try:
             headers = self._all_gather(header).view(self.pcp_size, 3).tolist()

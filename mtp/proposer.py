@@ -78,6 +78,7 @@ class MtpProposer:
         self.logits_calls = 0  # logit computations issued (phase runs that sample)
         self.trace: list[StepRecord] | None = None
         self._capturing = False
+        self.in_capture = False  # inside a device capture: no host reads allowed
         self._alloc()
 
     def _alloc(self) -> None:
@@ -151,7 +152,7 @@ class MtpProposer:
 
     def _size(self, phase: str, n: int) -> int:
         """Rows to run ``n`` rows at: the padded graph size, or ``n`` itself (eager)."""
-        if self.mode is GraphMode.EAGER:
+        if not self._graphed(phase):
             return n
         return self.sizes[phase].pad(n) or n  # past the largest size: eager
 
@@ -220,6 +221,11 @@ class MtpProposer:
         self.draft_hidden[:reqs] = out
         self.draft[:reqs] = self.model.compute_logits(out).argmax(dim=-1)
 
+    eager_phases: frozenset[str] = frozenset()  # phases a subclass cannot capture
+
+    def _graphed(self, phase: str) -> bool:
+        return self.mode is not GraphMode.EAGER and phase not in self.eager_phases
+
     def _metadata(self, phase: str, size: int) -> None:
         if phase == STEP:
             self._step_metadata(size)
@@ -239,7 +245,7 @@ class MtpProposer:
         self.logits_calls += 1
         if phase == STEP:
             self._step_inputs(size)
-        if self.mode is GraphMode.EAGER or size > max(self.sizes[phase]):
+        if not self._graphed(phase) or size > max(self.sizes[phase]):
             self._metadata(phase, size)
             self._sample(phase, size, self._forward(phase, size, bound))
             return
@@ -272,8 +278,12 @@ class MtpProposer:
         if piecewise:
             self._metadata(phase, size)
         work()  # warm-up, as accelerators require before a capture
-        with self.device.capture(size, self.pool, self.static_inputs()) as graph:
-            out = work()
+        self.in_capture = True
+        try:
+            with self.device.capture(size, self.pool, self.static_inputs()) as graph:
+                out = work()
+        finally:
+            self.in_capture = False
         self.graphs[(phase, size)] = graph, out
         return graph, out
 
@@ -295,7 +305,7 @@ class MtpProposer:
     def dummy_run(self, size: int) -> None:
         """Run a propose call's phases at ``size`` on inert inputs."""
         self._load_inert(size)
-        if size in self.sizes[FIRST]:
+        if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
         for step in range(2, self.cfg.num_spec_tokens + 1):
             self._set_step(step)

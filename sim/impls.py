@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
-BUILTIN = {"core": "sim.impls:core"}
+BUILTIN = {"core": "sim.impls:core", "vllm": "sim.vllm_adapter:implementation"}
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ class DummyRunLogitsOnce(MtpProposer):
         if self._capturing:
             return super().dummy_run(size)
         self._load_inert(size)
-        if size in self.sizes[FIRST]:
+        if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
 
 

@@ -8,14 +8,16 @@ rank end the case with an error naming the rank, in bounded time.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from sim.pcp_check import check_pcp
 from sim.pcp_pool import CollectiveMismatch, PcpCase, PcpPool, RankFailure
-from sim.scenario import RequestSpec, Scenario
+from sim.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
 from tests.strategies.scenarios import scenarios
 
@@ -49,9 +51,13 @@ def _assert_pcp(scenario, pool, device, name, proposer=None, ops=None):
 
 @pytest.mark.parametrize("size", SIZES)
 @PCP
-@given(scenario=scenarios(max_reqs=4, max_iterations=10))
-def test_pcp_equals_single_rank(device, pools, size, scenario, request):
-    _assert_pcp(scenario, pools(size), device, request.node.name)
+@given(scenario=scenarios(max_reqs=4, max_iterations=10), mode=st.sampled_from(GRAPH_MODES))
+def test_pcp_equals_single_rank(device, pools, size, scenario, mode, request):
+    """Padded or unpadded (drawn), eager or graph modes (later steps captured, collectives included)."""
+    if mode != "eager" and not device.supports_graphs:
+        mode = "eager"
+    event(f"mode={mode}")
+    _assert_pcp(dataclasses.replace(scenario, graph_mode=mode), pools(size), device, request.node.name)
 
 
 SMALL = Scenario(

@@ -88,7 +88,11 @@ class SimGraph:
                 )
         with torch.no_grad():
             for func, args, kwargs, out in self.ops:
-                _write_back(out, func(*args, **kwargs))
+                result = func(*args, **kwargs)
+                _write_back(out, result)
+                for item in tree_flatten(result)[0]:
+                    if hasattr(item, "wait") and not isinstance(item, torch.Tensor):
+                        item.wait()  # a collective's work handle: the stream waits for it
         self.replays += 1
 
     def update_params(self, **values: Any) -> None:

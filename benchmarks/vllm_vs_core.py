@@ -1,0 +1,74 @@
+"""Propose-call time of the core (MtpProposer) against vLLM 0.33.0's EagleProposer, on CPU.
+
+    python benchmarks/vllm_vs_core.py [--repeat 30]      (needs vllm: tox -e vllm, or its venv)
+
+Both run the same tiny MTP model and paged cache on the same decode batches
+(B = 1, 16, 64 requests, K = 1, 3 drafts, padded mode), side by side in one
+run, so the ratio compares like with like on a noisy machine. vLLM's Triton
+kernels run under TRITON_INTERPRET=1 here: its per-step overhead is the
+interpreter's, not a GPU's; read the ratio as "harness overhead", not speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from benchmarks.propose_latency import BLOCK_SIZE, SEQ_LEN, VOCAB, decode_case  # noqa: E402
+from devices import load_device  # noqa: E402
+from mtp.proposer import MtpProposer  # noqa: E402
+from sim.cases import to_batch  # noqa: E402
+from sim.paged_attention import PagedKvCache  # noqa: E402
+from sim.tiny_models import TinyConfig, TinyMtp  # noqa: E402
+
+
+def measure(proposer_cls, device, num_reqs: int, k: int, repeat: int) -> list[float]:
+    case = decode_case(num_reqs, k)
+    tcfg = TinyConfig(vocab_size=VOCAB)
+    blocks = num_reqs * ((SEQ_LEN + k) // BLOCK_SIZE + 1)
+    model = TinyMtp(tcfg, PagedKvCache(blocks, BLOCK_SIZE, tcfg.num_heads, tcfg.head_dim, device.torch_device))
+    proposer = proposer_cls(case.config, model, device)
+    batch, sampled = to_batch(case, device.torch_device, padded=True)
+    times = []
+    for i in range(repeat + 3):
+        start = time.perf_counter()
+        proposer.propose(batch, sampled)
+        if i >= 3:  # warm-up
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    from sim.vllm_adapter import VllmProposer  # imports vllm lazily, on first use
+
+    device = load_device("sim")
+    table = Table("B", "K", "core median ms", "vLLM median ms", "vLLM / core")
+    for num_reqs in (1, 16, 64):
+        for k in (1, 3):
+            core = statistics.median(measure(MtpProposer, device, num_reqs, k, args.repeat))
+            vllm = statistics.median(measure(VllmProposer, device, num_reqs, k, args.repeat))
+            table.add_row(str(num_reqs), str(k), f"{core * 1e3:.2f}", f"{vllm * 1e3:.2f}", f"{vllm / core:.2f}x")
+    console = Console()
+    console.print(
+        f"device: {device.describe()}, torch threads: {torch.get_num_threads()}, "
+        f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')}"
+    )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Conversions between the core's metadata and vLLM's, for vLLM as a second oracle.
+
+vLLM (0.33.0, ``vllm/v1``) describes a propose call with a
+``CommonAttentionMetadata`` (query_start_loc, seq_lens, block table, slot
+mapping, with host copies), a ``SpecDecodeMetadata`` (drafts verified per
+request) and, for step 1, the runner's request states (``get_token_id``) and
+input batch (``req_ids``, ``num_tokens_no_spec``, ``vocab_size``). The core
+carries the same facts in ``VerifiedBatch``, ``SampledTokens`` and
+``FirstPassInputs``. Every function here maps one onto the other, copying
+tensors so that vLLM's in-place updates (it lowers ``seq_lens`` inside
+``propose``) never reach the caller's batch.
+
+vllm is imported inside the functions only: importing this module costs
+nothing and works without vllm. ``import_vllm`` sets the environment vLLM needs
+on a CPU-only machine before the first import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
+
+VLLM_VERSION = "0.33.0"
+# vLLM on a CPU-only machine: CPU platform, no CUDA probing, Triton kernels interpreted.
+CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+
+
+def import_vllm(module: str = "vllm"):
+    """Import ``module`` of vllm after setting ``CPU_ENV`` defaults (a caller's values win)."""
+    for key, value in CPU_ENV.items():
+        os.environ.setdefault(key, value)
+    return importlib.import_module(module)
+
+
+def unavailable_reason() -> str | None:
+    """Why vLLM cannot serve as an oracle here, or None if it can."""
+    try:
+        vllm = import_vllm()
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
+        return f"import vllm failed: {type(exc).__name__}: {exc} (tox -e vllm installs it)"
+    version = getattr(vllm, "__version__", "?")
+    if version != VLLM_VERSION:
+        return f"vllm {version} is installed; the oracle is pinned to {VLLM_VERSION}"
+    return None
+
+
+# ------------------------------------------------------------------ batch <-> CommonAttentionMetadata
+def to_common_attn_metadata(batch: VerifiedBatch):
+    """The target's ``CommonAttentionMetadata`` of a verified batch (fresh tensors)."""
+    backend = import_vllm("vllm.v1.attention.backend")
+    qsl_cpu = torch.as_tensor(np.asarray(batch.query_start_loc_cpu), dtype=torch.int32)
+    seq_lens_cpu = torch.as_tensor(np.asarray(batch.seq_lens_cpu), dtype=torch.int32)
+    return backend.CommonAttentionMetadata(
+        query_start_loc=batch.query_start_loc.to(torch.int32).clone(),
+        query_start_loc_cpu=qsl_cpu,
+        seq_lens=batch.seq_lens.to(torch.int32).clone(),
+        seq_lens_cpu_upper_bound=seq_lens_cpu,
+        num_reqs=batch.num_reqs,
+        num_actual_tokens=batch.num_tokens,
+        max_query_len=int(batch.query_lens_cpu.max()),
+        max_seq_len=int(np.asarray(batch.seq_lens_cpu).max()),
+        block_table_tensor=batch.block_table.to(torch.int32).clone(),
+        slot_mapping=batch.slot_mapping[: batch.num_tokens].to(torch.int64).clone(),
+        causal=True,
+    )
+
+
+def to_spec_decode_metadata(batch: VerifiedBatch):
+    """vLLM's ``SpecDecodeMetadata``: request r verified the ``k_r`` ids after its first query row."""
+    metadata = import_vllm("vllm.v1.spec_decode.metadata")
+    qsl = np.asarray(batch.query_start_loc_cpu)
+    ids = batch.token_ids.tolist()
+    drafts = [ids[qsl[r] + 1 : qsl[r] + 1 + int(k)] for r, k in enumerate(batch.num_draft_tokens_cpu)]
+    return metadata.SpecDecodeMetadata.make_dummy(drafts, batch.token_ids.device)
+
+
+def from_vllm_metadata(
+    cad, spec, token_ids: torch.Tensor, positions: torch.Tensor, hidden_states: torch.Tensor
+) -> VerifiedBatch:
+    """The ``VerifiedBatch`` a target ``CommonAttentionMetadata`` + ``SpecDecodeMetadata`` describe.
+
+    Token ids, positions and hidden states are not part of vLLM's metadata
+    (the runner passes them to ``propose`` beside it), so they are given.
+    """
+    qsl_cpu = cad.query_start_loc_cpu.numpy().astype(np.int64)
+    drafts = np.asarray(spec.num_draft_tokens, dtype=np.int64)
+    seq_lens_cpu = cad.seq_lens_cpu_upper_bound
+    seq_lens_cpu = (cad.seq_lens if seq_lens_cpu is None else seq_lens_cpu).cpu().numpy().astype(np.int64)
+    return VerifiedBatch(
+        query_start_loc=cad.query_start_loc.clone(),
+        query_start_loc_cpu=qsl_cpu,
+        seq_lens=cad.seq_lens.clone(),
+        seq_lens_cpu=seq_lens_cpu,
+        num_draft_tokens=torch.as_tensor(drafts, dtype=torch.int32).to(cad.seq_lens.device),
+        num_draft_tokens_cpu=drafts,
+        token_ids=token_ids,
+        positions=positions,
+        hidden_states=hidden_states,
+        slot_mapping=cad.slot_mapping.clone(),
+        block_table=cad.block_table_tensor.clone(),
+        block_table_cpu=cad.block_table_tensor.cpu().numpy().astype(np.int64),
+    )
+
+
+# ------------------------------------------------------------------ FirstPassInputs <-> spec metadata
+def first_pass_to_common_attn_metadata(first: FirstPassInputs, batch: VerifiedBatch):
+    """The ``CommonAttentionMetadata`` vLLM's first pass runs on, from the core's ``FirstPassInputs``.
+
+    vLLM keeps no -1 tail on the slot mapping: it holds exactly the N rows.
+    """
+    backend = import_vllm("vllm.v1.attention.backend")
+    seq_lens = first.seq_lens.to(torch.int32).clone()
+    qsl_cpu = first.query_start_loc_cpu
+    if qsl_cpu is None:  # padded: the batch's own query_start_loc
+        qsl_cpu = batch.query_start_loc_cpu
+    qsl_cpu = torch.as_tensor(np.asarray(qsl_cpu), dtype=torch.int32)
+    return backend.CommonAttentionMetadata(
+        query_start_loc=first.query_start_loc.to(torch.int32).clone(),
+        query_start_loc_cpu=qsl_cpu,
+        seq_lens=seq_lens,
+        seq_lens_cpu_upper_bound=seq_lens.cpu().clone(),
+        num_reqs=batch.num_reqs,
+        num_actual_tokens=first.num_tokens,
+        max_query_len=first.max_query_len,
+        max_seq_len=int(seq_lens.max()),
+        block_table_tensor=batch.block_table.to(torch.int32).clone(),
+        slot_mapping=first.slot_mapping[: first.num_tokens].clone(),
+        causal=True,
+    )
+
+
+def first_pass_from_vllm(
+    cad,
+    token_indices: torch.Tensor,
+    sample_indices: torch.Tensor,
+    num_rejected: torch.Tensor,
+    slot_buffer_len: int,
+    padded: bool,
+) -> FirstPassInputs:
+    """The core's ``FirstPassInputs`` from vLLM's spec metadata and indices.
+
+    ``accepted_seq_lens``: padded, ``seq_lens - num_rejected`` (vLLM lowers its
+    ``seq_lens`` by that amount before step 2); unpadded, ``seq_lens`` itself
+    (``prepare_inputs`` already dropped the rejected tokens).
+    """
+    n = cad.num_actual_tokens
+    slots = torch.full((slot_buffer_len,), -1, dtype=torch.int64, device=cad.slot_mapping.device)
+    slots[:n] = cad.slot_mapping[:n]
+    seq_lens = cad.seq_lens.clone()
+    return FirstPassInputs(
+        token_indices=token_indices.to(torch.int64),
+        query_start_loc=cad.query_start_loc.clone(),
+        query_start_loc_cpu=cad.query_start_loc_cpu.numpy().astype(np.int64),
+        seq_lens=seq_lens,
+        accepted_seq_lens=(seq_lens - num_rejected if padded else seq_lens).to(torch.int32),
+        slot_mapping=slots,
+        sample_indices=sample_indices.to(torch.int64),
+        num_rejected=num_rejected.to(torch.int32),
+        max_query_len=int(cad.max_query_len),
+    )
+
+
+# ------------------------------------------------------------------ SampledTokens <-> request states
+@dataclass
+class RequestView:
+    """The part of vLLM's ``CachedRequestState`` that step 1 reads.
+
+    ``tokens`` maps a position to the request's token id there (prompt plus
+    outputs, no drafts); ``asked`` records every position vLLM looked up, so a
+    test sees which token vLLM took as the backup.
+    """
+
+    num_computed_tokens: int
+    tokens: dict[int, int]
+    asked: list[int] = field(default_factory=list)
+
+    def get_token_id(self, idx: int) -> int:
+        self.asked.append(int(idx))
+        return self.tokens.get(int(idx), -1)
+
+
+@dataclass
+class InputBatchView:
+    """The part of vLLM's ``InputBatch`` that step 1 reads."""
+
+    req_ids: list[str]
+    num_tokens_no_spec: np.ndarray
+    vocab_size: int
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.req_ids)
+
+
+@dataclass
+class StepOneInputs:
+    """What vLLM's ``prepare_next_token_ids_*`` take, for one batch."""
+
+    requests: dict[str, RequestView]
+    input_batch: InputBatchView
+    discard_mask: torch.Tensor  # bool [B] device
+    num_scheduled: dict[str, int]
+    sampled_lists: list[list[int]] | None  # unpadded form; discarded requests have []
+
+
+def to_step_one_inputs(
+    batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, num_tokens_no_spec: np.ndarray | None = None
+) -> StepOneInputs:
+    """vLLM's step-1 inputs for a batch.
+
+    The core's ``backup`` is the request's token at ``seq_len``. vLLM's padded
+    path takes ``get_token_id(num_tokens_no_spec - 1)`` instead (divergence
+    ``backup-token`` in docs/DIVERGENCES.md). By default the request is
+    described as knowing exactly ``seq_len + 1`` tokens (``num_tokens_no_spec
+    = seq_len + 1``), the only count a ``VerifiedBatch`` determines; then both
+    lookups land on the backup. Pass ``num_tokens_no_spec`` to describe a real
+    runner state (every position at or past ``seq_len`` holds the backup).
+    """
+    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
+    qlens = batch.query_lens_cpu
+    known = seq_lens + 1 if num_tokens_no_spec is None else np.asarray(num_tokens_no_spec, dtype=np.int64)
+    backup = np.asarray(sampled.backup, dtype=np.int64)
+    req_ids = [f"r{r}" for r in range(batch.num_reqs)]
+    requests = {}
+    for r, rid in enumerate(req_ids):
+        top = max(int(known[r]), int(seq_lens[r]) + 1)
+        requests[rid] = RequestView(
+            num_computed_tokens=int(seq_lens[r] - qlens[r]),
+            tokens={p: int(backup[r]) for p in range(int(seq_lens[r]), top)},
+        )
+    lists = None
+    if sampled.lists is not None:
+        lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+    discarded = np.asarray(sampled.discarded, dtype=bool)
+    return StepOneInputs(
+        requests=requests,
+        input_batch=InputBatchView(req_ids, known.astype(np.int32), vocab_size),
+        discard_mask=torch.from_numpy(discarded.copy()).to(batch.query_start_loc.device),
+        num_scheduled={rid: int(q) for rid, q in zip(req_ids, qlens)},
+        sampled_lists=lists,
+    )
+
+
+def from_step_one_inputs(
+    inputs: StepOneInputs, batch: VerifiedBatch, padded: torch.Tensor | None = None
+) -> SampledTokens:
+    """The core's ``SampledTokens`` from vLLM's step-1 inputs (backup: the token at ``seq_len``)."""
+    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
+    backup = [inputs.requests[rid].tokens.get(int(s), -1) for rid, s in zip(inputs.input_batch.req_ids, seq_lens)]
+    return SampledTokens(
+        padded=padded,
+        lists=None if padded is not None else [list(ids) for ids in inputs.sampled_lists],
+        discarded=inputs.discard_mask.cpu().numpy().astype(bool),
+        backup=np.asarray(backup, dtype=np.int64),
+    )

@@ -1,0 +1,107 @@
+"""Where vLLM 0.33.0's proposer differs from the core, by design: the one table.
+
+docs/DIVERGENCES.md explains each entry; tests/vllm/ pins each one (the test
+named in ``pinned_by`` asserts that the difference exists, exactly where the
+entry says). A property of the gate that cannot hold for vLLM is skipped under
+``--impl vllm`` with the divergence as its reason (``GATE_SKIPS``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Divergence(NamedTuple):
+    id: str
+    where: str  # vLLM function
+    core: str
+    vllm: str
+    pinned_by: str  # tests/vllm/MODULE.py::TEST
+
+
+DIVERGENCES = {
+    d.id: d
+    for d in (
+        Divergence(
+            "backup-token",
+            "prepare_next_token_ids_padded",
+            "a request without a valid sampled token continues from its token at seq_len",
+            "it continues from get_token_id(num_tokens_no_spec - 1), the last known token "
+            "(for a partial prefill: the last prompt token); the unpadded path uses the token at seq_len",
+            "test_step_one.py::test_backup_token_divergence",
+        ),
+        Divergence(
+            "overflow-restart",
+            "eagle_step_update_slot_mapping_and_metadata",
+            "every step whose position base + j - 1 reaches max_model_len gets position 0, seq_len 1, slot -1",
+            "the first overflowing step gets 0 / 1 / -1, the next steps continue from it: position 1, 2, ... "
+            "with seq_len 2, 3, ... and a real slot in the request's first block (KV written there)",
+            "test_steps.py::test_overflow_restart_divergence",
+        ),
+        Divergence(
+            "clamps",
+            "eagle_step_update_slot_mapping_and_metadata",
+            "no clamp: a block table too narrow for the drafts is refused (ValueError) before any work",
+            "seq_len is clamped to max_model_len and the block index to the table's last column",
+            "test_steps.py::test_clamp_divergence",
+        ),
+        Divergence(
+            "unpadded-no-filter",
+            "prepare_next_token_ids_cpu",
+            "per-request lists must hold token ids in [0, vocab) (ValueError otherwise)",
+            "the last list entry is taken as is: no -1 or vocab filter",
+            "test_step_one.py::test_unpadded_lists_are_not_filtered",
+        ),
+        Divergence(
+            "cpu-seq-lens-alias",
+            "prepare_inputs",
+            "seq_lens (device) and its host copy are distinct",
+            "on CPU, seq_lens IS seq_lens_cpu_upper_bound (async_tensor_h2d to cpu returns its input), so "
+            "propose() raises it by 2 per step; the adapter clones it (a CPU-only artifact)",
+            "test_prepare.py::test_cpu_seq_lens_alias",
+        ),
+        Divergence(
+            "unpadded-max-query-len",
+            "prepare_inputs",
+            "max_query_len of the compacted batch: max(q_r - n_rej_r)",
+            "max_query_len of the original query lengths (an upper bound; the seed's defect)",
+            "test_prepare.py::test_unpadded_max_query_len_divergence",
+        ),
+        Divergence(
+            "stale-last-row",
+            "set_inputs_first_pass",
+            "the last row of the flattened batch keeps its own id when it is not a sample row",
+            "that row is never written: it holds whatever the buffer held (padded mode, the last request "
+            "rejected a draft); its output is never sampled and its KV is past every later seq_len",
+            "test_prepare.py::test_stale_last_row_divergence",
+        ),
+        Divergence(
+            "seq-lens-in-place",
+            "propose",
+            "the caller's batch is never written",
+            "padded: cad.seq_lens -= num_rejected in place on the caller's metadata, then +1 per step",
+            "test_propose.py::test_padded_propose_mutates_caller_seq_lens",
+        ),
+    )
+}
+
+
+def reason(*ids: str) -> str:
+    """A skip reason naming divergences and where they are pinned."""
+    return "; ".join(
+        f"divergence {i} (docs/DIVERGENCES.md, pinned by tests/vllm/{DIVERGENCES[i].pinned_by})" for i in ids
+    )
+
+
+# Gate properties that cannot hold for vLLM, by test function name (conftest skips them with this reason).
+GATE_SKIPS = {
+    "test_first_pass_matches_reference": reason("unpadded-max-query-len", "stale-last-row"),
+    "test_draft_steps_match_reference": reason("overflow-restart"),
+    "test_drafts_and_metadata_match_reference": reason("overflow-restart", "stale-last-row")
+    + "; the full loop is compared with the divergences classified in tests/vllm/test_propose.py",
+    "test_padded_path_makes_no_host_sync": "vLLM keeps its host copies as torch CPU tensors "
+    "(prepare_inputs_padded: query_start_loc_cpu[-1].item(), max().item(); CpuGpuBuffer.numpy()); on a CPU "
+    "device the simulator cannot tell them from device reads, so it counts them as syncs: not a statement "
+    "about vLLM on a GPU",
+    "test_graph_modes_match_reference": "the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)",
+}

@@ -1,0 +1,84 @@
+"""The simulator's tiny MTP layer as vLLM's draft model, and an attention group that records.
+
+vLLM's ``propose`` hands the model only ids, positions and hidden states; the
+attention metadata travels through its forward context, built per step by
+each attention group's ``build_metadata_for_drafting``. ``SnapshotAttnGroup``
+builds the core's ``AttentionMeta`` from vLLM's ``CommonAttentionMetadata``
+(copied: vLLM mutates that object between steps); ``VllmTinyMtp`` reads it back
+from the forward context, runs ``TinyMtp`` on the paged cache and records a
+``StepRecord`` per call, so the simulator's comparisons see exactly what vLLM
+fed the model.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mtp.model import AttentionMeta
+from mtp.trace import StepRecord
+from mtp.vllm_interop import import_vllm
+
+LAYER = "mtp.attn"
+
+
+class SnapshotAttnGroup:
+    """Duck-types vLLM's ``AttentionGroup`` for ``propose``: ``layer_names`` and
+    ``build_metadata_for_drafting(common_attn_metadata=, draft_index=)``."""
+
+    layer_names = [LAYER]
+
+    def __init__(self):
+        self.sample_indices: torch.Tensor | None = None
+
+    def build_metadata_for_drafting(self, common_attn_metadata, draft_index: int) -> AttentionMeta:
+        cad = common_attn_metadata
+        return AttentionMeta(
+            query_start_loc=cad.query_start_loc[: cad.num_reqs + 1].clone(),
+            seq_lens=cad.seq_lens[: cad.num_reqs].clone(),
+            block_table=cad.block_table_tensor,
+            slot_mapping=cad.slot_mapping.clone(),
+            seq_len_bound=torch.tensor([cad.max_seq_len], dtype=torch.int64),
+        )
+
+
+class VllmTinyMtp(nn.Module):
+    """``TinyMtp`` behind vLLM's draft-model interface (``DeepSeekMTPModel`` returns a tuple)."""
+
+    def __init__(self, tiny):
+        super().__init__()
+        self.tiny = tiny
+        self.trace: list[StepRecord] | None = None
+        self.sample_indices: torch.Tensor | None = None  # first pass: set by the adapter
+        self.calls = 0
+
+    def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
+        context = import_vllm("vllm.forward_context").get_forward_context()
+        attn: AttentionMeta = context.attn_metadata[LAYER]
+        slots = context.slot_mapping[LAYER]  # what vLLM tells the KV write, may be longer than attn's
+        n = input_ids.shape[0]
+        meta = AttentionMeta(attn.query_start_loc, attn.seq_lens, attn.block_table, slots[:n], attn.seq_len_bound)
+        out = self.tiny.forward(input_ids, positions, hidden_states, meta)
+        self.calls += 1
+        if self.trace is not None:
+            b = attn.seq_lens.shape[0]
+            first = self.calls == 1
+            sample = self.sample_indices if first else torch.arange(b)
+            self.trace.append(
+                StepRecord.capture(
+                    self.calls,
+                    int(attn.seq_len_bound[0]),
+                    n,
+                    input_ids=input_ids,
+                    positions=positions,
+                    seq_lens=attn.seq_lens,
+                    slot_mapping=slots[:n],
+                    query_start_loc=attn.query_start_loc,
+                    sample_indices=sample,
+                    padding_slots=slots[n:n],
+                )
+            )
+        return out, out
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.tiny.compute_logits(hidden_states)

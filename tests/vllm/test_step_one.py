@@ -1,0 +1,104 @@
+"""Step 1 (next token, valid count): vLLM's prepare_next_token_ids_* against the core."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+
+from mtp import vllm_interop as interop
+from sim.cases import to_batch
+from sim.vllm.eagle import configured
+from tests.strategies.batches import batch_cases
+from tests.vllm.cases import CORE, CPU, VLLM
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@given(case=batch_cases())
+def test_next_tokens_match_core(padded, case):
+    """With the batch's own backup as the last known token, vLLM and the core agree everywhere."""
+    batch, sampled = to_batch(case, CPU, padded)
+    got = VLLM._next_tokens(case.config, batch, sampled)
+    want = CORE.next_tokens(case.config, sampled, CPU)
+    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
+    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+
+
+@given(case=batch_cases())
+def test_backup_token_divergence(case):
+    """backup-token: for a real runner state (a partial prefill's prompt runs past seq_len), the padded
+    path continues from the last prompt token; the unpadded path and the core from the token at seq_len.
+    Exactly the discarded requests differ."""
+    cfg = case.config
+    batch, sampled = to_batch(case, CPU, padded=True)
+    seq_lens = batch.seq_lens_cpu
+    known = seq_lens + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
+    step_one = interop.to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
+    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
+    p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
+    got, _ = p.prepare_next_token_ids_padded(
+        sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
+    )
+    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
+    discarded = np.asarray(sampled.discarded)
+    want = np.where(discarded, last_prompt, core).tolist()
+    assert got.tolist() == want
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # vLLM looks up num_tokens_no_spec - 1
+    # Unpadded: vLLM asks for the token at seq_len, as the core does.
+    lists = [[] if d else ids for ids, d in zip(to_batch(case, CPU, False)[1].lists, discarded)]
+    got = p.prepare_next_token_ids_cpu(lists, step_one.requests, step_one.input_batch, step_one.num_scheduled)
+    assert got.tolist() == core
+
+
+def test_unpadded_lists_are_not_filtered():
+    """unpadded-no-filter: vLLM takes a list's last entry as is; the core refuses it before any work."""
+    cfg_case = _one_decode(vocab=16, sampled=[3, 99])
+    batch, sampled = to_batch(cfg_case, CPU, padded=False)
+    sampled.lists = [[3, 99]]  # 99 >= vocab: not a token id
+    step_one = interop.to_step_one_inputs(batch, sampled, 16)
+    p = configured(2, 4, 64, 8)
+    got = p.prepare_next_token_ids_cpu(sampled.lists, step_one.requests, step_one.input_batch, step_one.num_scheduled)
+    assert got.tolist() == [99]
+    with pytest.raises(ValueError, match=r"sampled_token_ids\[0\]\[1\]=99"):
+        CORE.prepare_call(cfg_case.config, batch, sampled)
+    sampled.lists = [[3, -1]]
+    assert p.prepare_next_token_ids_cpu(sampled.lists, step_one.requests, step_one.input_batch, {"r0": 3}).tolist() == [
+        -1
+    ]
+
+
+def _one_decode(vocab: int, sampled: list[int]):
+    from mtp.config import ProposerConfig
+    from sim.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(
+        num_spec_tokens=2,
+        vocab_size=vocab,
+        block_size=4,
+        max_model_len=64,
+        max_num_tokens=8,
+        max_num_reqs=4,
+        hidden_size=8,
+    )
+    req = RequestCase(
+        tokens=[1, 2, 3, 4],
+        num_computed=5,
+        query_len=3,
+        num_drafts=2,
+        sampled=sampled + [-1] * (3 - len(sampled)),
+        discarded=False,
+        blocks=[7, 2, 5],
+    )
+    return BatchCase(cfg, [req], seed=0)
+
+
+def test_step_one_torch_dtypes():
+    """vLLM's step 1 returns int32 ids and counts, as the core does."""
+    case = _one_decode(16, [3, 4])
+    batch, sampled = to_batch(case, CPU, padded=True)
+    got = VLLM._next_tokens(case.config, batch, sampled)
+    assert got.next_token_ids.dtype == torch.int32 and got.valid_counts.dtype == torch.int32
