@@ -24,7 +24,7 @@ from sim.cases import BatchCase, RequestCase, to_batch
 from sim.paged_attention import PagedKvCache
 from sim.tiny_models import TinyConfig, TinyMtp
 
-SEQ_LEN, BLOCK_SIZE, VOCAB = 96, 16, 96
+SEQ_LEN, BLOCK_SIZE, VOCAB, MAX_MODEL_LEN = 96, 16, 96, 128
 
 
 def decode_case(num_reqs: int, k: int, seed: int = 0) -> BatchCase:
@@ -45,7 +45,7 @@ def decode_case(num_reqs: int, k: int, seed: int = 0) -> BatchCase:
                 blocks=pool[r * blocks_per_req : (r + 1) * blocks_per_req],
             )
         )
-    cfg = ProposerConfig(k, VOCAB, BLOCK_SIZE, 4096, num_reqs * (k + 1), num_reqs, 32)
+    cfg = ProposerConfig(k, VOCAB, BLOCK_SIZE, MAX_MODEL_LEN, num_reqs * (k + 1), num_reqs, 32)
     return BatchCase(cfg, reqs, seed)
 
 

@@ -146,7 +146,7 @@ class PcpProposer(MtpProposer):
             pad=t(pad, torch.bool),
             query_start_loc=t(np.append(starts, len(rows)), torch.int32),
             seq_lens=t(run_seq, torch.int32),
-            block_table=self.block_table[t(run_req, torch.int64)],
+            block_table=self._table(FIRST)[t(run_req, torch.int64)],
             restore_index=t(plan.restore_index, torch.int64),
         )
 

@@ -79,6 +79,7 @@ class MtpProposer:
         self.trace: list[StepRecord] | None = None
         self._capturing = False
         self.in_capture = False  # inside a device capture: no host reads allowed
+        self._batch_width = 0  # block-table columns of the current batch
         self._alloc()
 
     def _alloc(self) -> None:
@@ -120,6 +121,7 @@ class MtpProposer:
         if width > self.max_blocks:
             raise ValueError(f"block_table.shape[1]={width}: the proposer holds {self.max_blocks} blocks per request")
         prepared = self.ops.prepare_call(self.cfg, batch, sampled)
+        self._batch_width = width
         b, n = batch.num_reqs, prepared.first.num_tokens
         if self.trace is not None:
             self.trace.clear()
@@ -189,8 +191,14 @@ class MtpProposer:
     def _attn(self, qsl, seq_lens, block_table, slots, bound: int) -> AttentionMeta:
         return AttentionMeta(qsl, seq_lens, block_table, slots, self.device.host_param("seq_len_bound", [bound]))
 
+    def _table(self, phase: str, reqs: int | None = None) -> torch.Tensor:
+        """The block table as attention reads it: the batch's width when eager
+        (less to scan), the full static width inside a graph."""
+        width = self.max_blocks if self._graphed(phase) else self._batch_width
+        return self.block_table[:reqs, :width]
+
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
-        attn = self._attn(self.query_start_loc, self.seq_lens, self.block_table, self.slot_mapping[:rows], bound)
+        attn = self._attn(self.query_start_loc, self.seq_lens, self._table(FIRST), self.slot_mapping[:rows], bound)
         return self.model.forward(self.input_ids[:rows], self.positions[:rows], self.hidden_states[:rows], attn)
 
     def _first_sample(self, out: torch.Tensor) -> None:
@@ -205,7 +213,7 @@ class MtpProposer:
 
     def _step_metadata(self, reqs: int) -> None:
         meta = self.ops.advance_step(
-            self.cfg, self.base_positions[:reqs], self.accepted_seq_lens[:reqs], self.block_table[:reqs], self.step_no
+            self.cfg, self.base_positions[:reqs], self.accepted_seq_lens[:reqs], self._table(STEP, reqs), self.step_no
         )
         self.positions[:reqs] = meta.positions
         self.slot_mapping[:reqs] = meta.slot_mapping
@@ -213,7 +221,7 @@ class MtpProposer:
 
     def _step_forward(self, reqs: int, bound: int) -> torch.Tensor:
         attn = self._attn(
-            self.step_qsl[: reqs + 1], self.seq_lens[:reqs], self.block_table[:reqs], self.slot_mapping[:reqs], bound
+            self.step_qsl[: reqs + 1], self.seq_lens[:reqs], self._table(STEP, reqs), self.slot_mapping[:reqs], bound
         )
         return self.model.forward(self.input_ids[:reqs], self.positions[:reqs], self.hidden_states[:reqs], attn)
 

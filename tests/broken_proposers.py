@@ -10,7 +10,7 @@ import bisect
 import torch
 
 from mtp.capture_sizes import CaptureSizes
-from mtp.proposer import FIRST, MtpProposer
+from mtp.proposer import FIRST, STEP, MtpProposer
 
 
 class _DescendingSizes(CaptureSizes):
@@ -92,7 +92,7 @@ class StepBakedAtCapture(MtpProposer):
 
     def _step_metadata(self, reqs):
         meta = self.ops.advance_step(
-            self.cfg, self.base_positions[:reqs], self.accepted_seq_lens[:reqs], self.block_table[:reqs], self._step
+            self.cfg, self.base_positions[:reqs], self.accepted_seq_lens[:reqs], self._table(STEP, reqs), self._step
         )
         self.positions[:reqs] = meta.positions
         self.slot_mapping[:reqs] = meta.slot_mapping
