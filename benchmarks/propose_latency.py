@@ -1,6 +1,6 @@
 """Propose-call latency on a device, for decode batches of B requests and K drafts.
 
-    python benchmarks/propose_latency.py [--device sim] [--repeat 50]
+    python -m benchmarks.propose_latency [--device sim] [--repeat 50]
 
 Prints the median and the interquartile range per (mode, B, K), all measured
 in one run so the figures compare with each other on a noisy machine.

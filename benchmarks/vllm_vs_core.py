@@ -1,6 +1,6 @@
 """Propose-call time of the core (MtpProposer) against vLLM 0.33.0's EagleProposer, on CPU.
 
-    python benchmarks/vllm_vs_core.py [--repeat 30]      (needs vllm: tox -e vllm, or its venv)
+    python -m benchmarks.vllm_vs_core [--repeat 30]      (needs vllm: tox -e vllm, or its venv)
 
 Both run the same tiny MTP model and paged cache on the same decode batches
 (B = 1, 16, 64 requests, K = 1, 3 drafts, padded mode), side by side in one
@@ -14,11 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import torch  # noqa: E402

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print figures, run as ``python -m benchmarks.NAME``."""
