@@ -84,7 +84,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
     device = load_device(args.device)
-    table = Table("mode", "batch", "host syncs / call", "host ops / draft step", "ops in step graph", "median ms / call")
+    table = Table(
+        "mode", "batch", "host syncs / call", "host ops / draft step", "ops in step graph", "median ms / call"
+    )
     eager_ms = {}
     for padded in (True, False):
         for mode in ("eager", "piecewise", "full"):
