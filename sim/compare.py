@@ -15,7 +15,7 @@ import torch
 from mtp.trace import StepRecord
 from sim import reference
 from sim.cases import BatchCase
-from sim.reference_drafts import RefDraft
+from sim.reference_drafts import RefDraft, reference_drafts
 
 MARGIN_TOLERANCE = {torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 1e-1}
 
@@ -96,3 +96,20 @@ def compare_trace(
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
     return out
+
+
+def compare_iteration_drafts(iteration, drafts: list[list[int]], ref_model, target, scenario, tolerance: float):
+    """(mismatches, drafts compared, drafts skipped) of one serving iteration's
+    drafts against from-scratch drafts, for every request whose drafts are used."""
+    mismatches, compared, skipped = [], 0, 0
+    for r, rid in enumerate(iteration.rids):
+        if not iteration.compared[r]:
+            continue
+        history = iteration.histories[r]
+        hidden = target.sequence_hidden(history[:-1])
+        want = reference_drafts(ref_model, history, hidden, scenario.num_spec_tokens, scenario.max_model_len)
+        bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
+        mismatches += bad
+        compared += n
+        skipped += s
+    return mismatches, compared, skipped

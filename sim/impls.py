@@ -10,9 +10,9 @@ factory returns an ``Implementation``. Nothing is imported until asked for.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+
+from devices.plugins import load_factory
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
 BUILTIN = {"core": "sim.impls:core", "vllm": "sim.vllm_adapter:implementation"}
@@ -42,20 +42,6 @@ def core() -> Implementation:
     return Implementation("core", CoreOps(), MtpProposer)
 
 
-def _registry() -> dict[str, str]:
-    found = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
-
-
 def load_implementation(name: str) -> Implementation:
-    registry = _registry()
-    if name not in registry:
-        raise ImplementationUnavailable(name, f"unknown; known: {', '.join(sorted(registry))}")
-    module_name, _, attr = registry[name].partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except ImportError as exc:
-        raise ImplementationUnavailable(name, f"cannot import {registry[name]}: {exc}") from exc
-    return factory()
+    """The implementation called ``name``; ``ImplementationUnavailable`` names the cause otherwise."""
+    return load_factory(ENTRY_POINT_GROUP, BUILTIN, name, ImplementationUnavailable)()

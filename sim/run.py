@@ -10,10 +10,9 @@ import torch
 from mtp.ops import CoreOps
 from mtp.proposer import MtpProposer
 from sim.cases import to_batch
-from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_drafts, compare_trace
+from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_iteration_drafts, compare_trace
 from sim.coverage import features
 from sim.paged_attention import PagedKvCache
-from sim.reference_drafts import reference_drafts
 from sim.scenario import Scenario
 from sim.serving import ServingSim
 from sim.tiny_models import TinyConfig, TinyMtp, TinyTarget
@@ -99,21 +98,10 @@ def run_scenario(
         if check:
             captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in ("first", "step")}
             report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured)
-            for r, rid in enumerate(iteration.rids):
-                if not iteration.compared[r]:
-                    continue
-                history = iteration.histories[r]
-                want = reference_drafts(
-                    ref_model,
-                    history,
-                    target.sequence_hidden(history[:-1]),
-                    scenario.num_spec_tokens,
-                    scenario.max_model_len,
-                )
-                bad, n, skipped = compare_drafts(it, rid, drafts[r], want, tol)
-                report.mismatches += bad
-                report.drafts_compared += n
-                report.drafts_ambiguous += skipped
+            bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol)
+            report.mismatches += bad
+            report.drafts_compared += n
+            report.drafts_ambiguous += skipped
         sim.commit(iteration, drafts)
         if on_iteration:
             on_iteration(report, sim, proposer)

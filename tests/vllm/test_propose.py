@@ -16,8 +16,7 @@ from hypothesis import event, given, settings
 from mtp.proposer import MtpProposer
 from sim import reference
 from sim.cases import BatchCase, RequestCase, to_batch
-from sim.compare import MARGIN_TOLERANCE, compare_drafts
-from sim.reference_drafts import reference_drafts
+from sim.compare import MARGIN_TOLERANCE, compare_iteration_drafts
 from sim.run import build_models
 from sim.scenario import RequestSpec, Scenario
 from sim.serving import ServingSim
@@ -66,17 +65,10 @@ def run_classified(scenario: Scenario, device) -> tuple[list[str], dict[str, int
             bad += [f"it {it}: step {rec.step}: {got} != {vllm}"] * (got != vllm)
             seen["overflow-restart"] += sum(g != c for g, c in zip(got[2], core.slot_mapping))
             bad += [f"it {it}: step {rec.step} seq_len_bound {rec.seq_len_bound}"] * (rec.seq_len_bound < max(got[1]))
-        for r, rid in enumerate(iteration.rids):
-            if iteration.compared[r]:
-                history = iteration.histories[r]
-                want = reference_drafts(
-                    ref_model,
-                    history,
-                    target.sequence_hidden(history[:-1]),
-                    scenario.num_spec_tokens,
-                    scenario.max_model_len,
-                )
-                bad += [str(m) for m in compare_drafts(it, rid, drafts[r], want, MARGIN_TOLERANCE[torch.float32])[0]]
+        mismatches, _, _ = compare_iteration_drafts(
+            iteration, drafts, ref_model, target, scenario, MARGIN_TOLERANCE[torch.float32]
+        )
+        bad += [str(m) for m in mismatches]
         sim.commit(iteration, drafts)
         if bad:
             break
