@@ -41,6 +41,15 @@ class SampleIndexOffByOne(CoreOps):
         return first
 
 
+class MaxQueryLenFromOldLengths(CoreOps):
+    """The seed's unpadded path: max_query_len taken from the query lengths before rejection."""
+
+    def prepare(self, cfg, batch, sampled, nxt):
+        first = super().prepare(cfg, batch, sampled, nxt)
+        first.max_query_len = int(batch.query_lens_cpu.max())
+        return first
+
+
 class PaddedPathSyncs(CoreOps):
     """Reads the valid counts back to the host to compute sample indices."""
 
@@ -48,6 +57,3 @@ class PaddedPathSyncs(CoreOps):
         nxt = super().next_tokens(cfg, sampled, device)
         nxt.valid_counts.tolist()
         return nxt
-
-
-BROKEN = [SlotPlusOne, PaddedSeqLensNotLowered, SampleIndexOffByOne, PaddedPathSyncs]

@@ -109,13 +109,3 @@ class DummyRunLogitsOnce(MtpProposer):
         self._load_inert(size)
         if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
-
-
-GRAPH_BROKEN = [
-    CaptureSizesWrongOrder,
-    CaptureSizesStaleCopy,
-    PaddedQslForSampleIndices,
-    BufferReplaced,
-    StepBakedAtCapture,
-]
-DEVICE_BROKEN = [HostBoundNotAdvanced, ReadBeforeSync]

@@ -9,12 +9,14 @@ import dataclasses
 import functools
 
 import pytest
+import torch
 from hypothesis import given, settings
 
 from devices.base import GraphError
 from mtp.proposer import GraphNotCaptured, MtpProposer
 from sim.run import run_scenario
-from tests import broken_ops, broken_proposers, core_checks
+from tests import broken_devices, broken_ops, broken_proposers, core_checks
+from tests import test_device_contract as contract
 from tests.e2e_checks import check_dummy_run_matches_propose
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
@@ -33,6 +35,7 @@ CAUGHT_BY = [
     (broken_ops.PaddedSeqLensNotLowered, functools.partial(core_checks.check_steps, padded=True)),
     (broken_ops.SampleIndexOffByOne, _both_modes(core_checks.check_first_pass)),
     (broken_ops.SampleIndexOffByOne, core_checks.check_padded_matches_unpadded),
+    (broken_ops.MaxQueryLenFromOldLengths, functools.partial(core_checks.check_first_pass, padded=False)),
     (broken_ops.PaddedPathSyncs, core_checks.check_padded_path_never_syncs),
 ]
 
@@ -109,3 +112,23 @@ def test_dummy_run_computes_logits_like_a_real_call(device, variant):
     else:
         with pytest.raises(AssertionError, match="logit"):
             check_dummy_run_matches_propose(device, variant)
+
+
+DEVICE_CAUGHT = [
+    (broken_devices.CopiesLandAtOnce, contract.test_unsynchronized_copy_holds_poison),
+    (
+        broken_devices.SyncsAllowedInCapture,
+        functools.partial(contract.test_host_sync_inside_capture_is_refused, sync="item"),
+    ),
+    (broken_devices.InputsNotChecked, contract.test_rebound_input_is_stale_and_reported),
+    (broken_devices.ParamsIgnoreUpdates, contract.test_host_params_frozen_until_updated),
+]
+
+
+@pytest.mark.parametrize("variant, check", DEVICE_CAUGHT, ids=[v.__name__ for v, _ in DEVICE_CAUGHT])
+def test_lax_simulator_fails_the_device_contract(variant, check):
+    lax = variant()
+    gen = torch.Generator().manual_seed(0)
+    buffers = torch.randn(4, 8, generator=gen), torch.randn(8, 8, generator=gen)
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        check(device=lax, buffers=buffers)
