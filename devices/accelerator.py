@@ -56,6 +56,7 @@ class AcceleratorDevice:
         if not self.module.is_available():
             raise DeviceUnavailable(self.kind, f"torch.{self.kind}.is_available() is False on this machine")
         self.torch_device = torch.device(self.kind, self.module.current_device())
+        self.max_ranks = self.module.device_count()  # one device per PCP rank
         self._capture_params: dict[str, torch.Tensor] | None = None
 
     @property

@@ -54,6 +54,7 @@ class Device(Protocol):
     torch_device: torch.device
     supports_graphs: bool
     supports_param_update: bool
+    max_ranks: int  # PCP ranks this machine can host, one device each
 
     def describe(self) -> str:
         """One line for a report header."""

@@ -123,6 +123,10 @@ def _worker(rank: int, size: int, init_method: str, tasks, results, device_name:
     from devices import load_device
     from devices.collectives import init_group
 
+    if device_name != "sim":  # one accelerator per rank
+        import torch
+
+        getattr(torch, device_name).set_device(rank)
     device = load_device(device_name)
     init_group(device_name, rank, size, init_method, collective_timeout_s)
     while True:

@@ -39,6 +39,7 @@ class SimDevice:
     supports_graphs = True
     supports_param_update = True
     poisons_unsynced_copies = True
+    max_ranks = 64  # PCP ranks are CPU processes
 
     def __init__(self, intra_op_threads: int = 1) -> None:
         self.torch_device = torch.device("cpu")
