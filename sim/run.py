@@ -76,17 +76,9 @@ def run_scenario(
     report = RunReport(scenario)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
     tol = MARGIN_TOLERANCE[proposer.hidden_states.dtype]
-    for it in range(scenario.max_iterations):
-        if sim.done:
-            break
-        iteration = sim.step(it)
-        if iteration is None:
-            continue
-        batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
-        with device.watch_host_syncs() as syncs:
-            drafts = proposer.propose(batch, sampled)
+    for iteration, drafts, syncs in serve(sim, proposer, device, scenario):
+        it = iteration.index
         report.host_syncs.update(syncs.counts)
-        drafts = proposer.drafts_to_host(drafts)
         report.drafts.append(drafts)
         report.iterations += 1
         report.features.update(features(iteration.case))
@@ -102,10 +94,30 @@ def run_scenario(
             report.mismatches += bad
             report.drafts_compared += n
             report.drafts_ambiguous += skipped
-        sim.commit(iteration, drafts)
         if on_iteration:
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished
     return report
+
+
+def serve(sim: ServingSim, proposer, device, scenario: Scenario):
+    """Yield ``(iteration, drafts, host syncs)`` for each propose call of a serving run.
+
+    The drafts (host lists) go back to the serving loop once the consumer
+    resumes the generator, so it can inspect the proposer's trace first.
+    """
+    tdev = device.torch_device
+    for it in range(scenario.max_iterations):
+        if sim.done:
+            return
+        iteration = sim.step(it)
+        if iteration is None:
+            continue
+        batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
+        with device.watch_host_syncs() as syncs:
+            drafts = proposer.propose(batch, sampled)
+        drafts = proposer.drafts_to_host(drafts)
+        yield iteration, drafts, syncs
+        sim.commit(iteration, drafts)

@@ -17,7 +17,7 @@ from mtp.proposer import MtpProposer
 from sim import reference
 from sim.cases import BatchCase, RequestCase, to_batch
 from sim.compare import MARGIN_TOLERANCE, compare_iteration_drafts
-from sim.run import build_models
+from sim.run import build_models, serve
 from sim.scenario import RequestSpec, Scenario
 from sim.serving import ServingSim
 from sim.vllm_adapter import GREEDY, VllmProposer
@@ -33,15 +33,8 @@ def run_classified(scenario: Scenario, device) -> tuple[list[str], dict[str, int
     proposer.record()
     ref_model = build_models(scenario, CPU)[0]
     bad, seen = [], {"stale-last-row": 0, "overflow-restart": 0}
-    for it in range(scenario.max_iterations):
-        if sim.done:
-            break
-        iteration = sim.step(it)
-        if iteration is None:
-            continue
-        case = iteration.case
-        batch, sampled = to_batch(case, CPU, scenario.padded, iteration.hidden)
-        drafts = proposer.drafts_to_host(proposer.propose(batch, sampled))
+    for iteration, drafts, _ in serve(sim, proposer, device, scenario):
+        it, case = iteration.index, iteration.case
         first, trace = reference.first_pass(case, scenario.padded), proposer.trace
         got_ids, last = trace[0].input_ids.tolist(), len(first.input_ids) - 1
         if last not in first.sample_indices:  # stale-last-row: only the batch's last row, only padded
@@ -69,7 +62,6 @@ def run_classified(scenario: Scenario, device) -> tuple[list[str], dict[str, int
             iteration, drafts, ref_model, target, scenario, MARGIN_TOLERANCE[torch.float32]
         )
         bad += [str(m) for m in mismatches]
-        sim.commit(iteration, drafts)
         if bad:
             break
     return bad, seen
