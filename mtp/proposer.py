@@ -104,11 +104,25 @@ class MtpProposer:
         self.drafts = torch.zeros(b, cfg.num_spec_tokens, dtype=torch.int64, device=dev)
         self.pool = self.device.graph_pool() if self.mode is not GraphMode.EAGER else None
 
+    STATIC_INPUTS = (
+        "input_ids",
+        "positions",
+        "hidden_states",
+        "slot_mapping",
+        "query_start_loc",
+        "seq_lens",
+        "block_table",
+        "sample_indices",
+        "base_positions",
+        "accepted_seq_lens",
+        "step_no",
+        "draft",
+        "draft_hidden",
+    )
+
     def static_inputs(self) -> dict[str, torch.Tensor]:
         """The buffers every graph reads; their addresses are checked at replay."""
-        names = ("input_ids", "positions", "hidden_states", "slot_mapping", "query_start_loc", "seq_lens")
-        names += ("block_table", "sample_indices", "base_positions", "accepted_seq_lens", "step_no")
-        return {name: getattr(self, name) for name in names + ("draft", "draft_hidden")}
+        return {name: getattr(self, name) for name in self.STATIC_INPUTS}
 
     def record(self, on: bool = True) -> None:
         """Keep a ``StepRecord`` of every model call of the next propose calls (tests only)."""
@@ -245,7 +259,7 @@ class MtpProposer:
         self._first_sample(out) if phase == FIRST else self._step_sample(out, size)
 
     def _run(self, phase: str, size: int, bound: int) -> None:
-        """One phase: eagerly, or by replaying its graph (captured on first use).
+        """One phase: eagerly, or by replaying its graph (captured by ``capture_all``).
 
         Every phase is idempotent (it reads only buffers it does not write), so
         a capture that executes the work, as the simulator's does, is harmless.
