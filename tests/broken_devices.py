@@ -49,3 +49,11 @@ class ParamsIgnoreUpdates(SimDevice):
         with super().capture(size, pool, inputs) as graph:
             graph.update_params = lambda **values: None
             yield graph
+
+
+def all_gather_rank_reversed(tensor):
+    """An all-gather that concatenates the ranks in reverse order."""
+    from devices.collectives import all_gather_rows
+
+    world = torch.distributed.get_world_size()
+    return torch.cat(list(reversed(all_gather_rows(tensor).chunk(world))))

@@ -132,3 +132,8 @@ def test_lax_simulator_fails_the_device_contract(variant, check):
     buffers = torch.randn(4, 8, generator=gen), torch.randn(8, 8, generator=gen)
     with pytest.raises((AssertionError, pytest.fail.Exception)):
         check(device=lax, buffers=buffers)
+
+
+def test_reversed_all_gather_fails_the_device_contract(device):
+    with pytest.raises(AssertionError, match="all-gather gave"):
+        contract.check_all_gather(device, gather="tests.broken_devices:all_gather_rank_reversed")

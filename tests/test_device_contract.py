@@ -7,8 +7,12 @@ bugs through.
 
 from __future__ import annotations
 
+import importlib
+import socket
+
 import pytest
 import torch
+import torch.multiprocessing as mp
 
 from devices.base import GraphError
 from devices.sync_watch import HostSyncError
@@ -121,3 +125,43 @@ def test_host_syncs_are_counted_per_call_site(device, buffers):
         x[x > 0]
     assert log.total == 3
     assert all(site.startswith("tests/test_device_contract.py:") for _, site in log.counts)
+
+
+def _gather_rank(rank: int, world: int, init: str, device_name: str, gather: str, out) -> None:
+    from devices import load_device
+    from devices.collectives import init_group
+
+    if device_name != "sim":
+        getattr(torch, device_name).set_device(rank)
+    device = load_device(device_name)
+    init_group(device_name, rank, world, init, timeout_s=30)
+    module, _, name = gather.partition(":")
+    rows = torch.arange(3, device=device.torch_device) + 10 * rank
+    out.put((rank, getattr(importlib.import_module(module), name)(rows).cpu().tolist()))
+
+
+def check_all_gather(device, gather: str = "devices.collectives:all_gather_rows", world: int = 2) -> None:
+    """Every rank gets every rank's rows, rank 0's first."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_gather_rank, args=(r, world, init, device.name, gather, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        got = dict(out.get(timeout=120) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    want = [v for r in range(world) for v in (10 * r, 10 * r + 1, 10 * r + 2)]
+    assert got == {r: want for r in range(world)}, f"all-gather gave {got}, want {want} on every rank"
+
+
+def test_all_gather_is_rank_major(device):
+    if device.max_ranks < 2:
+        pytest.skip(f"device {device.name} hosts {device.max_ranks} rank")
+    check_all_gather(device)
