@@ -71,7 +71,7 @@ def pytest_report_header(config):
 
 def pytest_runtest_setup(item):
     impl = item.config.mtp_impl
-    reason = impl.skips.get(item.originalname)
+    reason = impl.skips.get(item.name) or impl.skips.get(item.originalname)  # one parametrization, or all
     if reason:
         pytest.skip(f"{impl.name}: {reason}")
     device = item.config.mtp_device

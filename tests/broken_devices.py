@@ -51,6 +51,47 @@ class ParamsIgnoreUpdates(SimDevice):
             yield graph
 
 
+class ReplayDoesNothing(SimDevice):
+    """A replay that re-executes nothing: outputs keep their capture-time values."""
+
+    @contextmanager
+    def capture(self, size, pool=None, inputs=None):
+        with super().capture(size, pool, inputs) as graph:
+            yield graph
+        graph.ops.clear()
+
+
+class ReplaysAtAnySize(SimDevice):
+    """A replay that accepts any size (padding to a size never captured goes unseen)."""
+
+    @contextmanager
+    def capture(self, size, pool=None, inputs=None):
+        with super().capture(size, pool, inputs) as graph:
+            yield graph
+        replay = graph.replay
+        graph.replay = lambda size, inputs=None: replay(graph.size, inputs)
+
+
+class BlockingCopyDeferred(SimDevice):
+    """Even a blocking device->host copy lands only at the next synchronize."""
+
+    def to_host(self, src, out, non_blocking=False):
+        return super().to_host(src, out, non_blocking=True)
+
+
+class SyncsNotCounted(SimDevice):
+    """Host syncs go uncounted (the padded path's zero-sync property would pass vacuously)."""
+
+    def watch_host_syncs(self, forbid=None):
+        from devices.sync_watch import SyncLog
+
+        @contextmanager
+        def nothing():
+            yield SyncLog()
+
+        return nothing()
+
+
 def all_gather_rank_reversed(tensor):
     """An all-gather that concatenates the ranks in reverse order."""
     from devices.collectives import all_gather_rows

@@ -122,6 +122,10 @@ DEVICE_CAUGHT = [
     ),
     (broken_devices.InputsNotChecked, contract.test_rebound_input_is_stale_and_reported),
     (broken_devices.ParamsIgnoreUpdates, contract.test_host_params_frozen_until_updated),
+    (broken_devices.ReplayDoesNothing, contract.test_replay_equals_eager_on_new_inputs),
+    (broken_devices.ReplaysAtAnySize, contract.test_replay_only_at_captured_size),
+    (broken_devices.BlockingCopyDeferred, contract.test_blocking_copy_is_immediate),
+    (broken_devices.SyncsNotCounted, contract.test_host_syncs_are_counted_per_call_site),
 ]
 
 
