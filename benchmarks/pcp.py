@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import asdict
 
 from rich.console import Console
 from rich.table import Table
@@ -41,12 +42,12 @@ def kill_to_error_s(device) -> float:
     pool = PcpPool(2, device.name)
     try:
         scenario = default_scenario(num_requests=24)
-        pool.run(PcpCase(scenario.__dict__ | {"requests": [r.__dict__ for r in scenario.requests]}))  # warm
+        pool.run(PcpCase(asdict(scenario)))  # warm
         outcome = {}
 
         def run():
             try:
-                pool.run(PcpCase(scenario.__dict__ | {"requests": [r.__dict__ for r in scenario.requests]}))
+                pool.run(PcpCase(asdict(scenario)))
             except RankFailure as exc:
                 outcome["at"], outcome["error"] = time.perf_counter(), str(exc)
 

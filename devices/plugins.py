@@ -6,6 +6,12 @@ import importlib
 from importlib.metadata import entry_points
 
 
+def import_object(spec: str):
+    """The object named by ``"package.module:attr"``."""
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
 def registry(group: str, builtin: dict[str, str]) -> dict[str, str]:
     """name -> "module:attr": the built-in ones, then those installed under ``group``."""
     found = dict(builtin)
@@ -19,8 +25,7 @@ def load_factory(group: str, builtin: dict[str, str], name: str, unavailable):
     known = registry(group, builtin)
     if name not in known:
         raise unavailable(name, f"unknown; known: {', '.join(sorted(known))}")
-    module_name, _, attr = known[name].partition(":")
     try:
-        return getattr(importlib.import_module(module_name), attr)
+        return import_object(known[name])
     except ImportError as exc:
         raise unavailable(name, f"cannot import {known[name]}: {exc}") from exc

@@ -59,8 +59,11 @@ class SyncLog:
 
     counts: Counter = field(default_factory=Counter)
     forbid: str | None = None  # a reason: raise instead of counting
+    muted: int = 0  # > 0 while the aten op behind an already-recorded method runs
 
     def record(self, op: str) -> None:
+        if self.muted:
+            return
         site = call_site()
         if self.forbid:
             raise HostSyncError(f"host sync '{op}' at {site} {self.forbid}")
@@ -69,12 +72,6 @@ class SyncLog:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-    def by_op(self) -> Counter:
-        out = Counter()
-        for (op, _), n in self.counts.items():
-            out[op] += n
-        return out
 
 
 class _Dispatch(TorchDispatchMode):
@@ -101,18 +98,12 @@ class _Function(TorchFunctionMode):
         if name is not None:
             self.log.record(f"Tensor.{name}")
             # The aten op behind it (if any) is the same sync: count it once.
-            with _paused(self.log):
+            self.log.muted += 1
+            try:
                 return func(*args, **(kwargs or {}))
+            finally:
+                self.log.muted -= 1
         return func(*args, **(kwargs or {}))
-
-
-@contextmanager
-def _paused(log: SyncLog):
-    saved, log.record = log.record, lambda op: None
-    try:
-        yield
-    finally:
-        log.record = saved
 
 
 @contextmanager

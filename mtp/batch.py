@@ -101,8 +101,7 @@ class FirstPassInputs:
     token_indices:   int64 [N] device, rows of the verified batch fed to the
                      first pass (identity in padded mode).
     query_start_loc: int32 [B+1] device, over the N rows.
-    query_start_loc_cpu: int64 [B+1] host copy, or None in padded mode where
-                     computing it would need the device's valid counts.
+    query_start_loc_cpu: int64 [B+1] host copy (padded mode keeps the batch's).
     seq_lens:        int32 [B] device, KV length seen by the first pass.
     accepted_seq_lens: int32 [B] device, ``seq_len - n_rejected``: the accepted
                      prefix, the base of every later step's seq_len.
@@ -115,7 +114,7 @@ class FirstPassInputs:
 
     token_indices: torch.Tensor
     query_start_loc: torch.Tensor
-    query_start_loc_cpu: np.ndarray | None
+    query_start_loc_cpu: np.ndarray
     seq_lens: torch.Tensor
     accepted_seq_lens: torch.Tensor
     slot_mapping: torch.Tensor

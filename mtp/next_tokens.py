@@ -14,10 +14,14 @@ import torch
 from mtp.batch import NextTokens, SampledTokens
 
 
+def host_valid_counts(sampled: SampledTokens) -> np.ndarray:
+    """Unpadded mode: valid sampled ids per request (0 where discarded), int64 [B] host."""
+    return np.array([0 if d else len(ids) for ids, d in zip(sampled.lists, sampled.discarded)], dtype=np.int64)
+
+
 def next_tokens_host(sampled: SampledTokens, device: torch.device) -> NextTokens:
     """Unpadded mode: per-request host lists of valid sampled ids."""
-    discarded = np.asarray(sampled.discarded, dtype=bool)
-    counts = np.array([0 if discarded[r] else len(ids) for r, ids in enumerate(sampled.lists)], dtype=np.int32)
+    counts = host_valid_counts(sampled).astype(np.int32)
     last = np.array([ids[-1] if len(ids) else -1 for ids in sampled.lists], dtype=np.int64)
     next_ids = np.where(counts > 0, last, sampled.backup).astype(np.int32)
     return NextTokens(

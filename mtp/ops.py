@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from mtp import next_tokens, prepare, steps
@@ -44,8 +43,7 @@ class CoreOps:
     ) -> FirstPassInputs:
         if sampled.is_padded:
             return prepare.prepare_padded(batch, nxt.valid_counts, cfg.max_num_tokens)
-        counts = [0 if d else len(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-        return prepare.prepare_unpadded(batch, np.asarray(counts, dtype=np.int64), cfg.max_num_tokens)
+        return prepare.prepare_unpadded(batch, next_tokens.host_valid_counts(sampled), cfg.max_num_tokens)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         return prepare.first_pass_input_ids(

@@ -77,7 +77,7 @@ class MtpProposer:
         self.graphs: dict[tuple[str, int], tuple] = {}
         self.logits_calls = 0  # logit computations issued (phase runs that sample)
         self.trace: list[StepRecord] | None = None
-        self._capturing = False
+        self._may_capture = False
         self.in_capture = False  # inside a device capture: no host reads allowed
         self._batch_width = 0  # block-table columns of the current batch
         self._alloc()
@@ -272,7 +272,7 @@ class MtpProposer:
             self._sample(phase, size, self._forward(phase, size, bound))
             return
         if (phase, size) not in self.graphs:
-            if not self._capturing:
+            if not self._may_capture:
                 captured = sorted(s for p, s in self.graphs if p == phase)
                 raise GraphNotCaptured(f"no {phase} graph captured at size {size} (captured: {captured})")
             self._capture(phase, size, bound)
@@ -317,12 +317,12 @@ class MtpProposer:
         """
         if self.mode is GraphMode.EAGER:
             return
-        self._capturing = True
+        self._may_capture = True
         try:
             for size in sorted(set(self.sizes[FIRST]) | set(self.sizes[STEP])):
                 self.dummy_run(size)
         finally:
-            self._capturing = False
+            self._may_capture = False
 
     def dummy_run(self, size: int) -> None:
         """Run a propose call's phases at ``size`` on inert inputs."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from rich.console import Console
@@ -11,17 +10,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devices import DeviceUnavailable, load_device
+from devices.plugins import import_object
 from sim.run import RunReport, run_scenario
 from sim.scenario import ACCEPT_POLICIES, Scenario, default_scenario
 
 console = Console()
-
-
-def _load_ops(spec: str | None):
-    if not spec:
-        return None
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)()
 
 
 def _run(scenario: Scenario, device, ops=None, check: bool = True) -> RunReport:
@@ -138,7 +131,7 @@ def main(argv=None) -> int:
     elif args.pcp:
         return _replay_pcp(Scenario.load(args.case), device, args)
     else:
-        report = _run(Scenario.load(args.case), device, ops=_load_ops(args.ops))
+        report = _run(Scenario.load(args.case), device, ops=import_object(args.ops)() if args.ops else None)
     print_report(report, device)
     return 0 if report.ok else 1
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import torch
 
+from mtp.proposer import FIRST, STEP
 from mtp.trace import StepRecord
 from sim import reference
 from sim.cases import BatchCase
@@ -66,7 +67,7 @@ def compare_trace(
 ) -> list[Mismatch]:
     """The metadata each model call received against the reference's.
 
-    ``captured``: per phase ("first", "step"), the sizes graphs were captured
+    ``captured``: per phase (``FIRST``, ``STEP``), the sizes graphs were captured
     at; each call must run at the smallest one that holds its rows.
     """
     ref = reference.first_pass(case, padded)
@@ -81,7 +82,7 @@ def compare_trace(
     out += _first_diff("first pass sample_indices", it, first.sample_indices, ref.sample_indices)
     for rec in trace:
         real = len(ref.token_indices) if rec.step == 1 else len(case.requests)
-        want_rows = expected_rows(real, (captured or {}).get("first" if rec.step == 1 else "step", []))
+        want_rows = expected_rows(real, (captured or {}).get(FIRST if rec.step == 1 else STEP, []))
         if rec.rows != want_rows:
             out.append(Mismatch(it, None, f"step {rec.step} rows run", rec.rows, f"{want_rows} for {real} rows"))
         if (rec.padding_slots != -1).any():

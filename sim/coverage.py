@@ -16,6 +16,7 @@ FEATURES = (
 
 def features(case: BatchCase) -> set[str]:
     cfg = case.config
+    crosses, overflows, all_rejected, all_accepted, mixed = FEATURES
     found = set()
     for req in case.requests:
         _, valid = reference.next_token(req, cfg.vocab_size)
@@ -23,13 +24,13 @@ def features(case: BatchCase) -> set[str]:
         for j in range(2, cfg.num_spec_tokens + 1):
             pos = accepted - 2 + j
             if pos >= cfg.max_model_len:
-                found.add("draft overflows max_model_len")
+                found.add(overflows)
             elif pos % cfg.block_size == 0:
-                found.add("draft crosses a block boundary")
-        if req.num_drafts:
-            found.add("all drafts accepted" if valid == req.num_drafts + 1 else "")
-            found.add("all drafts rejected" if valid == 1 else "")
+                found.add(crosses)
+        if req.num_drafts and valid == req.num_drafts + 1:
+            found.add(all_accepted)
+        if req.num_drafts and valid == 1:
+            found.add(all_rejected)
     if any(r.discarded for r in case.requests) and any(r.num_drafts for r in case.requests):
-        found.add("partial prefill beside a decode")
-    found.discard("")
+        found.add(mixed)
     return found

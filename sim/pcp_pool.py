@@ -10,7 +10,6 @@ different numbers of collectives are reported as such.
 
 from __future__ import annotations
 
-import importlib
 import os
 import queue
 import socket
@@ -46,7 +45,7 @@ class PcpCase:
     fault:    (rank, kind, iteration) with kind "raise", "exit" or "hang".
     """
 
-    scenario: dict
+    scenario: dict  # dataclasses.asdict(Scenario)
     proposer: str | None = None
     ops: str | None = None
     fault: tuple[int, str, int] | None = None
@@ -66,14 +65,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _load(spec: str):
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
+def _error_kind(exc: Exception) -> str:
+    from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError
+
+    if isinstance(exc, CollectiveMismatchError):
+        return "mismatch"
+    return "collective" if isinstance(exc, CollectiveError) else "crash"
 
 
 def _serve(case: PcpCase, rank: int, size: int, device) -> RankResult:
     from devices.collectives import all_gather_rows
-    from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError, PcpProposer
+    from devices.plugins import import_object
+    from mtp.pcp_proposer import PcpProposer
     from sim.run import run_scenario
     from sim.scenario import Scenario
 
@@ -81,15 +84,15 @@ def _serve(case: PcpCase, rank: int, size: int, device) -> RankResult:
     made = []
 
     def factory(*args, **kwargs):
-        cls = _load(case.proposer) if case.proposer else PcpProposer
+        cls = import_object(case.proposer) if case.proposer else PcpProposer
         proposer = cls(*args, rank=rank, size=size, all_gather=all_gather_rows, **kwargs)
         proposer.record(True)
         made.append(proposer)
         return proposer
 
-    def on_iteration(report, sim, _proposer):
-        result.traces.append(list(made[0].trace))
-        result.collectives = made[0].collectives
+    def on_iteration(report, sim, proposer):
+        result.traces.append(list(proposer.trace))
+        result.collectives = proposer.collectives
         if case.fault and case.fault[0] == rank and case.fault[2] == report.iterations:
             kind = case.fault[1]
             if kind == "raise":
@@ -100,19 +103,12 @@ def _serve(case: PcpCase, rank: int, size: int, device) -> RankResult:
                 time.sleep(3600)
 
     try:
-        ops = _load(case.ops)() if case.ops else None
+        ops = import_object(case.ops)() if case.ops else None
         scenario = Scenario.from_dict(case.scenario)
         report = run_scenario(scenario, device, ops=ops, check=False, proposer_cls=factory, on_iteration=on_iteration)
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        kind = (
-            "mismatch"
-            if isinstance(exc, CollectiveMismatchError)
-            else "collective"
-            if isinstance(exc, CollectiveError)
-            else "crash"
-        )
-        raise _RankError(message, made[0].collectives if made else 0, kind) from exc
+        raise _RankError(message, made[0].collectives if made else 0, _error_kind(exc)) from exc
     result.drafts = report.drafts
     result.collectives = made[0].collectives
     return result

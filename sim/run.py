@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mtp.ops import CoreOps
-from mtp.proposer import MtpProposer
+from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.cases import to_batch
 from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_iteration_drafts, compare_trace
 from sim.coverage import features
@@ -88,7 +88,7 @@ def run_scenario(
                 report.verified[p] += 1
                 report.accepted[p] += p <= accepted
         if check:
-            captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in ("first", "step")}
+            captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in (FIRST, STEP)}
             report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured)
             bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol)
             report.mismatches += bad

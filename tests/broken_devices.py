@@ -41,33 +41,37 @@ class InputsNotChecked(SimDevice):
             yield graph
 
 
-class ParamsIgnoreUpdates(SimDevice):
+class _PatchedGraphs(SimDevice):
+    """A simulator whose captured graphs get ``patch``-ed once the capture ends."""
+
+    @contextmanager
+    def capture(self, size, pool=None, inputs=None):
+        with super().capture(size, pool, inputs) as graph:
+            yield graph
+        self.patch(graph)
+
+    def patch(self, graph) -> None:
+        raise NotImplementedError
+
+
+class ParamsIgnoreUpdates(_PatchedGraphs):
     """``update_params`` does nothing: a graph keeps its capture-time lengths."""
 
-    @contextmanager
-    def capture(self, size, pool=None, inputs=None):
-        with super().capture(size, pool, inputs) as graph:
-            graph.update_params = lambda **values: None
-            yield graph
+    def patch(self, graph):
+        graph.update_params = lambda **values: None
 
 
-class ReplayDoesNothing(SimDevice):
+class ReplayDoesNothing(_PatchedGraphs):
     """A replay that re-executes nothing: outputs keep their capture-time values."""
 
-    @contextmanager
-    def capture(self, size, pool=None, inputs=None):
-        with super().capture(size, pool, inputs) as graph:
-            yield graph
+    def patch(self, graph):
         graph.ops.clear()
 
 
-class ReplaysAtAnySize(SimDevice):
+class ReplaysAtAnySize(_PatchedGraphs):
     """A replay that accepts any size (padding to a size never captured goes unseen)."""
 
-    @contextmanager
-    def capture(self, size, pool=None, inputs=None):
-        with super().capture(size, pool, inputs) as graph:
-            yield graph
+    def patch(self, graph):
         replay = graph.replay
         graph.replay = lambda size, inputs=None: replay(graph.size, inputs)
 

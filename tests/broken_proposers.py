@@ -104,7 +104,7 @@ class DummyRunLogitsOnce(MtpProposer):
     step with the others) computes logits once instead of K times."""
 
     def dummy_run(self, size):
-        if self._capturing:
+        if self._may_capture:
             return super().dummy_run(size)
         self._load_inert(size)
         if size in self.sizes[FIRST] and self._graphed(FIRST):

@@ -31,8 +31,7 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device) -> None:
     _eq("num_rejected", got.first.num_rejected, want.num_rejected, case)
     _eq("token_indices", got.first.token_indices, want.token_indices, case)
     _eq("query_start_loc", got.first.query_start_loc, want.query_start_loc, case)
-    if got.first.query_start_loc_cpu is not None:
-        _eq("query_start_loc_cpu", got.first.query_start_loc_cpu, want.query_start_loc, case)
+    _eq("query_start_loc_cpu", got.first.query_start_loc_cpu, want.query_start_loc, case)
     _eq("seq_lens", got.first.seq_lens, want.seq_lens, case)
     _eq("accepted_seq_lens", got.first.accepted_seq_lens, want.accepted_seq_lens, case)
     tail = [-1] * (cfg.max_num_tokens - len(want.slot_mapping))

@@ -7,7 +7,6 @@ bugs through.
 
 from __future__ import annotations
 
-import importlib
 import socket
 
 import pytest
@@ -22,6 +21,14 @@ def _work(x, w):
     return torch.relu(x @ w).sum(dim=0) * 2
 
 
+def _captured(device, x, w):
+    """A graph of ``_work`` at size 4 with ``x`` declared as its input, and its output."""
+    _work(x, w)  # warm-up, as accelerators require
+    with device.capture(4, device.graph_pool(), {"x": x}) as graph:
+        out = _work(x, w)
+    return graph, out
+
+
 @pytest.fixture
 def buffers(device):
     gen = torch.Generator().manual_seed(0)
@@ -33,9 +40,7 @@ def buffers(device):
 @pytest.mark.needs("supports_graphs")
 def test_replay_equals_eager_on_new_inputs(device, buffers):
     x, w = buffers
-    _work(x, w)
-    with device.capture(4, device.graph_pool(), {"x": x}) as graph:
-        out = _work(x, w)
+    graph, out = _captured(device, x, w)
     x.copy_(torch.randn_like(x))
     graph.replay(4, {"x": x})
     device.synchronize()
@@ -45,9 +50,7 @@ def test_replay_equals_eager_on_new_inputs(device, buffers):
 @pytest.mark.needs("supports_graphs")
 def test_rebound_input_is_stale_and_reported(device, buffers):
     x, w = buffers
-    _work(x, w)
-    with device.capture(4, device.graph_pool(), {"x": x}) as graph:
-        out = _work(x, w)
+    graph, out = _captured(device, x, w)
     before = _work(x, w).clone()
     fresh = x + 1.0  # a new tensor under the old name: the graph cannot see it
     graph.replay(4)
@@ -60,10 +63,7 @@ def test_rebound_input_is_stale_and_reported(device, buffers):
 
 @pytest.mark.needs("supports_graphs")
 def test_replay_only_at_captured_size(device, buffers):
-    x, w = buffers
-    _work(x, w)
-    with device.capture(4, device.graph_pool()) as graph:
-        _work(x, w)
+    graph, _ = _captured(device, *buffers)
     with pytest.raises(GraphError, match="captured at size 4"):
         graph.replay(8)
 
@@ -130,14 +130,14 @@ def test_host_syncs_are_counted_per_call_site(device, buffers):
 def _gather_rank(rank: int, world: int, init: str, device_name: str, gather: str, out) -> None:
     from devices import load_device
     from devices.collectives import init_group
+    from devices.plugins import import_object
 
     if device_name != "sim":
         getattr(torch, device_name).set_device(rank)
     device = load_device(device_name)
     init_group(device_name, rank, world, init, timeout_s=30)
-    module, _, name = gather.partition(":")
     rows = torch.arange(3, device=device.torch_device) + 10 * rank
-    out.put((rank, getattr(importlib.import_module(module), name)(rows).cpu().tolist()))
+    out.put((rank, import_object(gather)(rows).cpu().tolist()))
 
 
 def check_all_gather(device, gather: str = "devices.collectives:all_gather_rows", world: int = 2) -> None:

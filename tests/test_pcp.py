@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import asdict
 
 import pytest
 from hypothesis import event, given, settings
@@ -85,7 +86,7 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools):
     with pytest.raises(CollectiveMismatch, match="different collectives"):
         pools(2).run(
             PcpCase(
-                SMALL.__dict__ | {"requests": [r.__dict__ for r in SMALL.requests]},
+                asdict(SMALL),
                 proposer="tests.broken_pcp:LogitsOnceOnRank1",
             )
         )
@@ -95,7 +96,7 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools):
     "kind, message", [("raise", "rank 1 failed"), ("exit", "rank 1 exited"), ("hang", "rank 1 did not answer")]
 )
 def test_a_failing_rank_is_named_in_bounded_time(device, pools, kind, message):
-    case = PcpCase(SMALL.__dict__ | {"requests": [r.__dict__ for r in SMALL.requests]}, fault=(1, kind, 1))
+    case = PcpCase(asdict(SMALL), fault=(1, kind, 1))
     start = time.monotonic()
     with pytest.raises(RankFailure, match=message):
         pools(2).run(case)
