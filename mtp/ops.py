@@ -62,10 +62,14 @@ class CoreOps:
             base_positions, accepted_seq_lens, step, block_table, cfg.block_size, cfg.max_model_len
         )
 
-    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
-        """Validate the inputs, then run steps 1-3."""
+    def validate(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> None:
+        """Refuse a malformed call before anything is written (``ValueError`` naming the field)."""
         validate_batch(batch, cfg)
         validate_sampled(sampled, batch, cfg)
+
+    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
+        """Validate the inputs, then run steps 1-3."""
+        self.validate(cfg, batch, sampled)
         nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
         first = self.prepare(cfg, batch, sampled, nxt)
         ids = self.first_pass_input_ids(batch, first, nxt)

@@ -60,7 +60,7 @@ class Iteration(NamedTuple):
 
 
 class ServingSim:
-    def __init__(self, scenario: Scenario, target: TinyTarget, forced_accept=None):
+    def __init__(self, scenario: Scenario, target: TinyTarget):
         self.sc = scenario
         self.target = target
         self.rng = np.random.default_rng(scenario.seed + 7)
@@ -68,7 +68,6 @@ class ServingSim:
         self.waiting = sorted(enumerate(scenario.requests), key=lambda x: x[1].arrival)
         self.running: list[RequestState] = []
         self.finished = 0
-        self.forced_accept = forced_accept
         self.config = ProposerConfig(
             num_spec_tokens=scenario.num_spec_tokens,
             vocab_size=scenario.vocab_size,
@@ -110,10 +109,8 @@ class ServingSim:
         if need > 0:
             req.blocks += self.allocator.allocate(need)
 
-    def _accept_count(self, req: RequestState, rows: list[int], greedy: list[int]) -> int:
+    def _accept_count(self, req: RequestState, greedy: list[int]) -> int:
         k = len(req.drafts)
-        if self.forced_accept is not None:
-            return min(self.forced_accept(req.rid, k), k)
         if self.sc.accept == "greedy":
             a = 0
             while a < k and req.drafts[a] == greedy[a]:
@@ -147,7 +144,7 @@ class ServingSim:
                 history = req.tokens[: seq_len + 1] if partial else req.tokens[:seq_len] + sampled
             else:
                 drafts = len(req.drafts)
-                a = self._accept_count(req, rows, greedy)
+                a = self._accept_count(req, greedy)
                 partial = False
                 sampled = req.drafts[:a] + [greedy[a]]
                 history = req.tokens + sampled

@@ -50,6 +50,13 @@ class MaxQueryLenFromOldLengths(CoreOps):
         return first
 
 
+class NoValidation(CoreOps):
+    """Trusts its inputs: a malformed call crashes deep inside, or silently drafts garbage."""
+
+    def validate(self, cfg, batch, sampled):
+        pass
+
+
 class PaddedPathSyncs(CoreOps):
     """Reads the valid counts back to the host to compute sample indices."""
 

@@ -19,7 +19,9 @@ from tests import broken_devices, broken_ops, broken_proposers, core_checks
 from tests import test_device_contract as contract
 from tests.e2e_checks import check_dummy_run_matches_propose
 from tests.strategies.batches import batch_cases
+from tests.strategies.malformed import malformed_inputs
 from tests.strategies.scenarios import scenarios
+from tests.test_validation import check_malformed_refused
 
 
 def _both_modes(check):
@@ -141,3 +143,15 @@ def test_lax_simulator_fails_the_device_contract(variant, check):
 def test_reversed_all_gather_fails_the_device_contract(device):
     with pytest.raises(AssertionError, match="all-gather gave"):
         contract.check_all_gather(device, gather="tests.broken_devices:all_gather_rank_reversed")
+
+
+def test_missing_validation_is_caught():
+    @settings(settings.get_profile("broken"), max_examples=100)
+    @given(m=malformed_inputs())
+    def prop(m):
+        check_malformed_refused(broken_ops.NoValidation(), m)
+
+    # Unvalidated, a malformed call either goes through (DID NOT RAISE), crashes
+    # with another error deep inside, or raises without naming the field.
+    with pytest.raises((Exception, pytest.fail.Exception)):
+        prop()
