@@ -21,9 +21,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from benchmarks.propose_latency import BLOCK_SIZE, SEQ_LEN, VOCAB, decode_case
 from devices import load_device
 from mtp.proposer import STEP, MtpProposer
-from sim.cases import to_batch
-from sim.paged_attention import PagedKvCache
-from sim.tiny_models import TinyConfig, TinyMtp
+from sim.models.paged_attention import PagedKvCache
+from sim.models.tiny import TinyConfig, TinyMtp
+from sim.oracle.cases import to_batch
 
 NUM_REQS, K = 16, 3
 

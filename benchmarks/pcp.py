@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from devices import load_device
-from sim.pcp_check import check_pcp
-from sim.pcp_pool import PcpCase, PcpPool, RankFailure
-from sim.scenario import default_scenario
+from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
+from sim.ranks.pool import RankFailure
+from sim.serving.scenario import default_scenario
 
 
 def cases_per_second(device, size: int, cases: int) -> float:

@@ -20,9 +20,9 @@ from rich.table import Table
 from devices import load_device
 from mtp.config import ProposerConfig
 from mtp.proposer import MtpProposer
-from sim.cases import BatchCase, RequestCase, to_batch
-from sim.paged_attention import PagedKvCache
-from sim.tiny_models import TinyConfig, TinyMtp
+from sim.models.paged_attention import PagedKvCache
+from sim.models.tiny import TinyConfig, TinyMtp
+from sim.oracle.cases import BatchCase, RequestCase, to_batch
 
 SEQ_LEN, BLOCK_SIZE, VOCAB, MAX_MODEL_LEN = 96, 16, 96, 128
 

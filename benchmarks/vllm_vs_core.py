@@ -25,9 +25,9 @@ from rich.table import Table  # noqa: E402
 from benchmarks.propose_latency import BLOCK_SIZE, SEQ_LEN, VOCAB, decode_case  # noqa: E402
 from devices import load_device  # noqa: E402
 from mtp.proposer import MtpProposer  # noqa: E402
-from sim.cases import to_batch  # noqa: E402
-from sim.paged_attention import PagedKvCache  # noqa: E402
-from sim.tiny_models import TinyConfig, TinyMtp  # noqa: E402
+from sim.models.paged_attention import PagedKvCache  # noqa: E402
+from sim.models.tiny import TinyConfig, TinyMtp  # noqa: E402
+from sim.oracle.cases import to_batch  # noqa: E402
 
 
 def measure(proposer_cls, device, num_reqs: int, k: int, repeat: int) -> list[float]:
@@ -50,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
-    from sim.vllm_adapter import VllmProposer  # imports vllm lazily, on first use
+    from sim.impls.vllm.adapter import VllmProposer  # imports vllm lazily, on first use
 
     device = load_device("sim")
     table = Table("B", "K", "core median ms", "vLLM median ms", "vLLM / core")

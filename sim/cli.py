@@ -11,8 +11,8 @@ from rich.table import Table
 
 from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
-from sim.run import RunReport, run_scenario
-from sim.scenario import ACCEPT_POLICIES, Scenario, default_scenario
+from sim.serving.run import RunReport, run_scenario
+from sim.serving.scenario import ACCEPT_POLICIES, Scenario, default_scenario
 
 console = Console()
 
@@ -69,8 +69,7 @@ def print_report(report: RunReport, device) -> None:
 
 
 def _replay_pcp(scenario: Scenario, device, args) -> int:
-    from sim.pcp_check import check_pcp
-    from sim.pcp_pool import PcpPool
+    from sim.ranks.pcp import PcpPool, check_pcp
 
     pool = PcpPool(args.pcp, device.name)
     try:
@@ -111,7 +110,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "sensitivity":
-        from sim.sensitivity import measure
+        from sim.oracle.sensitivity import measure
 
         table = Table("perturbation", "draft 1 changed")
         for name, rate in measure(args.trials).items():

@@ -6,8 +6,8 @@ Each check takes the ops under test, so the same check runs on ``CoreOps``
 
 from __future__ import annotations
 
-from sim import reference
-from sim.cases import BatchCase, to_batch
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase, to_batch
 
 
 def _eq(name: str, got, want, case: BatchCase):

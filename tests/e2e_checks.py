@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.cases import to_batch
-from sim.run import build_models, run_scenario
-from sim.scenario import RequestSpec, Scenario
-from sim.serving import ServingSim
+from sim.oracle.cases import to_batch
+from sim.serving.run import build_models, run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
 
 FAILURE_DIR = Path("failures")
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 
 from devices.base import GraphError
 from mtp.proposer import GraphNotCaptured, MtpProposer
-from sim.run import run_scenario
+from sim.serving.run import run_scenario
 from tests import broken_devices, broken_ops, broken_proposers, core_checks
 from tests import test_device_contract as contract
 from tests.e2e_checks import check_dummy_run_matches_propose

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from sim.pcp_check import check_pcp
-from sim.pcp_pool import CollectiveMismatch, PcpCase, PcpPool, RankFailure
-from sim.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
+from sim.ranks.pool import CollectiveMismatch, RankFailure
+from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
 from tests.strategies.scenarios import scenarios
 

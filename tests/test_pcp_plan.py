@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 
 from mtp.pcp import PAD_ROW, pcp_split_plan
-from sim import reference
+from sim.oracle import reference
 from tests.strategies.pcp import pcp_cases
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 from hypothesis import event, given, settings
 
-from sim.scenario import GRAPH_MODES
+from sim.serving.scenario import GRAPH_MODES
 from tests.e2e_checks import check_scenario
 from tests.strategies.scenarios import scenarios
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from mtp.proposer import MtpProposer
-from sim.cases import to_batch
 from sim.cli import main as sim_main
-from sim.run import build_models
-from sim.scenario import RequestSpec, Scenario
-from sim.serving import ServingSim
+from sim.oracle.cases import to_batch
+from sim.serving.run import build_models
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
 from tests.broken_ops import SlotPlusOne
 from tests.e2e_checks import check_scenario
 

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mtp.config import ProposerConfig
-from sim.cases import BatchCase, RequestCase
+from sim.oracle.cases import BatchCase, RequestCase
 
 KINDS = ("decode", "prefill", "partial")
 BLOCK_SIZES = (1, 2, 3, 4, 8, 16, 32, 64, 128)

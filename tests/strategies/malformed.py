@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mtp.batch import SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
-from sim.cases import to_batch
+from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from sim.scenario import ACCEPT_POLICIES, RequestSpec, Scenario
+from sim.serving.scenario import ACCEPT_POLICIES, RequestSpec, Scenario
 
 
 @st.composite

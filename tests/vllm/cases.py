@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from mtp.ops import CoreOps
-from sim.cases import BatchCase, slot_of, to_batch
-from sim.vllm_adapter import VllmOps
+from sim.impls.vllm.adapter import VllmOps
+from sim.oracle.cases import BatchCase, slot_of, to_batch
 
 CPU = torch.device("cpu")
 CORE, VLLM = CoreOps(), VllmOps()

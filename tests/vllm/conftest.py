@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(config, items):
     mine = [item for item in items if HERE in Path(str(item.path)).parents]
     if not mine:
         return
-    from mtp.vllm_interop import unavailable_reason
+    from sim.impls.vllm.interop import unavailable_reason
 
     reason = unavailable_reason()
     if reason:

@@ -1,4 +1,4 @@
-"""mtp.vllm_interop: the core's metadata survives a round trip through vLLM's types."""
+"""sim.impls.vllm.interop: the core's metadata survives a round trip through vLLM's types."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 from hypothesis import given
 
-from mtp import vllm_interop as interop
-from sim.cases import to_batch
+from sim.impls.vllm import interop
+from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
 from tests.vllm.cases import CORE, CPU
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from mtp import vllm_interop as interop
-from sim.cases import to_batch
-from sim.vllm.eagle import configured, eagle_proposer
+from sim.impls.vllm import interop
+from sim.impls.vllm.eagle import configured, eagle_proposer
+from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
 from tests.vllm.cases import CORE, CPU, VLLM, both
 

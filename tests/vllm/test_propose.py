@@ -14,13 +14,13 @@ import torch
 from hypothesis import event, given, settings
 
 from mtp.proposer import MtpProposer
-from sim import reference
-from sim.cases import BatchCase, RequestCase, to_batch
-from sim.compare import MARGIN_TOLERANCE, compare_iteration_drafts
-from sim.run import build_models, serve
-from sim.scenario import RequestSpec, Scenario
-from sim.serving import ServingSim
-from sim.vllm_adapter import GREEDY, VllmProposer
+from sim.impls.vllm.adapter import GREEDY, VllmProposer
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase, RequestCase, to_batch
+from sim.oracle.compare import MARGIN_TOLERANCE, compare_iteration_drafts
+from sim.serving.run import build_models, serve
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
 from tests.strategies.scenarios import scenarios
 from tests.vllm.cases import CPU, vllm_step_expected
 
@@ -126,8 +126,8 @@ def test_overflow_restart_writes_kv(device, proposer_cls):
 def test_padded_propose_mutates_caller_seq_lens(device):
     """seq-lens-in-place: vLLM's padded propose lowers the caller's seq_lens by the rejected count and
     raises them once per step; the adapter hands it a copy, so the batch is untouched."""
-    from mtp import vllm_interop as interop
-    from sim.vllm.eagle import configured
+    from sim.impls.vllm import interop
+    from sim.impls.vllm.eagle import configured
 
     case = _at_the_end()
     case = case._replace(requests=[case.requests[0]._replace(sampled=[1, -1, -1, -1])])

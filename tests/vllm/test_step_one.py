@@ -7,9 +7,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from mtp import vllm_interop as interop
-from sim.cases import to_batch
-from sim.vllm.eagle import configured
+from sim.impls.vllm import interop
+from sim.impls.vllm.eagle import configured
+from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
 from tests.vllm.cases import CORE, CPU, VLLM
 
@@ -73,7 +73,7 @@ def test_unpadded_lists_are_not_filtered():
 
 def _one_decode(vocab: int, sampled: list[int]):
     from mtp.config import ProposerConfig
-    from sim.cases import BatchCase, RequestCase
+    from sim.oracle.cases import BatchCase, RequestCase
 
     cfg = ProposerConfig(
         num_spec_tokens=2,

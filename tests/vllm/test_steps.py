@@ -6,8 +6,8 @@ import pytest
 import torch
 from hypothesis import given
 
-from mtp import vllm_interop as interop
-from sim import reference
+from sim.impls.vllm import interop
+from sim.oracle import reference
 from tests.strategies.batches import batch_cases
 from tests.vllm.cases import VLLM, both, vllm_step_expected
 

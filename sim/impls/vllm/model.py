@@ -17,7 +17,7 @@ from torch import nn
 
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from mtp.vllm_interop import import_vllm
+from sim.impls.vllm.interop import import_vllm
 
 LAYER = "mtp.attn"
 

@@ -9,13 +9,13 @@ import torch
 
 from mtp.ops import CoreOps
 from mtp.proposer import FIRST, STEP, MtpProposer
-from sim.cases import to_batch
-from sim.compare import MARGIN_TOLERANCE, Mismatch, compare_iteration_drafts, compare_trace
-from sim.coverage import features
-from sim.paged_attention import PagedKvCache
-from sim.scenario import Scenario
-from sim.serving import ServingSim
-from sim.tiny_models import TinyConfig, TinyMtp, TinyTarget
+from sim.models.paged_attention import PagedKvCache
+from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
+from sim.oracle.cases import to_batch
+from sim.oracle.compare import MARGIN_TOLERANCE, Mismatch, compare_iteration_drafts, compare_trace
+from sim.oracle.coverage import features
+from sim.serving.scenario import Scenario
+from sim.serving.simulator import ServingSim
 
 
 @dataclass
@@ -31,7 +31,7 @@ class RunReport:
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count
-    features: Counter = field(default_factory=Counter)  # sim.coverage feature -> calls exercising it
+    features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
 

@@ -13,6 +13,12 @@ tensors so that vLLM's in-place updates (it lowers ``seq_lens`` inside
 vllm is imported inside the functions only: importing this module costs
 nothing and works without vllm. ``import_vllm`` sets the environment vLLM needs
 on a CPU-only machine before the first import.
+
+Why it lives beside the adapter, not in the core: only adapters and their
+tests speak vLLM's types, and those types change from release to release
+(vllm-ascend pins its own vLLM). The core stays free of any notion of vLLM;
+an adapter for a proposer built on vLLM's types (vllm-ascend's) imports this
+module, with the version it runs against.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sim import reference
-from sim.cases import BatchCase
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase
 
 FEATURES = (
     "draft crosses a block boundary",

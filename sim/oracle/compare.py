@@ -14,9 +14,9 @@ import torch
 
 from mtp.proposer import FIRST, STEP
 from mtp.trace import StepRecord
-from sim import reference
-from sim.cases import BatchCase
-from sim.reference_drafts import RefDraft, reference_drafts
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase
+from sim.oracle.reference_drafts import RefDraft, reference_drafts
 
 MARGIN_TOLERANCE = {torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 1e-1}
 

@@ -1,8 +1,10 @@
-"""P worker processes, one per PCP rank, started once and fed scenarios.
+"""N worker processes, one per rank of a group, started once and fed cases.
 
-Each worker joins a real ``torch.distributed`` group (gloo on the simulator)
-and serves the scenarios it is sent with a ``PcpProposer`` of its rank. The
-pool never lets a test session hang: a rank that raises, exits or stops
+Each worker joins a real ``torch.distributed`` group (gloo on the simulator,
+HCCL or NCCL on an accelerator) and hands every case it is sent to a serve
+function (``"module:function"``, called as ``serve(case, rank, size, device)``),
+which says what a rank of that kind of group does: ``sim.ranks.pcp`` serves
+scenarios with a ``PcpProposer``. The pool never lets a test session hang: a rank that raises, exits or stops
 answering ends the case with ``RankFailure`` naming the rank, inside a bounded
 time, and the pool restarts itself for the next case. Ranks that issued
 different numbers of collectives are reported as such.
@@ -14,7 +16,6 @@ import os
 import queue
 import socket
 import time
-import traceback
 from dataclasses import dataclass, field
 
 import torch.multiprocessing as mp
@@ -24,8 +25,8 @@ class RankFailure(RuntimeError):
     """A rank raised, exited or hung; the message names it."""
 
 
-class _RankError(Exception):
-    """kind: "crash" (the rank's own error), "collective" (lost its peers), "mismatch"."""
+class RankError(Exception):
+    """Raised by a serve function: the rank failed. kind: "crash" (the rank's own error), "collective" (lost its peers), "mismatch"."""
 
     def __init__(self, message: str, collectives: int, kind: str):
         super().__init__(message)
@@ -34,21 +35,6 @@ class _RankError(Exception):
 
 class CollectiveMismatch(RankFailure):
     """Ranks issued different numbers of collectives (on hardware: a hang)."""
-
-
-@dataclass
-class PcpCase:
-    """What every rank runs: a scenario, optionally a broken proposer, optionally a fault.
-
-    proposer: "module:Class" of a PcpProposer subclass, or None for the real one.
-    ops:      "module:Class" of a CoreOps subclass, or None for the core's.
-    fault:    (rank, kind, iteration) with kind "raise", "exit" or "hang".
-    """
-
-    scenario: dict  # dataclasses.asdict(Scenario)
-    proposer: str | None = None
-    ops: str | None = None
-    fault: tuple[int, str, int] | None = None
 
 
 @dataclass
@@ -65,59 +51,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _error_kind(exc: Exception) -> str:
-    from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError
-
-    if isinstance(exc, CollectiveMismatchError):
-        return "mismatch"
-    return "collective" if isinstance(exc, CollectiveError) else "crash"
-
-
-def _serve(case: PcpCase, rank: int, size: int, device) -> RankResult:
-    from devices.collectives import all_gather_rows
-    from devices.plugins import import_object
-    from mtp.pcp_proposer import PcpProposer
-    from sim.run import run_scenario
-    from sim.scenario import Scenario
-
-    result = RankResult(rank)
-    made = []
-
-    def factory(*args, **kwargs):
-        cls = import_object(case.proposer) if case.proposer else PcpProposer
-        proposer = cls(*args, rank=rank, size=size, all_gather=all_gather_rows, **kwargs)
-        proposer.record(True)
-        made.append(proposer)
-        return proposer
-
-    def on_iteration(report, sim, proposer):
-        result.traces.append(list(proposer.trace))
-        result.collectives = proposer.collectives
-        if case.fault and case.fault[0] == rank and case.fault[2] == report.iterations:
-            kind = case.fault[1]
-            if kind == "raise":
-                raise RuntimeError(f"injected fault on rank {rank}")
-            if kind == "exit":
-                os._exit(3)
-            if kind == "hang":
-                time.sleep(3600)
-
-    try:
-        ops = import_object(case.ops)() if case.ops else None
-        scenario = Scenario.from_dict(case.scenario)
-        report = run_scenario(scenario, device, ops=ops, check=False, proposer_cls=factory, on_iteration=on_iteration)
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        raise _RankError(message, made[0].collectives if made else 0, _error_kind(exc)) from exc
-    result.drafts = report.drafts
-    result.collectives = made[0].collectives
-    return result
-
-
-def _worker(rank: int, size: int, init_method: str, tasks, results, device_name: str, collective_timeout_s: float):
+def _worker(
+    rank: int, size: int, init_method: str, tasks, results, device_name: str, serve: str, collective_timeout_s: float
+):
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     from devices import load_device
     from devices.collectives import init_group
+    from devices.plugins import import_object
 
     if device_name != "sim":  # one accelerator per rank
         import torch
@@ -125,25 +65,31 @@ def _worker(rank: int, size: int, init_method: str, tasks, results, device_name:
         getattr(torch, device_name).set_device(rank)
     device = load_device(device_name)
     init_group(device_name, rank, size, init_method, collective_timeout_s)
+    serve_case = import_object(serve)
     while True:
         case = tasks.get()
         if case is None:
             return
         try:
-            results.put(("ok", rank, _serve(case, rank, size, device)))
-        except _RankError as exc:  # report, then keep serving
+            results.put(("ok", rank, serve_case(case, rank, size, device)))
+        except RankError as exc:  # report, then keep serving
             results.put(("error", rank, (str(exc), exc.collectives, exc.kind)))
 
 
-class PcpPool:
-    """``size`` rank processes on ``device_name``; ``run`` one case at a time."""
+class RankPool:
+    """``size`` rank processes on ``device_name``, each serving cases with ``serve``; ``run`` one case at a time."""
 
     def __init__(
-        self, size: int, device_name: str = "sim", case_timeout_s: float = 120.0, collective_timeout_s: float = 10.0
+        self,
+        size: int,
+        serve: str,
+        device_name: str = "sim",
+        case_timeout_s: float = 120.0,
+        collective_timeout_s: float = 10.0,
     ):
         if size < 1:
-            raise ValueError(f"size={size!r}: a PCP group has at least one rank")
-        self.size, self.device_name = size, device_name
+            raise ValueError(f"size={size!r}: a group has at least one rank")
+        self.size, self.serve, self.device_name = size, serve, device_name
         self.case_timeout_s, self.collective_timeout_s = case_timeout_s, collective_timeout_s
         self.procs: list = []
 
@@ -155,7 +101,16 @@ class PcpPool:
         self.procs = [
             ctx.Process(
                 target=_worker,
-                args=(r, self.size, init, self.tasks[r], self.results, self.device_name, self.collective_timeout_s),
+                args=(
+                    r,
+                    self.size,
+                    init,
+                    self.tasks[r],
+                    self.results,
+                    self.device_name,
+                    self.serve,
+                    self.collective_timeout_s,
+                ),
                 daemon=True,
             )
             for r in range(self.size)
@@ -170,7 +125,7 @@ class PcpPool:
             p.join(timeout=5)
         self.procs = []
 
-    def run(self, case: PcpCase) -> list[RankResult]:
+    def run(self, case) -> list[RankResult]:
         """Every rank's result for ``case``; ``RankFailure`` if any rank fails."""
         if not self.procs or not all(p.is_alive() for p in self.procs):
             self.close()

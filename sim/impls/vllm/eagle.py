@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from mtp.vllm_interop import import_vllm
+from sim.impls.vllm.interop import import_vllm
 
 MAX_TOKENS = 8192
 MAX_REQS = 256

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from mtp.model import AttentionMeta
-from sim.paged_attention import PagedKvCache, paged_attention
+from sim.models.paged_attention import PagedKvCache, paged_attention
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ The project's own core is ``core``; adapters for other proposers (vLLM's
 ``EagleProposer``, vllm-ascend's ``MtpProposer`` on an NPU runner) register
 under ``mtp_harness.impls`` as ``name = "package.module:factory"``, where the
 factory returns an ``Implementation``. Nothing is imported until asked for.
+
+Each adapter has its own sub-package here (``vllm``: adapter, interop with
+vLLM's types, the tiny model behind vLLM's interface, divergences).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from devices.plugins import load_factory
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
-BUILTIN = {"core": "sim.impls:core", "vllm": "sim.vllm_adapter:implementation"}
+BUILTIN = {"core": "sim.impls:core", "vllm": "sim.impls.vllm.adapter:implementation"}
 
 
 @dataclass(frozen=True)

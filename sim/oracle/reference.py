@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.cases import BatchCase, RequestCase, slot_of
+from sim.oracle.cases import BatchCase, RequestCase, slot_of
 
 
 class RefFirstPass(NamedTuple):

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 from mtp.config import ProposerConfig
-from sim.block_allocator import BlockAllocator
-from sim.cases import BatchCase, RequestCase
-from sim.scenario import Scenario
-from sim.tiny_models import TinyTarget
+from sim.models.block_allocator import BlockAllocator
+from sim.models.tiny import TinyTarget
+from sim.oracle.cases import BatchCase, RequestCase
+from sim.serving.scenario import Scenario
 
 
 @dataclass

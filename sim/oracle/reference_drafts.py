@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from sim.tiny_models import TinyMtp
+from sim.models.tiny import TinyMtp
 
 
 class RefDraft(NamedTuple):

@@ -9,7 +9,7 @@ returns the core's types, so the gate's properties run on them unchanged.
 tiny MTP model and paged cache, behind ``MtpProposer``'s constructor.
 
 Where vLLM differs by design, the difference is named in
-``sim.vllm.divergences`` (and docs/DIVERGENCES.md); the properties that
+``sim.impls.vllm.divergences`` (and docs/DIVERGENCES.md); the properties that
 cannot hold are listed in ``Implementation.skips`` with that reason.
 """
 
@@ -19,15 +19,15 @@ from types import SimpleNamespace
 
 import torch
 
-from mtp import vllm_interop as interop
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from mtp.validate import validate_batch, validate_sampled
 from sim.impls import Implementation, ImplementationUnavailable
-from sim.vllm.divergences import GATE_SKIPS
-from sim.vllm.eagle import configured, eagle_proposer
-from sim.vllm.model import SnapshotAttnGroup, VllmTinyMtp
+from sim.impls.vllm import interop
+from sim.impls.vllm.divergences import GATE_SKIPS
+from sim.impls.vllm.eagle import configured, eagle_proposer
+from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # vLLM reads nothing else of it in greedy drafting
 
@@ -141,7 +141,7 @@ class VllmProposer:
         self.graphs: dict = {}
         self.trace = None
         self.logits_calls = 0
-        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.run
+        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.serving.run
 
     def record(self, on: bool = True) -> None:
         self.trace = [] if on else None

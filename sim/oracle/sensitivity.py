@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.reference_drafts import dense_attention
-from sim.tiny_models import TinyConfig, TinyMtp, TinyTarget
+from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
+from sim.oracle.reference_drafts import dense_attention
 
 PERTURBATIONS = ("position", "hidden row", "KV entry", "seq_len")
 
