@@ -80,6 +80,7 @@ class MtpProposer:
         self._may_capture = False
         self.in_capture = False  # inside a device capture: no host reads allowed
         self._batch_width = 0  # block-table columns of the current batch
+        self._num_reqs = cfg.max_num_reqs  # requests of the current batch (a dummy run: every row)
         self._alloc()
 
     def _alloc(self) -> None:
@@ -137,6 +138,7 @@ class MtpProposer:
         prepared = self.ops.prepare_call(self.cfg, batch, sampled)
         self._batch_width = width
         b, n = batch.num_reqs, prepared.first.num_tokens
+        self._num_reqs = b
         if self.trace is not None:
             self.trace.clear()
         if self.mode is not GraphMode.EAGER and not self.graphs:
@@ -215,10 +217,11 @@ class MtpProposer:
         attn = self._attn(self.query_start_loc, self.seq_lens, self._table(FIRST), self.slot_mapping[:rows], bound)
         return self.model.forward(self.input_ids[:rows], self.positions[:rows], self.hidden_states[:rows], attn)
 
-    def _first_sample(self, out: torch.Tensor) -> None:
-        hidden = out[self.sample_indices]
-        self.draft_hidden.copy_(hidden)
-        self.draft.copy_(self.model.compute_logits(hidden).argmax(dim=-1))
+    def _first_sample(self, out: torch.Tensor, reqs: int) -> None:
+        """Draft 1 of the first ``reqs`` requests: logits for their sample rows only."""
+        hidden = out[self.sample_indices[:reqs]]
+        self.draft_hidden[:reqs] = hidden
+        self.draft[:reqs] = self.model.compute_logits(hidden).argmax(dim=-1)
 
     def _step_inputs(self, reqs: int) -> None:
         """Feed the previous draft and its hidden state to the next step (outside any graph)."""
@@ -256,7 +259,10 @@ class MtpProposer:
         return self._first_forward(size, bound) if phase == FIRST else self._step_forward(size, bound)
 
     def _sample(self, phase: str, size: int, out: torch.Tensor) -> None:
-        self._first_sample(out) if phase == FIRST else self._step_sample(out, size)
+        if phase == STEP:
+            self._step_sample(out, size)
+        else:  # a captured graph samples every row of its static buffer; outside one, the batch's rows
+            self._first_sample(out, self.cfg.max_num_reqs if self.in_capture else self._num_reqs)
 
     def _run(self, phase: str, size: int, bound: int) -> None:
         """One phase: eagerly, or by replaying its graph (captured by ``capture_all``).
@@ -327,6 +333,7 @@ class MtpProposer:
     def dummy_run(self, size: int) -> None:
         """Run a propose call's phases at ``size`` on inert inputs."""
         self._load_inert(size)
+        self._num_reqs = self.cfg.max_num_reqs
         if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
         for step in range(2, self.cfg.num_spec_tokens + 1):

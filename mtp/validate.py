@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mtp.batch import SampledTokens, VerifiedBatch
+from mtp.batch import NO_BACKUP, SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 
 
@@ -118,11 +118,24 @@ def validate_sampled(sampled: SampledTokens, batch: VerifiedBatch, cfg: Proposer
     backup = np.asarray(sampled.backup)
     if backup.shape != (num_reqs,):
         _fail("backup.shape", backup.shape, f"expected ({num_reqs},)")
-    bad = (backup < 0) | (backup >= cfg.vocab_size)
+    discarded = np.asarray(sampled.discarded, dtype=bool)
+    if sampled.lists is not None and len(sampled.lists) == num_reqs:
+        may_need = discarded | np.array([len(ids) == 0 for ids in sampled.lists], dtype=bool)
+    else:  # padded: any row may hold only placeholders, and the host cannot look
+        may_need = np.ones(num_reqs, dtype=bool)
+    none_needed = (backup == NO_BACKUP) & may_need
+    if none_needed.any():
+        r = _first_bad(none_needed)
+        why = "discarded" if discarded[r] else ("padded" if sampled.lists is None else "empty list")
+        _fail(
+            f"backup[{r}]",
+            NO_BACKUP,
+            f"no backup, but request {r} may continue from it ({why}): pass its token at seq_len",
+        )
+    bad = ((backup < 0) | (backup >= cfg.vocab_size)) & (backup != NO_BACKUP)
     if bad.any():
         r = _first_bad(bad)
-        _fail(f"backup[{r}]", int(backup[r]), f"not a token id in [0, {cfg.vocab_size})")
-    discarded = np.asarray(sampled.discarded, dtype=bool)
+        _fail(f"backup[{r}]", int(backup[r]), f"not a token id in [0, {cfg.vocab_size}), nor NO_BACKUP (-1)")
     bad = discarded & (batch.num_draft_tokens_cpu > 0)
     if bad.any():
         r = _first_bad(bad)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from mtp.batch import SampledTokens, VerifiedBatch
@@ -69,44 +68,25 @@ def to_batch(
 ) -> tuple[VerifiedBatch, SampledTokens]:
     """Tensors of ``case`` on ``device``; hidden states given, or drawn from ``case.seed``."""
     cfg, reqs = case.config, case.requests
-    qlens = np.array([r.query_len for r in reqs], dtype=np.int64)
-    qsl = np.concatenate([[0], np.cumsum(qlens)])
-    seq_lens = np.array([r.seq_len for r in reqs], dtype=np.int64)
-    drafts = np.array([r.num_drafts for r in reqs], dtype=np.int64)
-    tokens = np.concatenate([r.tokens[:-1] for r in reqs])
-    positions = np.concatenate([np.arange(r.num_computed, r.seq_len) for r in reqs])
-    slots = np.array(
-        [slot_of(r.blocks, p, cfg.block_size) for r in reqs for p in range(r.num_computed, r.seq_len)],
-        dtype=np.int64,
-    )
-    width = max(len(r.blocks) for r in reqs)
-    table = np.full((len(reqs), width), -1, dtype=np.int64)
-    for i, r in enumerate(reqs):
-        table[i, : len(r.blocks)] = r.blocks
+    tokens = [t for r in reqs for t in r.tokens[:-1]]
     if hidden is None:
         hidden = torch.randn(len(tokens), cfg.hidden_size, generator=torch.Generator().manual_seed(case.seed))
-
-    def dev(a, dtype):
-        return torch.as_tensor(np.asarray(a), dtype=dtype).to(device)
-
-    batch = VerifiedBatch(
-        query_start_loc=dev(qsl, torch.int32),
-        query_start_loc_cpu=qsl,
-        seq_lens=dev(seq_lens, torch.int32),
-        seq_lens_cpu=seq_lens,
-        num_draft_tokens=dev(drafts, torch.int32),
-        num_draft_tokens_cpu=drafts,
-        token_ids=dev(tokens, torch.int32),
-        positions=dev(positions, torch.int64),
-        hidden_states=hidden.to(device),
-        slot_mapping=dev(slots, torch.int64),
-        block_table=dev(table, torch.int32),
-        block_table_cpu=table,
+    batch = VerifiedBatch.from_requests(
+        query_lens=[r.query_len for r in reqs],
+        seq_lens=[r.seq_len for r in reqs],
+        num_draft_tokens=[r.num_drafts for r in reqs],
+        block_tables=[r.blocks for r in reqs],
+        token_ids=tokens,
+        positions=[p for r in reqs for p in range(r.num_computed, r.seq_len)],
+        slot_mapping=[slot_of(r.blocks, p, cfg.block_size) for r in reqs for p in range(r.num_computed, r.seq_len)],
+        hidden_states=hidden,
+        device=device,
     )
-    sampled = SampledTokens(
-        padded=dev([r.sampled for r in reqs], torch.int32) if padded else None,
-        lists=None if padded else [valid_ids(r, cfg.vocab_size) for r in reqs],
-        discarded=np.array([r.discarded for r in reqs], dtype=bool),
-        backup=np.array([r.tokens[-1] for r in reqs], dtype=np.int64),
+    sampled = SampledTokens.from_requests(
+        [r.sampled if padded else valid_ids(r, cfg.vocab_size) for r in reqs],
+        padded=padded,
+        backup=[r.tokens[-1] for r in reqs],
+        discarded=[r.discarded for r in reqs],
+        device=device,
     )
     return batch, sampled

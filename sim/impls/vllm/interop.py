@@ -94,23 +94,18 @@ def from_vllm_metadata(
     Token ids, positions and hidden states are not part of vLLM's metadata
     (the runner passes them to ``propose`` beside it), so they are given.
     """
-    qsl_cpu = cad.query_start_loc_cpu.numpy().astype(np.int64)
-    drafts = np.asarray(spec.num_draft_tokens, dtype=np.int64)
-    seq_lens_cpu = cad.seq_lens_cpu_upper_bound
-    seq_lens_cpu = (cad.seq_lens if seq_lens_cpu is None else seq_lens_cpu).cpu().numpy().astype(np.int64)
-    return VerifiedBatch(
-        query_start_loc=cad.query_start_loc.clone(),
-        query_start_loc_cpu=qsl_cpu,
-        seq_lens=cad.seq_lens.clone(),
-        seq_lens_cpu=seq_lens_cpu,
-        num_draft_tokens=torch.as_tensor(drafts, dtype=torch.int32).to(cad.seq_lens.device),
-        num_draft_tokens_cpu=drafts,
+    seq_lens = cad.seq_lens_cpu_upper_bound
+    seq_lens = (cad.seq_lens if seq_lens is None else seq_lens).tolist()
+    return VerifiedBatch.from_requests(
+        query_lens=cad.query_start_loc_cpu.diff().tolist(),
+        seq_lens=seq_lens,
+        num_draft_tokens=list(spec.num_draft_tokens),
+        block_tables=cad.block_table_tensor.tolist(),
         token_ids=token_ids,
         positions=positions,
-        hidden_states=hidden_states,
         slot_mapping=cad.slot_mapping.clone(),
-        block_table=cad.block_table_tensor.clone(),
-        block_table_cpu=cad.block_table_tensor.cpu().numpy().astype(np.int64),
+        hidden_states=hidden_states,
+        device=cad.seq_lens.device,
     )
 
 

@@ -1,0 +1,134 @@
+"""The core as a library: building its inputs, "no backup", sample rows in both modes, the eager device."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from devices.eager import EagerDevice
+from mtp.batch import NO_BACKUP, VerifiedBatch
+from mtp.proposer import MtpProposer
+from sim.oracle.cases import to_batch, valid_ids
+from sim.serving.run import build_models, run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
+from tests.strategies.batches import batch_cases
+
+CPU = torch.device("cpu")
+
+
+@given(case=batch_cases(max_reqs=8))
+def test_batch_from_requests_keeps_host_and_device_copies_equal(case):
+    batch, _ = to_batch(case, CPU, padded=True)
+    for name in ("query_start_loc", "seq_lens", "num_draft_tokens", "block_table"):
+        device, host = getattr(batch, name), getattr(batch, f"{name}_cpu")
+        assert device.dtype == torch.int32 and host.dtype == np.int64, name
+        assert device.tolist() == host.tolist(), name
+    widths = {len(r.blocks) for r in case.requests}
+    assert batch.block_table_cpu.shape == (len(case.requests), max(widths))
+    for row, req in zip(batch.block_table_cpu.tolist(), case.requests):
+        assert row == req.blocks + [-1] * (len(row) - len(req.blocks))
+
+
+def test_batch_from_requests_defaults_to_the_hidden_states_device():
+    batch = VerifiedBatch.from_requests(
+        query_lens=[2],
+        seq_lens=[5],
+        num_draft_tokens=[1],
+        block_tables=[[3, 1]],
+        token_ids=[7, 8],
+        positions=[3, 4],
+        slot_mapping=[15, 16],
+        hidden_states=torch.zeros(2, 4, dtype=torch.float64),
+    )
+    assert batch.token_ids.dtype == torch.int32 and batch.positions.dtype == torch.int64
+    assert batch.query_start_loc_cpu.tolist() == [0, 2] and batch.hidden_states.device == CPU
+
+
+def _backup_unusable(case) -> np.ndarray:
+    """Requests whose backup the unpadded form can never use: not discarded, with a valid sampled id."""
+    vocab = case.config.vocab_size
+    return np.array([bool(valid_ids(r, vocab)) for r in case.requests])
+
+
+@given(case=batch_cases(max_reqs=8))
+def test_no_backup_is_accepted_where_it_cannot_be_used(impl, case):
+    batch, sampled = to_batch(case, CPU, padded=False)
+    want = impl.ops.prepare_call(case.config, batch, sampled)
+    unused = _backup_unusable(case)
+    without = dataclasses.replace(sampled, backup=np.where(unused, NO_BACKUP, sampled.backup))
+    got = impl.ops.prepare_call(case.config, batch, without)
+    assert torch.equal(got.next.next_token_ids, want.next.next_token_ids)
+    assert torch.equal(got.input_ids, want.input_ids)
+
+
+@given(case=batch_cases(max_reqs=8), padded=st.booleans(), data=st.data())
+def test_no_backup_is_refused_where_it_may_be_used(impl, case, padded, data):
+    usable = np.ones(len(case.requests), dtype=bool) if padded else ~_backup_unusable(case)
+    candidates = np.flatnonzero(usable).tolist()
+    if not candidates:
+        return  # every request holds a sampled id: no backup can be used
+    r = data.draw(st.sampled_from(candidates), label="request")
+    batch, sampled = to_batch(case, CPU, padded)
+    backup = sampled.backup.copy()
+    backup[r] = NO_BACKUP
+    with pytest.raises(ValueError, match=rf"backup\[{r}\]=-1"):
+        impl.ops.prepare_call(case.config, batch, dataclasses.replace(sampled, backup=backup))
+
+
+@given(case=batch_cases(max_reqs=8))
+def test_sample_batch_rows_agree_in_both_modes(impl, case):
+    rows = [
+        impl.ops.prepare_call(case.config, *to_batch(case, CPU, padded)).first.sample_batch_rows
+        for padded in (True, False)
+    ]
+    assert torch.equal(rows[0], rows[1]), f"padded {rows[0].tolist()} != unpadded {rows[1].tolist()}"
+
+
+class LogitRows(torch.nn.Module):
+    """The draft model, recording how many rows each logit computation covers (plumbing, not a value)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.hidden_size, self.rows = model, model.hidden_size, []
+
+    def forward(self, *args):
+        return self.model.forward(*args)
+
+    def compute_logits(self, hidden):
+        self.rows.append(hidden.shape[0])
+        return self.model.compute_logits(hidden)
+
+
+def test_eager_first_pass_computes_logits_for_the_batch_rows_only(device):
+    scenario = Scenario(requests=(RequestSpec(0, 9, 4), RequestSpec(0, 5, 4)))
+    model, target = build_models(scenario, device.torch_device)
+    sim = ServingSim(scenario, target)
+    assert sim.config.max_num_reqs > 2, "the check needs buffers larger than the batch"
+    counting = LogitRows(model)
+    proposer = MtpProposer(sim.config, counting, device)
+    it = sim.step(0)
+    proposer.propose(*to_batch(it.case, device.torch_device, scenario.padded, it.hidden))
+    assert counting.rows == [len(it.case.requests)] * scenario.num_spec_tokens
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_eager_device_serves_a_run_like_the_reference(padded):
+    scenario = Scenario(
+        padded=padded, accept="greedy", requests=tuple(RequestSpec(i // 3, 6 + 5 * i, 9) for i in range(8))
+    )
+    report = run_scenario(scenario, EagerDevice())
+    assert report.ok, report.mismatches[:3]
+    assert report.drafts_compared > 0
+
+
+def test_eager_device_refuses_graph_modes():
+    scenario = Scenario(requests=(RequestSpec(0, 4, 2),))
+    model, target = build_models(scenario, CPU)
+    with pytest.raises(ValueError, match="mode='full'"):
+        MtpProposer(ServingSim(scenario, target).config, model, EagerDevice(), mode="full")
