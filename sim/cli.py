@@ -1,9 +1,15 @@
-"""``python -m sim``: run a serving simulation, replay a failing case, measure sensitivity."""
+"""``python -m sim``: run a serving simulation or a sweep of seeds, replay a failing case, draw a report.
+
+Exit status: 0 when every compared draft and step matched the reference, 1
+when something differed (or the proposer raised), 2 for a bad argument or
+file: one line naming it and its value. ``--debug`` shows tracebacks.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,31 +18,117 @@ from rich.table import Table
 from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
 from sim.serving.run import RunReport, run_scenario
-from sim.serving.scenario import ACCEPT_POLICIES, Scenario, default_scenario
+from sim.serving.scenario import ACCEPT_POLICIES, GRAPH_MODES, Scenario, default_scenario
 
 console = Console()
+DEFAULTS = {f.name: f.default for f in fields(Scenario)}
 
 
-def _run(scenario: Scenario, device, ops=None, check: bool = True) -> RunReport:
-    total = len(scenario.requests)
+class UsageError(ValueError):
+    """A bad argument or file: one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """argparse's status (2), in one line (no usage block: ``--help`` has it)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _seeds(text: str) -> list[int]:
+    """``7``, ``0..99`` (inclusive) or ``1,5,9``."""
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split(".."))
+            seeds = list(range(lo, hi + 1))
+        else:
+            seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N, A..B or A,B,C") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one seed, none negative")
+    return seeds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    run = sub.add_parser(
+        "run", help="serve a mixed workload, compare every call with the reference", formatter_class=fmt
+    )
+    run.add_argument("--requests", type=_positive, default=24, help="requests in the workload")
+    seeds = run.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=0, help="workload, model and acceptance seed")
+    seeds.add_argument("--seeds", type=_seeds, metavar="A..B", help="a sweep: one run per seed (A..B, A,B,C or N)")
+    run.add_argument("--k", type=_positive, default=DEFAULTS["num_spec_tokens"], help="drafts per request (K)")
+    run.add_argument("--block-size", type=_positive, default=DEFAULTS["block_size"], help="tokens per KV block")
+    run.add_argument("--max-model-len", type=_positive, default=96, help="positions at or past it overflow")
+    run.add_argument("--graph-mode", choices=GRAPH_MODES, default="eager", help="how the proposer runs its steps")
+    run.add_argument("--unpadded", action="store_true", help="unpadded drafter batch (disable_padded_drafter_batch)")
+    run.add_argument("--accept", choices=ACCEPT_POLICIES, default="random", help="how many drafts the target accepts")
+    run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
+    run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")
+    run.add_argument("--json", metavar="PATH", help="write the report as JSON (for CI artifacts and `report`)")
+
+    replay = sub.add_parser(
+        "replay", help="rerun a scenario JSON file (as a failing test writes it)", formatter_class=fmt
+    )
+    replay.add_argument("case", help="the scenario file")
+    replay.add_argument("--ops", metavar="MODULE:CLASS", help="a CoreOps subclass to run instead of the core's")
+    replay.add_argument("--proposer", metavar="MODULE:CLASS", help="with --pcp: a PcpProposer subclass to run")
+    replay.add_argument("--json", metavar="PATH", help="write the report as JSON")
+
+    for p in (run, replay):
+        p.add_argument(
+            "--pcp", type=_positive, metavar="P", help="run on P prefill-context-parallel ranks, compare with one"
+        )
+        p.add_argument("--impl", default="core", help="implementation under test: core, vllm, or a registered adapter")
+        p.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
+
+    report = sub.add_parser("report", help="draw a --json report as a picture", formatter_class=fmt)
+    report.add_argument("runs", metavar="RUN.json", help="written by `run --json`")
+    report.add_argument("--html", metavar="OUT", help="the page to write (default: RUN.json with .html)")
+
+    sens = sub.add_parser(
+        "sensitivity", help="how often one wrong input changes the tiny model's draft", formatter_class=fmt
+    )
+    sens.add_argument("--trials", type=_positive, default=500, help="random contexts per perturbation")
+    for p in (run, replay, report, sens):
+        p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+# ------------------------------------------------------------------ printing
+def _serve(scenario: Scenario, device, impl, ops=None, check: bool = True, label: str = "serving") -> RunReport:
     columns = [
-        TextColumn("[bold]serving"),
+        TextColumn(f"[bold]{label}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("requests"),
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("serving", total=total)
-        report = run_scenario(
+        task = bar.add_task(label, total=len(scenario.requests))
+        return run_scenario(
             scenario,
             device,
-            ops=ops,
+            ops=ops or impl.ops,
             check=check,
             stop_at_first_mismatch=False,
+            proposer_cls=impl.proposer_cls,
             on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )
-    return report
 
 
 def print_report(report: RunReport, device) -> None:
@@ -68,71 +160,201 @@ def print_report(report: RunReport, device) -> None:
             console.print(f"  {m}")
 
 
-def _replay_pcp(scenario: Scenario, device, args) -> int:
+def print_sweep(reports: list[RunReport]) -> None:
+    k = max(r.scenario.num_spec_tokens for r in reports)
+    table = Table("seed", "iterations", "drafts compared", *(f"acc. {p}" for p in range(1, k + 1)), "mismatches")
+    for r in reports:
+        rates = r.acceptance()
+        bad = f"[red]{len(r.mismatches)}[/]" if r.mismatches else "0"
+        cells = (f"{rates[p]:.2f}" if p in rates else "-" for p in range(1, k + 1))
+        table.add_row(str(r.scenario.seed), str(r.iterations), str(r.drafts_compared), *cells, bad)
+    console.print(table)
+    failing = [r for r in reports if not r.ok]
+    colour = "red" if failing else "green"
+    console.print(f"[{colour}]{len(failing)} of {len(reports)} seeds differ from the reference[/]")
+
+
+def _replay_hint(report: RunReport, args) -> None:
+    """Write a failing run's scenario where a person finds it, with the command that reruns it."""
+    path = report.scenario.save(f"failures/run-seed-{report.scenario.seed}.json")
+    options = "".join(
+        f" --{name} {value}"
+        for name, value, default in (("impl", args.impl, "core"), ("device", args.device, "sim"))
+        if value != default
+    )
+    console.print(f"  first: {report.mismatches[0]}\n  replay: python -m sim replay {path}{options}")
+
+
+# ------------------------------------------------------------------ commands
+def _load_impl(name: str):
+    from sim.impls import ImplementationUnavailable, load_implementation
+
+    try:
+        return load_implementation(name)
+    except ImplementationUnavailable as exc:
+        raise UsageError(f"--impl {name}: {exc}") from None
+
+
+def _load_device(name: str):
+    try:
+        return load_device(name)
+    except DeviceUnavailable as exc:
+        raise UsageError(f"--device {name}: {exc}") from None
+
+
+def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
     from sim.ranks.pcp import PcpPool, check_pcp
 
-    pool = PcpPool(args.pcp, device.name)
+    pool = PcpPool(ranks, device.name)
     try:
-        with console.status(f"serving on {args.pcp} ranks and on one"):
-            problems = check_pcp(scenario, pool, device, proposer=args.proposer, ops=args.ops)
+        with console.status(f"serving on {ranks} ranks and on one"):
+            problems = check_pcp(scenario, pool, device, proposer=proposer, ops=ops)
     finally:
         pool.close()
     if not problems:
-        console.print(f"[green]PCP with {args.pcp} ranks equals one rank[/] (drafts and per-step metadata, every rank)")
+        console.print(f"[green]PCP with {ranks} ranks equals one rank[/] (drafts and per-step metadata, every rank)")
         return 0
-    console.print(f"[red]PCP with {args.pcp} ranks differs from one rank:[/]")
+    console.print(f"[red]PCP with {ranks} ranks differs from one rank:[/]")
     for p in problems:
         console.print(f"  {p}")
     return 1
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="serve a default mixed workload and report")
-    run.add_argument("--requests", type=int, default=24)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--unpadded", action="store_true", help="unpadded drafter batch (disable_padded_drafter_batch)")
-    run.add_argument("--accept", choices=ACCEPT_POLICIES, default="random")
-    run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
-    run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON")
-    replay = sub.add_parser("replay", help="rerun a scenario JSON file (as printed by a failing test)")
-    replay.add_argument("case")
-    replay.add_argument("--ops", metavar="MODULE:CLASS", help="a CoreOps subclass to run instead of the core")
-    replay.add_argument(
-        "--pcp", type=int, metavar="P", help="run on P prefill-context-parallel ranks and compare with one"
-    )
-    replay.add_argument("--proposer", metavar="MODULE:CLASS", help="with --pcp: a PcpProposer subclass to run")
-    sens = sub.add_parser("sensitivity", help="how often one wrong input changes the tiny model's draft")
-    sens.add_argument("--trials", type=int, default=500)
-    for p in (run, replay):
-        p.add_argument("--device", default="sim")
-    args = parser.parse_args(argv)
+def _check_pcp_args(args) -> None:
+    if args.pcp and args.impl != "core":
+        raise UsageError(f"--pcp {args.pcp} with --impl {args.impl}: prefill context parallel runs the core only")
+    if args.pcp and getattr(args, "no_check", False):
+        raise UsageError(f"--pcp {args.pcp} with --no-check: a PCP run is a comparison with one rank")
 
-    if args.command == "sensitivity":
-        from sim.oracle.sensitivity import measure
 
-        table = Table("perturbation", "draft 1 changed")
-        for name, rate in measure(args.trials).items():
-            table.add_row(name, f"{rate:.1%}")
-        console.print(table)
-        return 0
+def _finish(reports: list[RunReport], device, impl, args) -> int:
+    if args.json:
+        from sim.serving.report import run_to_dict, write_json
+
+        path = write_json([run_to_dict(r, device.describe(), impl.name) for r in reports], args.json)
+        console.print(f"report written to {path}")
+    failing = [r for r in reports if not r.ok]
+    if failing and args.command == "run":
+        _replay_hint(failing[0], args)
+    return 1 if failing else 0
+
+
+def _scenario(make, *args, **kwargs) -> Scenario:
+    """A scenario, or ``UsageError`` naming the field a bad file or option combination breaks (before any run)."""
     try:
-        device = load_device(args.device)
-    except DeviceUnavailable as exc:
-        console.print(f"[red]error:[/] {exc}")
-        return 2
-    if args.command == "run":
-        scenario = default_scenario(args.seed, args.requests, padded=not args.unpadded, accept=args.accept)
-        if args.save:
-            scenario.save(args.save)
-        report = _run(scenario, device, check=not args.no_check)
-    elif args.pcp:
-        return _replay_pcp(Scenario.load(args.case), device, args)
+        return make(*args, **kwargs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_run(args) -> int:
+    _check_pcp_args(args)
+    seeds = args.seeds if args.seeds is not None else [args.seed]
+    if args.save and len(seeds) > 1:
+        raise UsageError(f"--save {args.save} with --seeds: a sweep has one scenario per seed; give one --seed")
+    scenarios = [
+        _scenario(
+            default_scenario,
+            seed,
+            args.requests,
+            padded=not args.unpadded,
+            accept=args.accept,
+            num_spec_tokens=args.k,
+            block_size=args.block_size,
+            max_model_len=args.max_model_len,
+            graph_mode=args.graph_mode,
+        )
+        for seed in seeds
+    ]
+    device, impl = _load_device(args.device), _load_impl(args.impl)
+    if args.save:
+        scenarios[0].save(args.save)
+    if args.pcp:
+        return max(_pcp(sc, device, args.pcp) for sc in scenarios)
+    reports = []
+    for i, sc in enumerate(scenarios):
+        label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
+        reports.append(_serve(sc, device, impl, check=not args.no_check, label=label))
+    if len(reports) == 1:
+        print_report(reports[0], device)
     else:
-        report = _run(Scenario.load(args.case), device, ops=import_object(args.ops)() if args.ops else None)
+        print_sweep(reports)
+    return _finish(reports, device, impl, args)
+
+
+def cmd_replay(args) -> int:
+    _check_pcp_args(args)
+    scenario = _scenario(Scenario.load, args.case)
+    if args.proposer and not args.pcp:
+        raise UsageError(f"--proposer {args.proposer}: only with --pcp (a PcpProposer subclass)")
+    ops = _import(args.ops, "--ops")() if args.ops else None
+    if args.proposer:
+        _import(args.proposer, "--proposer")
+    device, impl = _load_device(args.device), _load_impl(args.impl)
+    if args.pcp:
+        return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
+    report = _serve(scenario, device, impl, ops=ops)
     print_report(report, device)
-    return 0 if report.ok else 1
+    return _finish([report], device, impl, args)
+
+
+def _import(spec: str, option: str):
+    try:
+        return import_object(spec)
+    except Exception as exc:  # noqa: BLE001 - any import failure is a bad argument; name it
+        raise UsageError(f"{option} {spec}: cannot import it ({type(exc).__name__}: {exc})") from None
+
+
+def cmd_report(args) -> int:
+    from sim.serving.report import load_runs, write_html
+
+    try:
+        runs = load_runs(args.runs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("report: matplotlib is not installed (pip install 'mtp-harness[report]')") from None
+    out = args.html or str(args.runs).removesuffix(".json") + ".html"
+    path = write_html(runs, out)
+    bad = sum(len(r["mismatches"]) for r in runs)
+    console.print(f"{len(runs)} run(s), {bad} mismatch(es): picture written to {path}")
+    return 0
+
+
+def cmd_sensitivity(args) -> int:
+    from sim.oracle.sensitivity import measure
+
+    table = Table("perturbation", "draft 1 changed")
+    for name, rate in measure(args.trials).items():
+        table.add_row(name, f"{rate:.1%}")
+    console.print(table)
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "replay": cmd_replay, "report": cmd_report, "sensitivity": cmd_sensitivity}
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a bad argument (2): argparse has printed it
+        return int(exc.code or 0)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        if args.debug:
+            raise
+        print(f"python -m sim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the proposer (or a model) raised mid-run: a failure, in one line
+        if args.debug:
+            raise
+        print(
+            f"python -m sim {args.command}: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr
+        )
+        return 1
 
 
 if __name__ == "__main__":

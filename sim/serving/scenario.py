@@ -7,7 +7,7 @@ acceptance all derive from its fields.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random")
@@ -70,13 +70,34 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict) -> Scenario:
-        data = dict(data)
-        data["requests"] = tuple(RequestSpec(**r) for r in data.get("requests", ()))
+        """The scenario ``data`` describes; ``ValueError`` names an unknown field or a value of the wrong type."""
+        if not isinstance(data, dict):
+            raise ValueError(f"scenario={type(data).__name__}: expected a JSON object")
+        data = _typed_fields(cls, data, "")
+        requests = data.get("requests", [])
+        if not isinstance(requests, list | tuple):
+            raise ValueError(f"requests={requests!r}: expected a list of objects")
+        for i, r in enumerate(requests):
+            if not isinstance(r, dict):
+                raise ValueError(f"requests[{i}]={r!r}: expected an object")
+        data["requests"] = tuple(
+            RequestSpec(**_typed_fields(RequestSpec, r, f"requests[{i}].")) for i, r in enumerate(requests)
+        )
         return cls(**data)
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """The scenario in a JSON file; ``ValueError`` names the file and what is wrong with it."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ValueError(f"{path}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -85,13 +106,38 @@ class Scenario:
         return path
 
 
-def default_scenario(seed: int = 0, num_requests: int = 24, padded: bool = True, accept: str = "random") -> Scenario:
-    """A mixed workload: staggered arrivals, prompts longer than the token budget."""
+def _typed_fields(cls, data: dict, prefix: str) -> dict:
+    """``data`` checked against ``cls``'s fields: no unknown name, ints and bools and strings where the defaults are."""
+    known = {f.name: f for f in fields(cls)}
+    for name, value in data.items():
+        if name not in known:
+            raise ValueError(f"{prefix}{name}={value!r}: unknown field (known: {', '.join(known)})")
+        want = {"int": int, "bool": bool, "str": str}.get(str(known[name].type))
+        if want is not None and (type(value) is not want):
+            raise ValueError(f"{prefix}{name}={value!r}: expected {known[name].type}")
+    return dict(data)
+
+
+def default_scenario(seed: int = 0, num_requests: int = 24, **fields_) -> Scenario:
+    """A mixed workload: staggered arrivals, prompts longer than the token budget.
+
+    ``fields_`` set any other ``Scenario`` field (``padded``, ``accept``,
+    ``num_spec_tokens``, ``block_size``, ``max_model_len``, ``graph_mode``, ...);
+    prompts stay below ``max_model_len``.
+    """
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    max_model_len = fields_.pop("max_model_len", 96)
+    k = fields_.get("num_spec_tokens", Scenario.num_spec_tokens)
+    fields_.setdefault("token_budget", max(64, 2 * (k + 1)))  # room for a decode and some prefill
+    longest = max(min(80, max_model_len - 1), 2)
     reqs = tuple(
-        RequestSpec(arrival=int(i // 3), prompt_len=int(rng.integers(4, 80)), max_new_tokens=int(rng.integers(4, 40)))
+        RequestSpec(
+            arrival=int(i // 3),
+            prompt_len=int(rng.integers(min(4, longest - 1), longest)),
+            max_new_tokens=int(rng.integers(4, 40)),
+        )
         for i in range(num_requests)
     )
-    return Scenario(seed=seed, padded=padded, accept=accept, requests=reqs, max_model_len=96, max_iterations=400)
+    return Scenario(seed=seed, requests=reqs, max_model_len=max_model_len, max_iterations=400, **fields_)
