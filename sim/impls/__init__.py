@@ -8,7 +8,8 @@ under ``mtp_harness.impls`` as ``name = "package.module:factory"``, where the
 factory returns an ``Implementation``. Nothing is imported until asked for.
 
 Each adapter has its own sub-package here (``vllm``: adapter, interop with
-vLLM's types, the tiny model behind vLLM's interface, divergences).
+vLLM's types, the tiny model behind vLLM's interface, divergences; ``vllm_ascend``:
+vllm-ascend 0.23.0's ``AscendEagleProposer`` on the same pieces).
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from dataclasses import dataclass, field
 from devices.plugins import load_factory
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
-BUILTIN = {"core": "sim.impls:core", "vllm": "sim.impls.vllm.adapter:implementation"}
+BUILTIN = {
+    "core": "sim.impls:core",
+    "vllm": "sim.impls.vllm.adapter:implementation",
+    "vllm_ascend": "sim.impls.vllm_ascend.adapter:implementation",
+}
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,24 @@ class SnapshotAttnGroup:
             seq_lens=cad.seq_lens[: cad.num_reqs].clone(),
             block_table=cad.block_table_tensor,
             slot_mapping=cad.slot_mapping.clone(),
-            seq_len_bound=torch.tensor([cad.max_seq_len], dtype=torch.int64),
+            seq_len_bound=torch.tensor([self.seq_len_bound(cad)], dtype=torch.int64),
         )
+
+    def seq_len_bound(self, cad) -> int:
+        """The host-side bound of ``seq_lens`` the attention is given (vLLM: ``max_seq_len``)."""
+        return cad.max_seq_len
+
+
+def with_padding_rows(attn: AttentionMeta, slots: torch.Tensor, rows: int) -> AttentionMeta:
+    """``attn`` over ``rows`` rows: rows past ``query_start_loc[-1]`` form one more request that sees
+    nothing (seq_len 0, no blocks), as padding rows are inert in an attention kernel given the real lengths."""
+    real = int(attn.query_start_loc[-1])
+    if rows <= real:
+        return AttentionMeta(attn.query_start_loc, attn.seq_lens, attn.block_table, slots, attn.seq_len_bound)
+    qsl = torch.cat([attn.query_start_loc, attn.query_start_loc.new_tensor([rows])])
+    seq_lens = torch.cat([attn.seq_lens, attn.seq_lens.new_zeros(1)])
+    table = torch.cat([attn.block_table, torch.full_like(attn.block_table[:1], -1)])
+    return AttentionMeta(qsl, seq_lens, table, slots, attn.seq_len_bound)
 
 
 class VllmTinyMtp(nn.Module):
@@ -55,9 +71,10 @@ class VllmTinyMtp(nn.Module):
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
         context = import_vllm("vllm.forward_context").get_forward_context()
         attn: AttentionMeta = context.attn_metadata[LAYER]
-        slots = context.slot_mapping[LAYER]  # what vLLM tells the KV write, may be longer than attn's
+        slots = self.slots(context, attn)  # what the KV write is told, may be longer than attn's rows
         n = input_ids.shape[0]
-        meta = AttentionMeta(attn.query_start_loc, attn.seq_lens, attn.block_table, slots[:n], attn.seq_len_bound)
+        real = int(attn.query_start_loc[-1])  # rows past it are padding (vllm-ascend runs MTP steps at the
+        meta = with_padding_rows(attn, slots[:n], n)  # first pass's row count); vLLM never pads here
         out = self.tiny.forward(input_ids, positions, hidden_states, meta)
         self.calls += 1
         if self.trace is not None:
@@ -69,16 +86,20 @@ class VllmTinyMtp(nn.Module):
                     self.calls,
                     int(attn.seq_len_bound[0]),
                     n,
-                    input_ids=input_ids,
-                    positions=positions,
+                    input_ids=input_ids[:real],
+                    positions=positions[:real],
                     seq_lens=attn.seq_lens,
-                    slot_mapping=slots[:n],
+                    slot_mapping=slots[:real],
                     query_start_loc=attn.query_start_loc,
                     sample_indices=sample,
-                    padding_slots=slots[n:n],
+                    padding_slots=slots[real:n],
                 )
             )
         return out, out
+
+    def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
+        """The KV slots of this forward (vLLM keeps them in the forward context, per layer)."""
+        return context.slot_mapping[LAYER]
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.tiny.compute_logits(hidden_states)

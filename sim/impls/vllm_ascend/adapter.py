@@ -1,0 +1,248 @@
+"""vllm-ascend 0.23.0's ``AscendEagleProposer`` as an implementation under test (``--impl vllm_ascend``).
+
+``AscendOps`` computes DESIGN steps 1-4 with vllm-ascend's own methods
+(``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
+``prepare_inputs_padded`` / ``prepare_inputs``, the first-pass shift of
+``set_inputs_first_pass``, the per-step update ``attn_update_stack_num_spec_norm``)
+and returns the core's types. ``AscendProposer`` drives the whole ``_propose``
+loop (what vllm-ascend's runner calls) with the simulator's tiny MTP model and
+paged cache, behind ``MtpProposer``'s constructor.
+
+``prepare_inputs_padded`` runs either vllm-ascend's Triton kernel (in Triton's
+interpreter on CPU) or its torch fallback, chosen by ``AscendOps(triton=...)``;
+the fallback is what ``HAS_TRITON = False`` selects in vllm-ascend itself.
+Where vllm-ascend differs from the core by design, the difference is named in
+``divergences`` (and docs/DIVERGENCES-vllm-ascend.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import torch
+
+from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
+from mtp.config import ProposerConfig
+from mtp.ops import CoreOps, PreparedCall
+from sim.impls import Implementation, ImplementationUnavailable
+
+from . import interop
+from .build import configured
+from .divergences import GATE_SKIPS
+from .importing import import_ascend, unavailable_reason
+from .model import AscendSnapshotAttnGroup, AscendTinyMtp
+
+GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
+EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
+
+
+def _proposer(cfg: ProposerConfig):
+    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
+
+
+@contextlib.contextmanager
+def triton_path(on: bool):
+    """Run ``prepare_inputs_padded`` through vllm-ascend's Triton kernel (True) or its torch fallback."""
+    module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+    before = module.HAS_TRITON
+    module.HAS_TRITON = bool(on) and before
+    try:
+        yield
+    finally:
+        module.HAS_TRITON = before
+
+
+def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
+    """Step 1 by vllm-ascend: padded takes discard indices and a count; unpadded is vLLM 0.23's."""
+    step_one = interop.to_step_one_inputs(batch, sampled, vocab_size)
+    if sampled.is_padded:
+        idx, n = interop.discard_indices(sampled, batch.query_start_loc.device)
+        ids, counts = p.prepare_next_token_ids_padded(sampled.padded, step_one.requests, step_one.input_batch, idx, n)
+        return NextTokens(next_token_ids=ids.clone(), valid_counts=counts.to(torch.int32).clone())
+    ids = p.prepare_next_token_ids_cpu(
+        step_one.sampled_lists, step_one.requests, step_one.input_batch, step_one.num_scheduled
+    )
+    counts = torch.tensor([len(x) for x in step_one.sampled_lists], dtype=torch.int32)
+    return NextTokens(next_token_ids=ids.to(batch.query_start_loc.device), valid_counts=counts)
+
+
+def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts: torch.Tensor, triton: bool):
+    """Steps 2-3 by vllm-ascend: (spec metadata, token indices, sample indices or None, rejected counts)."""
+    cad = interop.to_ascend_metadata(batch)
+    if sampled.is_padded:
+        with triton_path(triton):
+            spec_cad, rows, sample, rejected = p.prepare_inputs_padded(
+                cad, interop.to_spec_decode_metadata(batch), valid_counts
+            )
+        return spec_cad, rows, sample, rejected
+    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
+    rejected = (batch.seq_lens - spec_cad.seq_lens).to(torch.int32)  # prepare_inputs returns no count: the drop
+    return spec_cad, rows, None, rejected
+
+
+class AscendOps(CoreOps):
+    """Steps 1-4 by vllm-ascend's methods; validation is the core's."""
+
+    def __init__(self, triton: bool = False):
+        self.triton = triton
+
+    def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
+        raise NotImplementedError("AscendOps needs the batch: prepare_call calls _next_tokens")
+
+    def _next_tokens(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> NextTokens:
+        return next_tokens(_proposer(cfg), batch, sampled, cfg.vocab_size)
+
+    def prepare(
+        self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
+    ) -> FirstPassInputs:
+        """``accepted_seq_lens`` is what vllm-ascend's later steps start from: its ``seq_lens``
+        (padded: not lowered by the rejected count, divergence padded-seq-lens-not-lowered)."""
+        spec_cad, rows, sample, rejected = prepare_inputs(_proposer(cfg), batch, sampled, nxt.valid_counts, self.triton)
+        if sample is None:
+            sample = spec_cad.query_start_loc[1:] - 1  # what _propose samples when given no indices
+        first = interop.first_pass_from_vllm(
+            spec_cad, rows, sample, rejected, cfg.max_num_tokens, padded=sampled.is_padded
+        )
+        first.accepted_seq_lens = spec_cad.seq_lens[: batch.num_reqs].to(torch.int32).clone()
+        return first
+
+    def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
+        """vllm-ascend's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
+        p = configured(2, 16, 64, batch.hidden_states.shape[1])  # sizes unread by the shift
+        rows = first.token_indices
+        p.set_inputs_first_pass(
+            target_token_ids=batch.token_ids[rows],
+            next_token_ids=nxt.next_token_ids,
+            target_positions=batch.positions[rows],
+            target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
+            token_indices_to_sample=first.sample_indices,
+            cad=None,
+            num_rejected_tokens_gpu=None,
+        )
+        return p.input_ids[: first.num_tokens].clone()
+
+    def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
+        """Step ``step``'s metadata: vllm-ascend's ``attn_update_stack_num_spec_norm`` run ``step - 1`` times."""
+        return advance_steps(_proposer(cfg), base_positions, accepted_seq_lens, block_table, int(step))[-1]
+
+    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
+        """``CoreOps.prepare_call`` with vllm-ascend's step 1, which reads request states built from the batch."""
+        self.validate(cfg, batch, sampled)
+        nxt = self._next_tokens(cfg, batch, sampled)
+        first = self.prepare(cfg, batch, sampled, nxt)
+        ids = self.first_pass_input_ids(batch, first, nxt)
+        base = batch.positions[first.token_indices][first.sample_indices]
+        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
+
+
+def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[StepMeta]:
+    """Steps 1..``step`` as vllm-ascend's per-step update computes them (step 1: the inputs as given).
+
+    The metadata handed in is what ``_propose`` hands it after the first pass:
+    one row per request, ``seq_lens`` and its host mirror, the block table.
+    """
+    backend = import_ascend("vllm.config")
+    utils = import_ascend("vllm_ascend.attention.utils")
+    b = base_positions.shape[0]
+    seq = seq_lens.to(torch.int32).clone()
+    cad = utils.AscendCommonAttentionMetadata(
+        query_start_loc=torch.arange(b + 1, dtype=torch.int32, device=seq.device),
+        query_start_loc_cpu=torch.arange(b + 1, dtype=torch.int32),
+        seq_lens=seq,
+        seq_lens_cpu=seq.cpu().clone(),
+        num_reqs=b,
+        num_actual_tokens=b,
+        max_query_len=1,
+        max_seq_len=0,
+        block_table_tensor=block_table.to(torch.int32).clone(),
+        slot_mapping=torch.full((b,), -1, dtype=torch.int64, device=seq.device),
+        positions=base_positions.to(torch.int64).clone(),
+    )
+    group = AscendSnapshotAttnGroup()
+    positions = base_positions.to(torch.int32).clone()  # _propose's used_update_positions (self.positions dtype)
+    out = [StepMeta(positions=positions.to(torch.int64).clone(), seq_lens=seq.clone(), slot_mapping=cad.slot_mapping)]
+    for draft_index in range(1, step):
+        cad, _ = p.attn_update_stack_num_spec_norm(
+            draft_index, None, cad, b, b, positions, backend.CUDAGraphMode.NONE, attn_group=group
+        )
+        out.append(
+            StepMeta(
+                positions=cad.positions[:b].to(torch.int64).clone(),
+                seq_lens=cad.seq_lens[:b].to(torch.int32).clone(),
+                slot_mapping=cad.slot_mapping[:b].to(torch.int64).clone(),
+            )
+        )
+    return out
+
+
+class AscendProposer:
+    """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace. Eager only (ACL graphs
+    need an NPU). ``ops`` is accepted for the signature and unused: vllm-ascend prepares its own inputs."""
+
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = False):
+        if str(getattr(mode, "value", mode)) != "eager":
+            raise ValueError(f"mode={mode!r}: the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)")
+        if model.hidden_size != cfg.hidden_size:
+            raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
+        self.cfg, self.device, self.ops, self.triton = cfg, device, ops, triton
+        self.model = AscendTinyMtp(model)
+        self.attn_group = AscendSnapshotAttnGroup()
+        self.graphs: dict = {}
+        self.trace = None
+        self.logits_calls = 0
+        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.serving
+
+    def record(self, on: bool = True) -> None:
+        self.trace = [] if on else None
+
+    def _ascend(self):
+        p = _proposer(self.cfg)
+        p.model = self.model
+        p.runner.model = self.model
+        p.draft_attn_groups = [self.attn_group]
+        p.attn_layer_names = list(self.attn_group.layer_names)
+        p._draft_attn_layer_names = set(self.attn_group.layer_names)
+        return p
+
+    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
+        """Draft tokens, int64 [B, K], as vllm-ascend's runner calls ``_propose`` (padded or unpadded)."""
+        CoreOps().validate(self.cfg, batch, sampled)
+        p, k = self._ascend(), self.cfg.num_spec_tokens
+        if self.trace is not None:
+            self.trace.clear()
+        self.model.trace, self.model.calls = self.trace, 0
+        nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
+        spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
+        self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
+        drafts = p._propose(
+            target_token_ids=batch.token_ids[rows],
+            target_positions=batch.positions[rows],
+            target_hidden_states=batch.hidden_states[rows].to(torch.float32),
+            next_token_ids=nxt.next_token_ids,
+            token_indices_to_sample=sample,
+            common_attn_metadata=spec_cad,
+            target_model_batch_desc=EAGER_BATCH,
+            sampling_metadata=GREEDY,
+            num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
+        )
+        self.logits_calls += k
+        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
+
+    def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
+        return drafts.cpu().tolist()
+
+    def capture_all(self) -> None:
+        """Nothing to capture: eager only."""
+
+    def dummy_run(self, size: int) -> None:
+        raise NotImplementedError("the vllm-ascend adapter has no dummy run (eager only)")
+
+
+def implementation() -> Implementation:
+    """The ``vllm_ascend`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
+    reason = unavailable_reason()
+    if reason:
+        raise ImplementationUnavailable("vllm_ascend", reason)
+    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS))

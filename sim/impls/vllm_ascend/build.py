@@ -1,0 +1,132 @@
+"""vllm-ascend's ``AscendEagleProposer`` built on CPU from a tiny local config and a plain runner.
+
+The config is a real ``VllmConfig`` (a ``deepseek_v3`` config with one next-n
+layer: vLLM chooses the MTP method; nothing downloaded, no weights). The
+runner is ``RunnerView``: the attributes of vllm-ascend's ``NPUModelRunner``
+that the proposer reads, with the values an eager single-rank runner has
+(plumbing only: no value the gate compares comes from it). Buffers are sized
+once (``MAX_TOKENS`` rows, ``MAX_REQS`` requests); per-call sizes are set by
+``configured``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import tempfile
+from types import SimpleNamespace
+
+import torch
+
+from .importing import import_ascend
+
+MAX_TOKENS = 8192
+MAX_REQS = 256
+MAX_MODEL_LEN = 4096
+MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
+
+
+class RunnerView:
+    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA."""
+
+    max_num_reqs = MAX_REQS
+    max_num_tokens = MAX_TOKENS
+    pcp_size = dcp_size = 1
+    pin_memory = False
+    enable_enpu = use_eagle = dynamic_eplb = False
+    decode_token_per_req = 1
+    uniform_decode_query_len = 1
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.input_batch = SimpleNamespace(lora_id_to_lora_request={})
+        self.actual_seq_lengths_q: list[int] = []
+        self.attn_state = None
+        self.model = None
+
+    def _make_buffer(self, *size, dtype, numpy=True):
+        buffers = import_ascend("vllm.v1.utils")
+        return buffers.CpuGpuBuffer(*size, dtype=dtype, device=self.device, pin_memory=False, with_numpy=numpy)
+
+    def _use_aclgraph(self) -> bool:
+        return False
+
+    def _sync_metadata_across_dp(self, num_tokens: int, is_draft_model: bool = False):
+        return num_tokens, None, False  # one data-parallel rank
+
+    def get_model(self):
+        return self.model
+
+
+def _vllm_config(hidden_size: int):
+    from sim.impls.vllm.eagle import _config_dir  # the same tiny DeepSeek-V3 config as the vLLM oracle
+
+    config = import_ascend("vllm.config")
+    model_config = config.ModelConfig(
+        model=_config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
+    )
+    spec_config = config.SpeculativeConfig(
+        target_model_config=model_config,
+        target_parallel_config=config.ParallelConfig(),
+        method="mtp",
+        num_speculative_tokens=MAX_SPEC_TOKENS,  # every per-step buffer exists; the count is set per call
+    )
+    vllm_config = config.VllmConfig(
+        model_config=model_config,
+        cache_config=config.CacheConfig(block_size=16),
+        speculative_config=spec_config,
+        device_config=config.DeviceConfig(device="cpu"),
+        parallel_config=config.ParallelConfig(),
+        load_config=config.LoadConfig(),
+        scheduler_config=config.SchedulerConfig(
+            max_model_len=MAX_MODEL_LEN,
+            is_encoder_decoder=False,
+            max_num_batched_tokens=MAX_TOKENS,
+            max_num_seqs=MAX_REQS,
+        ),
+    )
+    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
+    return vllm_config
+
+
+def single_rank_world(vllm_config) -> None:
+    """vLLM's parallel state for one rank (gloo): ``set_ascend_forward_context`` asks the TP group its size."""
+    state = import_ascend("vllm.distributed.parallel_state")
+    if state._TP is not None:
+        return
+    config = import_ascend("vllm.config")
+    init = f"file://{tempfile.mkdtemp(prefix='mtp_harness_ascend_')}/rendezvous"
+    with config.set_current_vllm_config(vllm_config):
+        state.init_distributed_environment(
+            world_size=1, rank=0, distributed_init_method=init, local_rank=0, backend="gloo"
+        )
+        state.ensure_model_parallel_initialized(1, 1)
+
+
+@functools.lru_cache(maxsize=8)
+def ascend_proposer(hidden_size: int):
+    """One ``AscendEagleProposer`` per hidden size, on CPU."""
+    eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+    logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
+    cpu = torch.device("cpu")
+    vllm_config = _vllm_config(hidden_size)
+    single_rank_world(vllm_config)
+    return eagle.AscendEagleProposer(vllm_config, cpu, RunnerView(cpu))
+
+
+def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
+    """The shared proposer set to one call's sizes (``block_size`` is normally set by
+    ``initialize_attn_backend``, which needs a loaded model)."""
+    if not 1 <= num_spec_tokens <= MAX_SPEC_TOKENS:
+        raise ValueError(
+            f"num_spec_tokens={num_spec_tokens}: the vllm-ascend adapter is built for 1..{MAX_SPEC_TOKENS}"
+        )
+    if max_model_len > MAX_MODEL_LEN:
+        raise ValueError(f"max_model_len={max_model_len}: the vllm-ascend adapter is built for at most {MAX_MODEL_LEN}")
+    proposer = ascend_proposer(hidden_size)
+    proposer.num_speculative_tokens = num_spec_tokens
+    proposer.block_size = block_size
+    proposer.max_model_len = max_model_len
+    proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
+    return proposer

@@ -1,0 +1,94 @@
+"""Where vllm-ascend 0.23.0's proposer differs from the core, by design or by defect: the one table.
+
+docs/DIVERGENCES-vllm-ascend.md explains each entry (what it does to drafts and
+to KV); tests/vllm_ascend/ pins each one (the test named in ``pinned_by``
+asserts the difference exists, exactly where the entry says). A gate property
+that cannot hold under ``--impl vllm_ascend`` is skipped with the divergence as
+its reason (``GATE_SKIPS``).
+"""
+
+from __future__ import annotations
+
+from sim.impls.vllm.divergences import Divergence
+
+DIVERGENCES = {
+    d.id: d
+    for d in (
+        Divergence(
+            "padded-seq-lens-not-lowered",
+            "AscendSpecDecodeBaseProposer._propose (overrides vLLM 0.23 EagleProposer.propose)",
+            "steps 2..K attend to seq_len = (seq_len - n_rej) + j - 1: the accepted prefix plus earlier drafts",
+            "padded mode never subtracts num_rejected_tokens_gpu (vLLM 0.23 does: cad.seq_lens -= num_rejected): "
+            "step j attends to seq_len + j - 1, n_rej keys too many, the rejected tokens' KV among them",
+            "test_steps.py::test_padded_seq_lens_not_lowered",
+        ),
+        Divergence(
+            "overflow-seq-len-restart",
+            "attn_update_stack_num_spec_norm",
+            "every step whose position reaches max_model_len: position 0, seq_len 1, slot -1",
+            "position 0 and slot -1 likewise, but seq_len is raised before the test (seq_len > max_model_len -> 1), "
+            "so the next steps get 2, 3, ...; with padded-seq-lens-not-lowered it also trips while the position "
+            "is still valid (seq_len 1 with a real slot)",
+            "test_steps.py::test_overflow_seq_len_restart",
+        ),
+        Divergence(
+            "backup-token",
+            "prepare_next_token_ids_padded",
+            "a request without a valid sampled token continues from its token at seq_len",
+            "from get_token_id(num_tokens_no_spec - 1), the last known token (vLLM's rule; the unpadded path "
+            "uses the token at seq_len)",
+            "test_step_one.py::test_backup_token_divergence",
+        ),
+        Divergence(
+            "stale-last-row",
+            "set_inputs_first_pass",
+            "the last row of the flattened batch keeps its own id when it is not a sample row",
+            "that row is never written: it keeps the buffer's old value (padded, last request rejected a draft)",
+            "test_prepare.py::test_stale_last_row_divergence",
+        ),
+        Divergence(
+            "unpadded-max-query-len",
+            "prepare_inputs",
+            "max_query_len of the compacted batch",
+            "max_query_len of the original query lengths (an upper bound)",
+            "test_prepare.py::test_unpadded_max_query_len_divergence",
+        ),
+        Divergence(
+            "slot-mapping-in-place",
+            "prepare_inputs",
+            "the caller's batch is never written",
+            "the caller's slot_mapping is compacted in place (accepted rows first, -1 tail); the adapter hands a copy",
+            "test_prepare.py::test_prepare_inputs_rewrites_caller_slot_mapping",
+        ),
+        Divergence(
+            "mtp-steps-run-padded-rows",
+            "_run_merged_draft",
+            "steps 2..K run one row per request",
+            "for method mtp, steps 2..K run at the first pass's row count; rows past B hold stale inputs, slot -1",
+            "test_propose.py::test_steps_run_at_first_pass_rows",
+        ),
+    )
+}
+
+
+def reason(*ids: str) -> str:
+    """A skip reason naming divergences and where they are pinned."""
+    return "; ".join(
+        f"divergence {i} (docs/DIVERGENCES-vllm-ascend.md, pinned by tests/vllm_ascend/{DIVERGENCES[i].pinned_by})"
+        for i in ids
+    )
+
+
+GATE_SKIPS = {
+    "test_first_pass_matches_reference": reason(
+        "padded-seq-lens-not-lowered", "unpadded-max-query-len", "stale-last-row"
+    ),
+    "test_draft_steps_match_reference": reason("padded-seq-lens-not-lowered", "overflow-seq-len-restart"),
+    "test_padded_and_unpadded_agree": reason("padded-seq-lens-not-lowered")
+    + " (accepted_seq_lens: padded keeps seq_len, unpadded lowers it)",
+    "test_drafts_and_metadata_match_reference": reason("padded-seq-lens-not-lowered", "overflow-seq-len-restart"),
+    "test_padded_path_makes_no_host_sync": "vllm-ascend keeps its host copies as torch CPU tensors "
+    "(prepare_next_token_ids_padded: num_tokens_no_spec.tolist(); prepare_inputs_padded: "
+    "query_start_loc_cpu[-1].item()); on a CPU device the simulator counts them as syncs",
+    "test_graph_modes_match_reference": "the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)",
+}

@@ -1,0 +1,128 @@
+"""A stand-in ``torch_npu`` so that vllm-ascend imports on a machine without CANN.
+
+vllm-ascend's own CPU unit tests (``tests/ut/conftest.py``) do the same: a
+module object whose NPU entry points are mocks. Nothing the gate compares
+goes through it: the spec-decode path computes with plain torch on CPU
+tensors. An NPU kernel reached through the fake raises ``NotImplementedError``
+naming it, so a code path that would need the real library fails loudly.
+
+``install()`` does nothing when the real ``torch_npu`` imports (an NPU
+runner): the same adapter then runs on the real library.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from unittest.mock import MagicMock
+
+# triton-ascend ops that vllm-ascend resolves at import time (vllm_ascend/ops/triton/triton_utils.py)
+TRITON_ASCEND_OPS = ("insert_slice", "extract_slice", "get_element")
+
+
+def _module(name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__spec__ = importlib.util.spec_from_loader(name, loader=None)
+    return mod
+
+
+def _npu_kernel(name: str):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(f"torch_npu.{name} is an NPU kernel; the fake torch_npu (no CANN here) has none")
+
+    missing.__name__ = name
+    return missing
+
+
+def real_torch_npu_importable() -> str | None:
+    """None if the real ``torch_npu`` imports, else the reason it does not."""
+    if isinstance(sys.modules.get("torch_npu"), types.ModuleType) and getattr(sys.modules["torch_npu"], "_fake", False):
+        return "the fake torch_npu is installed"
+    try:
+        importlib.import_module("torch_npu")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not here"; name it
+        sys.modules.pop("torch_npu", None)
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _fake_torch_npu() -> types.ModuleType:
+    npu = _module("torch_npu")
+    npu.__path__ = []
+    npu._fake = True
+    npu.npu = MagicMock(name="torch_npu.npu")
+    npu.npu.current_device.return_value = 0
+    npu.npu.is_available.return_value = False
+    npu.profiler = MagicMock(name="torch_npu.profiler")
+    npu._C = MagicMock(name="torch_npu._C")
+    npu._C._NPUTaskGroupHandle = MagicMock
+    npu._inductor = MagicMock(name="torch_npu._inductor")
+    npu.npu_format_cast = lambda weight, fmt: weight
+
+    def __getattr__(name: str):  # any other NPU kernel: importable, fails when called
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _npu_kernel(name)
+
+    npu.__getattr__ = __getattr__
+    return npu
+
+
+def _fake_acl() -> tuple[types.ModuleType, types.ModuleType]:
+    acl, rt = _module("acl"), _module("acl.rt")
+    rt.memcpy = _npu_kernel("acl.rt.memcpy")
+    acl.rt = rt
+    return acl, rt
+
+
+def _triton_ascend_extension() -> None:
+    """``triton.language.extra.cann.extension`` with triton-ascend's extra ops as stubs.
+
+    vllm-ascend resolves them when ``vllm_ascend.ops.triton`` is imported; the
+    spec-decode kernel (``prepare_inputs_padded_kernel``) uses none of them,
+    so they only have to exist. Calling one inside a kernel raises.
+    """
+    if "triton.language.extra.cann.extension" in sys.modules:
+        return
+    cann, ext = _module("triton.language.extra.cann"), _module("triton.language.extra.cann.extension")
+    for name in TRITON_ASCEND_OPS:
+        setattr(ext, name, _npu_kernel(f"triton-ascend {name}"))
+    cann.extension = ext
+    sys.modules["triton.language.extra.cann"] = cann
+    sys.modules["triton.language.extra.cann.extension"] = ext
+
+
+def install() -> bool:
+    """Install the fake (and the triton-ascend stubs) unless the real ``torch_npu`` imports.
+
+    Must run before anything imports vllm. Returns True if the fake was installed.
+    """
+    if real_torch_npu_importable() is None:
+        return False
+    import torch
+
+    npu = _fake_torch_npu()
+    acl, rt = _fake_acl()
+    sys.modules.update(
+        {
+            "torch_npu": npu,
+            "torch_npu._C": npu._C,
+            "torch_npu._C._distributed_c10d": npu._C._distributed_c10d,
+            "torch_npu._inductor": npu._inductor,
+            "acl": acl,
+            "acl.rt": rt,
+        }
+    )
+    try:
+        torch.utils.rename_privateuse1_backend("npu")
+    except RuntimeError:  # already renamed
+        pass
+    torch.npu = MagicMock(name="torch.npu")
+    torch.npu.is_available.return_value = False
+    torch.npu.current_device.return_value = 0
+    torch.npu.Stream = MagicMock
+    torch.version.cann = None
+    _triton_ascend_extension()
+    return True

@@ -1,0 +1,50 @@
+"""The core's metadata as vllm-ascend's types (``AscendCommonAttentionMetadata``, discard indices).
+
+vllm-ascend's runner hands its proposer an ``AscendCommonAttentionMetadata``:
+vLLM's ``CommonAttentionMetadata`` plus the host mirrors NPU kernels read
+(``seq_lens_cpu``, ``num_computed_tokens_cpu``, ``positions``). Step 1 takes
+the discarded requests as an index tensor and a count, not a mask. The fields
+vLLM also has come from ``sim.impls.vllm.interop`` (the same conversion,
+imported after ``importing.prepare()``); the rest are added here. Every
+tensor is fresh, so in-place writes never reach the caller's batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from mtp.batch import SampledTokens, VerifiedBatch
+from sim.impls.vllm import interop as vllm_interop
+
+from .importing import import_ascend
+
+
+def to_ascend_metadata(batch: VerifiedBatch):
+    """The target's ``AscendCommonAttentionMetadata`` of a verified batch, as the eager runner fills it."""
+    utils = import_ascend("vllm_ascend.attention.utils")
+    cad = vllm_interop.to_common_attn_metadata(batch)
+    fields = {f.name: getattr(cad, f.name) for f in dataclasses.fields(cad) if f.init}
+    seq_lens_cpu = torch.as_tensor(np.asarray(batch.seq_lens_cpu), dtype=torch.int32)
+    computed = seq_lens_cpu - torch.as_tensor(batch.query_lens_cpu, dtype=torch.int32)
+    fields.update(
+        seq_lens_cpu=seq_lens_cpu.clone(),
+        num_computed_tokens_cpu=computed,
+        positions=batch.positions[: batch.num_tokens].clone(),
+        positions_cpu=batch.positions[: batch.num_tokens].cpu().clone(),
+        num_input_tokens=batch.num_tokens,
+    )
+    return utils.AscendCommonAttentionMetadata(**fields)
+
+
+def discard_indices(sampled: SampledTokens, device: torch.device) -> tuple[torch.Tensor, int]:
+    """The runner's ``discard_request_indices`` (int64, device) and ``num_discarded_requests``."""
+    idx = np.flatnonzero(np.asarray(sampled.discarded, dtype=bool))
+    return torch.as_tensor(idx, dtype=torch.int64).to(device), int(idx.size)
+
+
+to_spec_decode_metadata = vllm_interop.to_spec_decode_metadata
+to_step_one_inputs = vllm_interop.to_step_one_inputs
+first_pass_from_vllm = vllm_interop.first_pass_from_vllm

@@ -1,0 +1,104 @@
+"""Steps 2-3: vllm-ascend's prepare_inputs_padded (Triton kernel in the interpreter, and its torch
+fallback) / prepare_inputs and the first-pass shift against the core."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+
+from sim.impls.vllm_ascend import interop
+from sim.impls.vllm_ascend.build import configured
+from sim.oracle.cases import to_batch
+from tests.strategies.batches import batch_cases
+from tests.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
+
+FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")
+
+
+@pytest.mark.parametrize("ops", [ASCEND, ASCEND_TRITON], ids=["torch", "triton"])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@given(case=batch_cases(max_reqs=16))
+def test_prepare_matches_core(padded, ops, case):
+    """Every first-pass field but the documented ones is the core's, on both of vllm-ascend's paths."""
+    _, _, core, got = both(case, padded, ops)
+    for name in FIELDS:
+        assert getattr(got.first, name).tolist() == getattr(core.first, name).tolist(), name
+    assert got.base_positions.tolist() == core.base_positions.tolist()
+    if padded:
+        assert got.first.max_query_len == core.first.max_query_len
+
+
+def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
+    """The Triton path really launches vllm-ascend's prepare_inputs_padded_kernel (not the fallback)."""
+    from tests.vllm.test_step_one import _one_decode
+
+    module = __import__("vllm_ascend.spec_decode.llm_base_proposer", fromlist=["x"])
+    kernel, grids = module.prepare_inputs_padded_kernel, []
+
+    class Counting:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+    monkeypatch.setattr(module, "prepare_inputs_padded_kernel", Counting())
+    case = _one_decode(16, [3, -1])
+    batch, sampled = to_batch(case, CPU, padded=True)
+    got = ASCEND_TRITON.prepare_call(case.config, batch, sampled)
+    assert grids == [(1,)] and got.first.sample_indices.tolist() == [0]
+    ASCEND.prepare_call(case.config, batch, sampled)
+    assert len(grids) == 1  # the torch fallback launches nothing
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@given(case=batch_cases())
+def test_padded_seq_lens_not_lowered_first_pass(padded, case):
+    """padded-seq-lens-not-lowered: what vllm-ascend's later steps start from is seq_len in padded mode
+    (the core: seq_len - n_rej); unpadded, prepare_inputs has lowered it and both agree."""
+    batch, _, core, got = both(case, padded)
+    want = batch.seq_lens.tolist() if padded else core.first.accepted_seq_lens.tolist()
+    assert got.first.accepted_seq_lens.tolist() == want
+    rejected = any(n > 0 for n in core.first.num_rejected.tolist())
+    assert (got.first.accepted_seq_lens.tolist() != core.first.accepted_seq_lens.tolist()) == (padded and rejected)
+
+
+@given(case=batch_cases())
+def test_unpadded_max_query_len_divergence(case):
+    """unpadded-max-query-len: the original longest query, not the compacted one."""
+    batch, _, core, got = both(case, padded=False)
+    original = int(batch.query_lens_cpu.max())
+    assert got.first.max_query_len == original
+    assert (got.first.max_query_len != core.first.max_query_len) == (core.first.max_query_len != original)
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@given(case=batch_cases())
+def test_stale_last_row_divergence(padded, case):
+    """stale-last-row: ids are the core's on every row but the batch's last when it is a rejected token."""
+    batch, sampled = to_batch(case, CPU, padded)
+    mine = ASCEND.prepare_call(case.config, batch, sampled)
+    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
+    configured(2, 16, 64, case.config.hidden_size).input_ids.fill_(-7)  # re-run on a marked buffer
+    got = ASCEND.first_pass_input_ids(batch, mine.first, mine.next).tolist()
+    last = len(got) - 1
+    stale = last not in mine.first.sample_indices.tolist()
+    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
+    assert got[:last] == want[:last]
+    assert got[last] == (-7 if stale else want[last])
+
+
+@given(case=batch_cases())
+def test_prepare_inputs_rewrites_caller_slot_mapping(case):
+    """slot-mapping-in-place: prepare_inputs compacts the caller's slot_mapping tensor itself."""
+    batch, sampled = to_batch(case, CPU, padded=False)
+    cad = interop.to_ascend_metadata(batch)
+    before = cad.slot_mapping.clone()
+    cfg = case.config
+    p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
+    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
+    n = rows.shape[0]
+    assert spec_cad.slot_mapping is cad.slot_mapping
+    assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
+    assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
+    assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
