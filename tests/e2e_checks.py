@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.oracle.cases import to_batch
+from sim.oracle.rules import CORE
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
@@ -16,20 +17,22 @@ from sim.serving.simulator import ServingSim
 FAILURE_DIR = Path("failures")
 
 
-def replay_command(path: Path, device, ops=None) -> str:
+def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
     cmd = f"python -m sim replay {path} --device {device.name}"
-    if ops is not None and type(ops).__module__ != "mtp.ops":
+    if impl != "core":
+        cmd += f" --impl {impl}"  # its own ops
+    elif ops is not None and type(ops).__module__ != "mtp.ops":
         cmd += f" --ops {type(ops).__module__}:{type(ops).__name__}"
     return cmd
 
 
-def check_scenario(scenario, device, name: str, ops=None, proposer_cls=None):
-    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls)
+def check_scenario(scenario, device, name: str, ops=None, proposer_cls=None, rules=CORE, impl: str = "core"):
+    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules)
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])
         raise AssertionError(
-            f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay_command(path, device, ops)}"
+            f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay_command(path, device, ops, impl)}"
         )
     return report
 

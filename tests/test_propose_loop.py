@@ -16,6 +16,8 @@ from sim.serving.scenario import GRAPH_MODES
 from tests.e2e_checks import check_scenario
 from tests.strategies.scenarios import scenarios
 
+pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
+
 # Scenarios cost ~0.2 s each: the ci profile's 200 examples per property
 # become 100 eager scenarios and 40 per graph mode (each mode also runs in
 # tests/test_broken_caught.py, and every graph example checks the padding).
@@ -27,7 +29,9 @@ def _check(device, impl, scenario, padded, mode, name):
     if mode != "eager" and not device.supports_graphs:
         pytest.skip(f"device {device.name} lacks supports_graphs")
     scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
-    report = check_scenario(scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls)
+    report = check_scenario(
+        scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls, rules=impl.rules, impl=impl.name
+    )
     for feature in report.features:
         event(feature)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from devices.plugins import load_factory
+from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
 BUILTIN = {
@@ -29,13 +30,15 @@ BUILTIN = {
 @dataclass(frozen=True)
 class Implementation:
     """name: shown in the report header. ops: steps 1-4. proposer_cls: the
-    full loop. skips: property name -> reason it does not apply (documented
-    divergences; never silent)."""
+    full loop. rules: the documented divergences the reference models, so the
+    gate's properties run on them. skips: property name -> reason it cannot
+    run at all (the last resort; never silent)."""
 
     name: str
     ops: object
     proposer_cls: type
     skips: dict[str, str] = field(default_factory=dict)
+    rules: Rules = CORE
 
 
 class ImplementationUnavailable(RuntimeError):

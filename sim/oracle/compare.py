@@ -17,6 +17,7 @@ from mtp.trace import StepRecord
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase
 from sim.oracle.reference_drafts import RefDraft, reference_drafts
+from sim.oracle.rules import CORE, Rules
 
 MARGIN_TOLERANCE = {torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 1e-1}
 
@@ -63,25 +64,35 @@ def expected_rows(n: int, captured: list[int]) -> int:
 
 
 def compare_trace(
-    it: int, case: BatchCase, padded: bool, trace: list[StepRecord], captured: dict[str, list[int]] | None = None
+    it: int,
+    case: BatchCase,
+    padded: bool,
+    trace: list[StepRecord],
+    captured: dict[str, list[int]] | None = None,
+    rules: Rules = CORE,
 ) -> list[Mismatch]:
     """The metadata each model call received against the reference's.
 
     ``captured``: per phase (``FIRST``, ``STEP``), the sizes graphs were captured
-    at; each call must run at the smallest one that holds its rows.
+    at; each call must run at the smallest one that holds its rows. ``rules``:
+    the implementation's documented divergences.
     """
-    ref = reference.first_pass(case, padded)
+    ref = reference.first_pass(case, padded, rules)
     flat_pos = [r.num_computed + i for r in case.requests for i in range(r.query_len)]
     first = trace[0]
     out = []
-    out += _first_diff("first pass input_ids", it, first.input_ids, ref.input_ids)
+    ids = ref.input_ids
+    if rules.stale_last_row and len(ids) - 1 not in ref.sample_indices:
+        ids = ids[:-1] + first.input_ids[len(ids) - 1 :].tolist()[:1]  # an old buffer value, by design
+    out += _first_diff("first pass input_ids", it, first.input_ids, ids)
     out += _first_diff("first pass positions", it, first.positions, [flat_pos[i] for i in ref.token_indices])
     out += _first_diff("first pass seq_lens", it, first.seq_lens, ref.seq_lens)
     out += _first_diff("first pass slot_mapping", it, first.slot_mapping, ref.slot_mapping)
     out += _first_diff("first pass query_start_loc", it, first.query_start_loc, ref.query_start_loc)
     out += _first_diff("first pass sample_indices", it, first.sample_indices, ref.sample_indices)
     for rec in trace:
-        real = len(ref.token_indices) if rec.step == 1 else len(case.requests)
+        first_rows = rec.step == 1 or rules.steps_run_first_pass_rows
+        real = len(ref.token_indices) if first_rows else len(case.requests)
         want_rows = expected_rows(real, (captured or {}).get(FIRST if rec.step == 1 else STEP, []))
         if rec.rows != want_rows:
             out.append(Mismatch(it, None, f"step {rec.step} rows run", rec.rows, f"{want_rows} for {real} rows"))
@@ -92,23 +103,27 @@ def compare_trace(
                 Mismatch(it, None, f"step {rec.step} seq_len_bound", rec.seq_len_bound, f">= {int(rec.seq_lens.max())}")
             )
     for rec in trace[1:]:
-        want = reference.step(case, rec.step)
+        want = reference.step(case, rec.step, padded, rules)
         out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
     return out
 
 
-def compare_iteration_drafts(iteration, drafts: list[list[int]], ref_model, target, scenario, tolerance: float):
+def compare_iteration_drafts(
+    iteration, drafts: list[list[int]], ref_model, target, scenario, tolerance: float, rules: Rules = CORE
+):
     """(mismatches, drafts compared, drafts skipped) of one serving iteration's
-    drafts against from-scratch drafts, for every request whose drafts are used."""
+    drafts against from-scratch drafts, for every request whose drafts are used
+    (the first ``rules.drafts_defined`` of each)."""
+    defined = rules.drafts_defined(scenario.padded, scenario.num_spec_tokens)
     mismatches, compared, skipped = [], 0, 0
     for r, rid in enumerate(iteration.rids):
         if not iteration.compared[r]:
             continue
         history = iteration.histories[r]
         hidden = target.sequence_hidden(history[:-1])
-        want = reference_drafts(ref_model, history, hidden, scenario.num_spec_tokens, scenario.max_model_len)
+        want = reference_drafts(ref_model, history, hidden, scenario.num_spec_tokens, scenario.max_model_len)[:defined]
         bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
         mismatches += bad
         compared += n

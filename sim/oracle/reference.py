@@ -3,6 +3,8 @@
 Plain Python loops over a ``BatchCase``; nothing here calls ``mtp``. Each
 function restates a step of DESIGN.md "One propose call" as directly as it
 can be written, so that a disagreement with the core points at the core.
+``rules`` (``sim.oracle.rules``) carries an implementation's documented
+divergences; the default is DESIGN.md's.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.oracle.cases import BatchCase, RequestCase, slot_of
+from sim.oracle.rules import CORE, Rules
 
 
 class RefFirstPass(NamedTuple):
@@ -47,7 +50,7 @@ def rejected(req: RequestCase, valid: int) -> int:
     return req.num_drafts + 1 - valid if req.num_drafts > 0 else 0
 
 
-def first_pass(case: BatchCase, padded: bool) -> RefFirstPass:
+def first_pass(case: BatchCase, padded: bool, rules: Rules = CORE) -> RefFirstPass:
     cfg = case.config
     out = {f: [] for f in RefFirstPass._fields}
     flat_tokens, flat_slots = [], []
@@ -68,7 +71,7 @@ def first_pass(case: BatchCase, padded: bool) -> RefFirstPass:
         # The last accepted token sits at position seq_len - rej - 1.
         out["sample_indices"].append(out["query_start_loc"][-1] + req.query_len - rej - 1)
         out["seq_lens"].append(req.seq_len if padded else req.seq_len - rej)
-        out["accepted_seq_lens"].append(req.seq_len - rej)
+        out["accepted_seq_lens"].append(rules.step_seq_base(req.seq_len, req.seq_len - rej, padded))
         row += req.query_len
     out["query_start_loc"].append(len(out["token_indices"]))
     out["slot_mapping"] = flat_slots
@@ -79,22 +82,26 @@ def first_pass(case: BatchCase, padded: bool) -> RefFirstPass:
     return RefFirstPass(**out)
 
 
-def step(case: BatchCase, j: int) -> RefStep:
-    """Metadata of draft step ``j`` (2-based) for every request."""
+def max_query_len(case: BatchCase, padded: bool, rules: Rules = CORE) -> int:
+    """The first pass's longest query: of the compacted batch when unpadded (unless ``rules`` say otherwise)."""
+    if padded or not rules.max_query_len_compacted:
+        return max(req.query_len for req in case.requests)
+    vocab = case.config.vocab_size
+    return max(req.query_len - rejected(req, next_token(req, vocab)[1]) for req in case.requests)
+
+
+def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> RefStep:
+    """Metadata of draft step ``j`` (2-based) for every request (``padded`` matters only under ``rules``)."""
     cfg = case.config
     out = RefStep([], [], [])
     for req in case.requests:
         _, valid = next_token(req, cfg.vocab_size)
         accepted = req.seq_len - rejected(req, valid)
-        pos = accepted - 1 + (j - 1)
-        if pos >= cfg.max_model_len:
-            out.positions.append(0)
-            out.seq_lens.append(1)
-            out.slot_mapping.append(-1)
-        else:
-            out.positions.append(pos)
-            out.seq_lens.append(pos + 1)
-            out.slot_mapping.append(slot_of(req.blocks, pos, cfg.block_size))
+        base = rules.step_seq_base(req.seq_len, accepted, padded)
+        pos, seq_len, writes = rules.step(accepted - 1, base, j, cfg.max_model_len)
+        out.positions.append(pos)
+        out.seq_lens.append(seq_len)
+        out.slot_mapping.append(slot_of(req.blocks, pos, cfg.block_size) if writes else -1)
     return out
 
 

@@ -14,6 +14,7 @@ from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
 from sim.oracle.compare import MARGIN_TOLERANCE, Mismatch, compare_iteration_drafts, compare_trace
 from sim.oracle.coverage import features
+from sim.oracle.rules import CORE, Rules
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
 
@@ -65,8 +66,10 @@ def run_scenario(
     poison_kv: bool = True,
     proposer_cls=None,
     on_iteration=None,
+    rules: Rules = CORE,
 ) -> RunReport:
-    """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference."""
+    """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference
+    (under ``rules``: the implementation's documented divergences)."""
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
@@ -89,8 +92,8 @@ def run_scenario(
                 report.accepted[p] += p <= accepted
         if check:
             captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in (FIRST, STEP)}
-            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured)
-            bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol)
+            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured, rules)
+            bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules)
             report.mismatches += bad
             report.drafts_compared += n
             report.drafts_ambiguous += skipped

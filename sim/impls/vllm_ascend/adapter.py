@@ -29,7 +29,7 @@ from sim.impls import Implementation, ImplementationUnavailable
 
 from . import interop
 from .build import configured
-from .divergences import GATE_SKIPS
+from .divergences import GATE_SKIPS, RULES
 from .importing import import_ascend, unavailable_reason
 from .model import AscendSnapshotAttnGroup, AscendTinyMtp
 
@@ -245,4 +245,4 @@ def implementation() -> Implementation:
     reason = unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm_ascend", reason)
-    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS))
+    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES)

@@ -1,0 +1,68 @@
+"""The gate catches a regression in vllm-ascend's own code, with its divergences modelled.
+
+Each case breaks one vllm-ascend method the way upstream history broke such
+methods (a slot advanced by +1, a sample row off by one, the first valid
+sampled token taken for the last), then runs the gate's check under
+``--impl vllm_ascend``'s rules: it must fail. Without these, a modelled
+divergence could hide a real regression.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+
+from sim.impls.vllm_ascend.adapter import AscendOps
+from sim.impls.vllm_ascend.build import configured
+from sim.impls.vllm_ascend.divergences import RULES
+from tests import core_checks
+from tests.strategies.batches import batch_cases
+
+
+def _slot_plus_one(original):
+    def broken(self, *args, **kwargs):
+        cad, rest = original(self, *args, **kwargs)
+        cad.slot_mapping = cad.slot_mapping + (cad.slot_mapping >= 0).to(cad.slot_mapping.dtype)
+        return cad, rest
+
+    return broken
+
+
+def _sample_row_off_by_one(original):
+    def broken(self, *args, **kwargs):
+        cad, rows, sample, rejected = original(self, *args, **kwargs)
+        return cad, rows, sample - 1, rejected
+
+    return broken
+
+
+def _first_valid_token(original):
+    def broken(self, sampled, *args, **kwargs):
+        ids, counts = original(self, sampled[:, :1].contiguous(), *args, **kwargs)
+        return ids, counts
+
+    return broken
+
+
+BREAKS = [
+    ("attn_update_stack_num_spec_norm", _slot_plus_one, core_checks.check_steps),
+    ("prepare_inputs_padded", _sample_row_off_by_one, core_checks.check_first_pass),
+    ("prepare_next_token_ids_padded", _first_valid_token, core_checks.check_first_pass),
+]
+
+
+@pytest.mark.parametrize(("method", "breaking", "check"), BREAKS, ids=[m for m, _, _ in BREAKS])
+def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaking, check):
+    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))  # where it is defined
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
+    ops = AscendOps()
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        functools.partial(check, padded=True, rules=RULES)(ops, case, device=device)
+
+    with pytest.raises(AssertionError):
+        gate()
