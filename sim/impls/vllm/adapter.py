@@ -25,7 +25,7 @@ from mtp.ops import CoreOps, PreparedCall
 from mtp.validate import validate_batch, validate_sampled
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.vllm import interop
-from sim.impls.vllm.divergences import GATE_SKIPS
+from sim.impls.vllm.divergences import GATE_SKIPS, RULES
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
@@ -208,4 +208,4 @@ def implementation() -> Implementation:
     reason = interop.unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm", reason)
-    return Implementation("vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS))
+    return Implementation("vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES)

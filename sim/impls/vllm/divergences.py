@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.oracle.rules import Rules
+
 
 class Divergence(NamedTuple):
     id: str
@@ -93,12 +95,11 @@ def reason(*ids: str) -> str:
     )
 
 
-# Gate properties that cannot hold for vLLM, by test function name (conftest skips them with this reason).
+# The divergences the reference models (sim.oracle.rules), so the gate's properties run on vLLM.
+RULES = Rules(overflow="restart", max_query_len_compacted=False, stale_last_row=True)
+
+# What cannot run at all, by test function name (conftest skips it with this reason).
 GATE_SKIPS = {
-    "test_first_pass_matches_reference": reason("unpadded-max-query-len", "stale-last-row"),
-    "test_draft_steps_match_reference": reason("overflow-restart"),
-    "test_drafts_and_metadata_match_reference": reason("overflow-restart", "stale-last-row")
-    + "; the full loop is compared with the divergences classified in tests/vllm/test_propose.py",
     "test_padded_path_makes_no_host_sync": "vLLM keeps its host copies as torch CPU tensors "
     "(prepare_inputs_padded: query_start_loc_cpu[-1].item(), max().item(); CpuGpuBuffer.numpy()); on a CPU "
     "device the simulator cannot tell them from device reads, so it counts them as syncs: not a statement "
