@@ -1,8 +1,16 @@
 """pytest setup: the ``--device`` option, hypothesis profiles, the report header.
 
 Profiles: ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own ci
-profile with more examples; chosen automatically when ``CI`` is set) and
-``thorough``. Pick one with ``--hypothesis-profile``.
+profile with more examples, derandomized; chosen automatically when ``CI`` is
+set), ``thorough``, and ``mutate`` / ``fuzz`` for ``tox -e mutate`` / ``tox -e
+fuzz``. Pick one with ``--hypothesis-profile``.
+
+Order of the gate (pytest-order, ``order`` marks per module): the cheap,
+sensitive core properties first, then calls in sequence and the device
+contract, then whole serving runs, then the multi-process PCP suite, and the
+meta-tests on broken variants last, so a broken core fails within seconds.
+The ``order`` and ``xdist_group`` marks are also registered here, so
+environments without those plugins (``tox -e vllm``) still accept them.
 """
 
 from __future__ import annotations
@@ -13,13 +21,34 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # before torch: see
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase  # noqa: E402
+
+pytest_plugins = ["pytester"]  # tests/test_gate_config.py runs a throwaway hanging test
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("dev", max_examples=25, deadline=None, print_blob=True, suppress_health_check=_QUIET)
+# The example database: failures found by any run (a fuzz campaign included) replay first in the next.
+# HYPOTHESIS_DATABASE_DIR moves it where CI caches it; the ci profile reads it but never writes.
+_DB = DirectoryBasedExampleDatabase(os.environ.get("HYPOTHESIS_DATABASE_DIR", ".hypothesis/examples"))
 settings.register_profile(
-    "ci", parent=settings.get_profile("ci"), max_examples=200, print_blob=True, suppress_health_check=_QUIET
+    "dev", max_examples=25, deadline=None, print_blob=True, suppress_health_check=_QUIET, database=_DB
 )
-settings.register_profile("thorough", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_QUIET)
+settings.register_profile(
+    "ci",
+    parent=settings.get_profile("ci"),
+    max_examples=200,
+    print_blob=True,
+    suppress_health_check=_QUIET,
+    database=ReadOnlyDatabase(_DB),
+)
+settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_QUIET, database=_DB
+)
+# mutation testing (tox -e mutate): the same few examples for every one of ~2000 mutants, nothing stored.
+settings.register_profile(
+    "mutate", parent=settings.get_profile("dev"), max_examples=10, derandomize=True, database=None
+)
+# long campaigns (tox -e fuzz): HypoFuzz stores what it finds in the shared database.
+settings.register_profile("fuzz", parent=settings.get_profile("dev"), database=_DB)
 settings.register_profile(
     "broken",
     max_examples=300,
@@ -28,7 +57,7 @@ settings.register_profile(
     phases=[Phase.generate],
     report_multiple_bugs=False,
     suppress_health_check=_QUIET,
-)  # used by tests that expect a failure: stop at the first one
+)  # used by tests that expect a failure: stop at the first one (tests/test_broken_caught.py adds derandomize)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
@@ -52,6 +81,8 @@ def pytest_configure(config):
         "markers",
         "needs(capability): run only on devices whose attribute `capability` is true (else skip, with the reason)",
     )
+    config.addinivalue_line("markers", "order(n): position in the gate (pytest-order); ignored without it")
+    config.addinivalue_line("markers", "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)")
     from sim.impls import ImplementationUnavailable, load_implementation
 
     try:

@@ -39,6 +39,8 @@ class VerifiedBatch:
     slot_mapping:         int64 [T] device, KV slot of each token.
     block_table:          int32 [B, max_blocks] device, -1 where unallocated.
     block_table_cpu:      int64 [B, max_blocks] host copy of ``block_table``.
+    mrope_positions:      int64 [3, T] device, M-RoPE rows of each token
+                          (``ProposerConfig.uses_mrope``), else None.
     """
 
     query_start_loc: torch.Tensor
@@ -53,6 +55,7 @@ class VerifiedBatch:
     slot_mapping: torch.Tensor
     block_table: torch.Tensor
     block_table_cpu: np.ndarray
+    mrope_positions: torch.Tensor | None = None
 
     @classmethod
     def from_requests(
@@ -67,6 +70,7 @@ class VerifiedBatch:
         slot_mapping: Sequence[int] | torch.Tensor,
         hidden_states: torch.Tensor,
         device: torch.device | str | None = None,
+        mrope_positions: Sequence[Sequence[int]] | torch.Tensor | None = None,
     ) -> VerifiedBatch:
         """A batch from per-request plain lists and the flattened token rows, on ``device``.
 
@@ -97,6 +101,9 @@ class VerifiedBatch:
             slot_mapping=torch.as_tensor(slot_mapping, dtype=torch.int64).to(device),
             block_table=_device_ints(table, torch.int32, device),
             block_table_cpu=table,
+            mrope_positions=None
+            if mrope_positions is None
+            else torch.as_tensor(mrope_positions, dtype=torch.int64).to(device),
         )
 
     @property

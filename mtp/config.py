@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+METHODS = ("mtp", "eagle3")
+EAGLE3_AUX_LAYERS = 3  # auxiliary hidden states eagle3 takes from the target
+
 
 @dataclass(frozen=True)
 class ProposerConfig:
@@ -16,6 +19,13 @@ class ProposerConfig:
     max_num_tokens:  capacity of the flattened token buffers.
     max_num_reqs:    capacity of the per-request buffers.
     hidden_size:     width of the hidden states handed between passes.
+    uses_mrope:      positions are M-RoPE's [3, T] rows (temporal, height,
+                     width) besides the [T] sequence positions that slots and
+                     seq_lens come from (``mtp.mrope``); off by default.
+    method:          ``"mtp"``, or ``"eagle3"``: the target hands its
+                     auxiliary hidden states ([T, 3 * hidden_size]) and the
+                     draft model's ``combine_hidden_states`` folds them to
+                     ``hidden_size`` before the first pass, never later.
     """
 
     num_spec_tokens: int
@@ -25,6 +35,8 @@ class ProposerConfig:
     max_num_tokens: int
     max_num_reqs: int
     hidden_size: int = 32
+    uses_mrope: bool = False
+    method: str = "mtp"
 
     def __post_init__(self) -> None:
         for name in (
@@ -39,3 +51,12 @@ class ProposerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a positive int")
+        if not isinstance(self.uses_mrope, bool):
+            raise ValueError(f"uses_mrope={self.uses_mrope!r}: must be a bool")
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}: expected one of {METHODS}")
+
+    @property
+    def target_hidden_size(self) -> int:
+        """Width of the target's hidden states handed to the proposer (eagle3: three layers)."""
+        return EAGLE3_AUX_LAYERS * self.hidden_size if self.method == "eagle3" else self.hidden_size

@@ -154,7 +154,7 @@ class PcpProposer(MtpProposer):
         local = self.local
         pad = local.pad
         ids = self.input_ids[local.rows].masked_fill(pad, 0)
-        positions = self.positions[local.rows].masked_fill(pad, 0)
+        positions = self.model_positions(self.cfg.max_num_tokens)[..., local.rows].masked_fill(pad, 0)
         hidden = self.hidden_states[local.rows].masked_fill(pad[:, None], 0.0)
         slots = self.slot_mapping[local.rows].masked_fill(pad, -1)
         attn = self._attn(local.query_start_loc, local.seq_lens, local.block_table, slots, bound)

@@ -27,6 +27,7 @@ from mtp.batch import SampledTokens, VerifiedBatch
 from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
 from mtp.model import AttentionMeta, DraftModel
+from mtp.mrope import advance_mrope
 from mtp.ops import CoreOps
 from mtp.prepare import PADDING_SLOT
 from mtp.trace import StepRecord
@@ -66,6 +67,8 @@ class MtpProposer:
     ):
         if model.hidden_size != cfg.hidden_size:
             raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
+        if cfg.method == "eagle3" and not callable(getattr(model, "combine_hidden_states", None)):
+            raise ValueError(f"method={cfg.method!r}: the draft model has no combine_hidden_states")
         self.cfg, self.model, self.device = cfg, model, device
         self.mode = GraphMode(mode)
         if self.mode is not GraphMode.EAGER and not device.supports_graphs:
@@ -103,6 +106,9 @@ class MtpProposer:
         self.draft = torch.zeros(b, dtype=torch.int64, device=dev)
         self.draft_hidden = torch.zeros(b, cfg.hidden_size, dtype=torch.float32, device=dev)
         self.drafts = torch.zeros(b, cfg.num_spec_tokens, dtype=torch.int64, device=dev)
+        if cfg.uses_mrope:  # the rows the rotation reads; ``positions`` still drives slots and seq_lens
+            self.mrope_positions = torch.zeros(3, n, dtype=torch.int64, device=dev)
+            self.base_mrope = torch.zeros(3, b, dtype=torch.int64, device=dev)
         self.pool = self.device.graph_pool() if self.mode is not GraphMode.EAGER else None
 
     STATIC_INPUTS = (
@@ -121,9 +127,12 @@ class MtpProposer:
         "draft_hidden",
     )
 
+    MROPE_INPUTS = ("mrope_positions", "base_mrope")
+
     def static_inputs(self) -> dict[str, torch.Tensor]:
         """The buffers every graph reads; their addresses are checked at replay."""
-        return {name: getattr(self, name) for name in self.STATIC_INPUTS}
+        names = self.STATIC_INPUTS + (self.MROPE_INPUTS if self.cfg.uses_mrope else ())
+        return {name: getattr(self, name) for name in names}
 
     def record(self, on: bool = True) -> None:
         """Keep a ``StepRecord`` of every model call of the next propose calls (tests only)."""
@@ -185,7 +194,7 @@ class MtpProposer:
         first, b, n = prepared.first, batch.num_reqs, prepared.first.num_tokens
         self.input_ids[:n] = prepared.input_ids
         self.positions[:n] = batch.positions[first.token_indices]
-        self.hidden_states[:n] = batch.hidden_states[first.token_indices].to(self.hidden_states.dtype)
+        self.hidden_states[:n] = self.target_hidden(batch.hidden_states[first.token_indices])
         self.input_ids[n:rows] = 0
         self.positions[n:rows] = 0
         self.hidden_states[n:rows] = 0
@@ -202,6 +211,23 @@ class MtpProposer:
         self.base_positions[b:] = self.cfg.max_model_len  # padded requests overflow: inert
         self.accepted_seq_lens[:b] = first.accepted_seq_lens
         self.accepted_seq_lens[b:] = 1
+        if self.cfg.uses_mrope:
+            rows_mrope = batch.mrope_positions[:, first.token_indices]
+            self.mrope_positions[:, :n] = rows_mrope
+            self.mrope_positions[:, n:rows] = 0
+            self.base_mrope[:, :b] = rows_mrope[:, first.sample_indices]
+            self.base_mrope[:, b:] = 0
+
+    def target_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's hidden states as the first pass takes them: eagle3 combines
+        its auxiliary layers into one (only here: later steps feed the draft's own output)."""
+        if self.cfg.method == "eagle3":
+            hidden = self.model.combine_hidden_states(hidden.to(self.hidden_states.dtype))
+        return hidden.to(self.hidden_states.dtype)
+
+    def model_positions(self, rows: int) -> torch.Tensor:
+        """What the rotation of the first ``rows`` rows reads: [rows], or M-RoPE's [3, rows]."""
+        return self.mrope_positions[:, :rows] if self.cfg.uses_mrope else self.positions[:rows]
 
     # ------------------------------------------------------------------ phases
     def _attn(self, qsl, seq_lens, block_table, slots, bound: int) -> AttentionMeta:
@@ -215,13 +241,17 @@ class MtpProposer:
 
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
         attn = self._attn(self.query_start_loc, self.seq_lens, self._table(FIRST), self.slot_mapping[:rows], bound)
-        return self.model.forward(self.input_ids[:rows], self.positions[:rows], self.hidden_states[:rows], attn)
+        return self.model.forward(self.input_ids[:rows], self.model_positions(rows), self.hidden_states[:rows], attn)
 
     def _first_sample(self, out: torch.Tensor, reqs: int) -> None:
         """Draft 1 of the first ``reqs`` requests: logits for their sample rows only."""
         hidden = out[self.sample_indices[:reqs]]
         self.draft_hidden[:reqs] = hidden
-        self.draft[:reqs] = self.model.compute_logits(hidden).argmax(dim=-1)
+        self.draft[:reqs] = self.draft_logits(out, self.sample_indices[:reqs]).argmax(dim=-1)
+
+    def draft_logits(self, out: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of the model outputs ``out[rows]`` (every row of ``out`` when None): [M, V]."""
+        return self.model.compute_logits(out if rows is None else out[rows])
 
     def _step_inputs(self, reqs: int) -> None:
         """Feed the previous draft and its hidden state to the next step (outside any graph)."""
@@ -235,16 +265,24 @@ class MtpProposer:
         self.positions[:reqs] = meta.positions
         self.slot_mapping[:reqs] = meta.slot_mapping
         self.seq_lens[:reqs] = meta.seq_lens
+        if self.cfg.uses_mrope:
+            self.mrope_positions[:, :reqs] = self.step_mrope(reqs)
+
+    def step_mrope(self, reqs: int) -> torch.Tensor:
+        """M-RoPE rows of the current draft step: all three advanced, 0 on overflow (``mtp.mrope``)."""
+        return advance_mrope(
+            self.base_mrope[:, :reqs], self.base_positions[:reqs], self.step_no, self.cfg.max_model_len
+        )
 
     def _step_forward(self, reqs: int, bound: int) -> torch.Tensor:
         attn = self._attn(
             self.step_qsl[: reqs + 1], self.seq_lens[:reqs], self._table(STEP, reqs), self.slot_mapping[:reqs], bound
         )
-        return self.model.forward(self.input_ids[:reqs], self.positions[:reqs], self.hidden_states[:reqs], attn)
+        return self.model.forward(self.input_ids[:reqs], self.model_positions(reqs), self.hidden_states[:reqs], attn)
 
     def _step_sample(self, out: torch.Tensor, reqs: int) -> None:
         self.draft_hidden[:reqs] = out
-        self.draft[:reqs] = self.model.compute_logits(out).argmax(dim=-1)
+        self.draft[:reqs] = self.draft_logits(out).argmax(dim=-1)
 
     eager_phases: frozenset[str] = frozenset()  # phases a subclass cannot capture
 
@@ -351,6 +389,9 @@ class MtpProposer:
         self.sample_indices.zero_()
         self.base_positions.fill_(self.cfg.max_model_len)
         self.accepted_seq_lens.fill_(1)
+        if self.cfg.uses_mrope:
+            self.mrope_positions.zero_()
+            self.base_mrope.zero_()
 
     def _record(self, step: int, n: int, rows: int, b: int, bound: int) -> None:
         if self.trace is None:
@@ -367,5 +408,6 @@ class MtpProposer:
                 sample_indices=self.sample_indices[:b] if step == 1 else self.step_qsl[:b],
                 padding_slots=self.slot_mapping[n:rows],
                 rows=rows,
+                **({"mrope_positions": self.mrope_positions[:, :n]} if self.cfg.uses_mrope else {}),
             )
         )

@@ -24,6 +24,7 @@ class StepRecord:
     padding_slots: torch.Tensor  # slots of the graph-padding rows: all must be -1
     seq_len_bound: int  # the host-side bound the attention was given
     rows: int  # rows the model ran at (graph-padded)
+    mrope_positions: torch.Tensor | None = None  # [3, n] under M-RoPE, else None
 
     @classmethod
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:

@@ -79,11 +79,17 @@ def validate_batch(batch: VerifiedBatch, cfg: ProposerConfig) -> None:
     for name, shape in (
         ("token_ids", (num_tokens,)),
         ("positions", (num_tokens,)),
-        ("hidden_states", (num_tokens, cfg.hidden_size)),
+        ("hidden_states", (num_tokens, cfg.target_hidden_size)),
     ):
         got = tuple(getattr(batch, name).shape)
         if got != shape:
             _fail(f"{name}.shape", got, f"expected {shape}")
+    mrope = batch.mrope_positions
+    if cfg.uses_mrope and (mrope is None or tuple(mrope.shape) != (3, num_tokens)):
+        got = None if mrope is None else tuple(mrope.shape)
+        _fail("mrope_positions.shape", got, f"expected (3, {num_tokens}): the config uses M-RoPE")
+    if not cfg.uses_mrope and mrope is not None:
+        _fail("mrope_positions.shape", tuple(mrope.shape), "given, but the config does not use M-RoPE")
     if batch.slot_mapping.shape[0] < num_tokens:
         _fail("slot_mapping.shape", tuple(batch.slot_mapping.shape), f"needs at least {num_tokens} entries")
 

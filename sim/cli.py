@@ -18,7 +18,7 @@ from rich.table import Table
 from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
 from sim.serving.run import RunReport, run_scenario
-from sim.serving.scenario import ACCEPT_POLICIES, GRAPH_MODES, Scenario, default_scenario
+from sim.serving.scenario import ACCEPT_POLICIES, GRAPH_MODES, METHODS, Scenario, default_scenario
 
 console = Console()
 DEFAULTS = {f.name: f.default for f in fields(Scenario)}
@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--graph-mode", choices=GRAPH_MODES, default="eager", help="how the proposer runs its steps")
     run.add_argument("--unpadded", action="store_true", help="unpadded drafter batch (disable_padded_drafter_batch)")
     run.add_argument("--accept", choices=ACCEPT_POLICIES, default="random", help="how many drafts the target accepts")
+    run.add_argument("--mrope", action="store_true", help="a multimodal model: image prompts, M-RoPE [3, T] positions")
+    run.add_argument(
+        "--method", choices=METHODS, default="mtp", help="draft method (eagle3 combines aux hidden states)"
+    )
     run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")
     run.add_argument("--json", metavar="PATH", help="write the report as JSON (for CI artifacts and `report`)")
@@ -93,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--pcp", type=_positive, metavar="P", help="run on P prefill-context-parallel ranks, compare with one"
         )
+        p.add_argument("--tp", type=_positive, metavar="T", help="with --lmhead-tp: run on T tensor-parallel ranks")
+        p.add_argument("--lmhead-tp", action="store_true", help="split the lm head's vocabulary over the --tp ranks")
         p.add_argument("--impl", default="core", help="implementation under test: core, vllm, or a registered adapter")
         p.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
 
@@ -221,7 +227,35 @@ def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int
     return 1
 
 
+def _tp(scenario: Scenario, device, ranks: int, proposer=None) -> int:
+    from sim.ranks.tp import TpPool, check_lmhead_tp
+
+    pool = TpPool(ranks, device.name)
+    try:
+        with console.status(f"serving on {ranks} lm-head TP ranks and on one"):
+            problems = check_lmhead_tp(scenario, pool, device, proposer=proposer)
+    finally:
+        pool.close()
+    if not problems:
+        console.print(
+            f"[green]lm-head TP on {ranks} ranks equals one rank[/] (drafts and per-step metadata, every rank)"
+        )
+        return 0
+    console.print(f"[red]lm-head TP on {ranks} ranks differs from one rank:[/]")
+    for p in problems:
+        console.print(f"  {p}")
+    return 1
+
+
+def _check_tp_args(args) -> None:
+    if bool(args.tp) != args.lmhead_tp:
+        raise UsageError(f"--tp {args.tp} with --lmhead-tp={args.lmhead_tp}: give both (lm-head TP is the TP path)")
+    if args.tp and (args.pcp or args.impl != "core" or getattr(args, "no_check", False)):
+        raise UsageError(f"--tp {args.tp}: runs the core alone, compared with one rank (no --pcp, --impl, --no-check)")
+
+
 def _check_pcp_args(args) -> None:
+    _check_tp_args(args)
     if args.pcp and args.impl != "core":
         raise UsageError(f"--pcp {args.pcp} with --impl {args.impl}: prefill context parallel runs the core only")
     if args.pcp and getattr(args, "no_check", False):
@@ -264,6 +298,8 @@ def cmd_run(args) -> int:
             block_size=args.block_size,
             max_model_len=args.max_model_len,
             graph_mode=args.graph_mode,
+            mrope=args.mrope,
+            method=args.method,
         )
         for seed in seeds
     ]
@@ -272,6 +308,8 @@ def cmd_run(args) -> int:
         scenarios[0].save(args.save)
     if args.pcp:
         return max(_pcp(sc, device, args.pcp) for sc in scenarios)
+    if args.tp:
+        return max(_tp(sc, device, args.tp) for sc in scenarios)
     reports = []
     for i, sc in enumerate(scenarios):
         label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
@@ -286,14 +324,18 @@ def cmd_run(args) -> int:
 def cmd_replay(args) -> int:
     _check_pcp_args(args)
     scenario = _scenario(Scenario.load, args.case)
-    if args.proposer and not args.pcp:
-        raise UsageError(f"--proposer {args.proposer}: only with --pcp (a PcpProposer subclass)")
+    if args.proposer and not (args.pcp or args.tp):
+        raise UsageError(
+            f"--proposer {args.proposer}: only with --pcp or --tp (a PcpProposer or LmHeadTpProposer subclass)"
+        )
     ops = _import(args.ops, "--ops")() if args.ops else None
     if args.proposer:
         _import(args.proposer, "--proposer")
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if args.pcp:
         return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
+    if args.tp:
+        return _tp(scenario, device, args.tp, proposer=args.proposer)
     report = _serve(scenario, device, impl, ops=ops)
     print_report(report, device)
     return _finish([report], device, impl, args)

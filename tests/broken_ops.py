@@ -5,6 +5,9 @@ The property suite must fail on every one of them (tests/test_broken_caught.py).
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import torch
 
 from mtp.batch import StepMeta
@@ -63,4 +66,30 @@ class PaddedPathSyncs(CoreOps):
     def next_tokens(self, cfg, sampled, device):
         nxt = super().next_tokens(cfg, sampled, device)
         nxt.valid_counts.tolist()
+        return nxt
+
+
+class DiscardedListsCounted(CoreOps):
+    """Unpadded mode: a discarded request's list is counted as if its sample were kept
+    (vLLM may hand a partial prefill's thrown-away token in its list)."""
+
+    @staticmethod
+    def _kept(sampled):
+        return dataclasses.replace(sampled, discarded=np.zeros_like(sampled.discarded))
+
+    def next_tokens(self, cfg, sampled, device):
+        return super().next_tokens(cfg, sampled if sampled.is_padded else self._kept(sampled), device)
+
+    def prepare(self, cfg, batch, sampled, nxt):
+        return super().prepare(cfg, batch, sampled if sampled.is_padded else self._kept(sampled), nxt)
+
+
+class UnpaddedIdsAsFloat(CoreOps):
+    """Unpadded mode: next token ids and counts handed on as float64 (a dropped
+    ``astype``); equal by value, wrong for embedding lookups and int kernels."""
+
+    def next_tokens(self, cfg, sampled, device):
+        nxt = super().next_tokens(cfg, sampled, device)
+        if not sampled.is_padded:
+            nxt.next_token_ids, nxt.valid_counts = nxt.next_token_ids.double(), nxt.valid_counts.double()
         return nxt

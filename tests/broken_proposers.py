@@ -109,3 +109,24 @@ class DummyRunLogitsOnce(MtpProposer):
         self._load_inert(size)
         if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
+
+
+class ReturnsDraftBuffer(MtpProposer):
+    """Returns the persistent draft buffer itself, not a copy: the caller's
+    drafts change under it at the next call (caught only by calls in sequence)."""
+
+    def propose(self, batch, sampled):
+        b = super().propose(batch, sampled).shape[0]
+        return self.drafts[:b]
+
+
+class StaleSlotsPastLastToken(MtpProposer):
+    """Bug class 11: only the batch's own slots are copied in; graph-padding rows
+    keep the slots an earlier call's draft steps left there, and write KV into
+    live blocks (a fresh proposer holds -1 there: caught only by calls in sequence)."""
+
+    def _load_first_pass(self, batch, prepared, rows):
+        keep = self.slot_mapping.clone()
+        super()._load_first_pass(batch, prepared, rows)
+        n = prepared.first.num_tokens
+        self.slot_mapping[n:] = keep[n:]

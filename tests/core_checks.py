@@ -7,6 +7,10 @@ are the implementation's documented divergences (``sim.oracle.rules``).
 
 from __future__ import annotations
 
+import dataclasses
+
+import torch
+
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, to_batch
 from sim.oracle.rules import CORE, Rules
@@ -22,12 +26,36 @@ def _eq(name: str, got, want, case: BatchCase):
         )
 
 
+# The dtypes mtp/batch.py documents: a float count or id equals an int one by value, so checked apart.
+NEXT_DTYPES = {"next_token_ids": torch.int32, "valid_counts": torch.int32}
+FIRST_DTYPES = {
+    "num_rejected": torch.int32,
+    "token_indices": torch.int64,
+    "query_start_loc": torch.int32,
+    "seq_lens": torch.int32,
+    "accepted_seq_lens": torch.int32,
+    "slot_mapping": torch.int64,
+    "sample_indices": torch.int64,
+}
+
+
+def _dtypes(got, want: dict, case: BatchCase) -> None:
+    for name, dtype in want.items():
+        if getattr(got, name).dtype != dtype:
+            raise AssertionError(
+                f"{name}.dtype={getattr(got, name).dtype}, documented {dtype}\nreplay: {case.replay_text()}"
+            )
+
+
 def check_first_pass(ops, case: BatchCase, padded: bool, device, rules: Rules = CORE) -> None:
-    """Steps 1-3 equal the reference: next tokens, compaction, sample rows, input ids."""
+    """Steps 1-3 equal the reference: next tokens, compaction, sample rows, input ids, and their dtypes."""
     cfg = case.config
     batch, sampled = to_batch(case, device.torch_device, padded)
     got = ops.prepare_call(cfg, batch, sampled)
     want = reference.first_pass(case, padded, rules)
+    if type(ops).__module__.split(".")[0] in ("mtp", "tests"):  # the core (and its broken variants); not an adapter
+        _dtypes(got.next, NEXT_DTYPES, case)
+        _dtypes(got.first, FIRST_DTYPES, case)
     _eq("next_token_ids", got.next.next_token_ids, want.next_tokens, case)
     _eq("valid_counts", got.next.valid_counts, want.valid_counts, case)
     _eq("num_rejected", got.first.num_rejected, want.num_rejected, case)
@@ -96,3 +124,22 @@ def check_padded_path_never_syncs(ops, case: BatchCase, device) -> None:
     if log.total:
         sites = ", ".join(f"{op} at {site} x{n}" for (op, site), n in log.counts.items())
         raise AssertionError(f"padded path made {log.total} host syncs: {sites}\nreplay: {case.replay_text()}")
+
+
+def check_discarded_samples_ignored(ops, case: BatchCase, device) -> None:
+    """Unpadded mode: a discarded request's list may still hold its thrown-away
+    sample (vLLM may hand it); the call must come out as with an empty list."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded=False)
+    if not sampled.discarded.any():
+        return
+    lists = [ids or r.sampled[:1] if d else ids for ids, d, r in zip(sampled.lists, sampled.discarded, case.requests)]
+    got = ops.prepare_call(cfg, batch, dataclasses.replace(sampled, lists=lists))
+    want = ops.prepare_call(cfg, batch, sampled)
+    for name in ("next_token_ids", "valid_counts"):
+        _eq(f"{name} with a discarded sample listed", getattr(got.next, name), getattr(want.next, name).tolist(), case)
+    for name in ("num_rejected", "token_indices", "seq_lens", "accepted_seq_lens", "sample_indices"):
+        _eq(
+            f"{name} with a discarded sample listed", getattr(got.first, name), getattr(want.first, name).tolist(), case
+        )
+    _eq("input_ids with a discarded sample listed", got.input_ids, want.input_ids.tolist(), case)

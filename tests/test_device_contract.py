@@ -16,6 +16,8 @@ import torch.multiprocessing as mp
 from devices.base import GraphError
 from devices.sync_watch import HostSyncError
 
+pytestmark = pytest.mark.order(1)
+
 
 def _work(x, w):
     return torch.relu(x @ w).sum(dim=0) * 2

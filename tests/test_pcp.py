@@ -22,8 +22,18 @@ from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
 from tests.strategies.scenarios import scenarios
 
+# Multi-process: after every single-process property, before the meta-tests.
+# Under xdist each group stays on one worker, which starts only its own pool.
+# The 4-rank property is the gate's longest test (~40% of it): a group of its
+# own, started right after the cheap core properties, so it runs beside the
+# rest instead of alone at the end (README, "Ordering and speed").
+pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("pcp2")]
+
 PCP = settings(max_examples=max(1, settings.default.max_examples // 4))
-SIZES = [2, 4]
+SIZES = [
+    pytest.param(2, id="2"),
+    pytest.param(4, id="4", marks=[pytest.mark.xdist_group("pcp4"), pytest.mark.order(1)]),
+]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,8 @@ from sim.serving.simulator import ServingSim
 from tests.broken_ops import SlotPlusOne
 from tests.e2e_checks import check_scenario
 
+pytestmark = pytest.mark.order(1)
+
 
 def _first_iteration(scenario, device):
     model, target = build_models(scenario, device.torch_device)

@@ -42,3 +42,35 @@ def test_padded_base_and_defined_drafts():
 def test_unknown_overflow_rule_is_named():
     with pytest.raises(ValueError, match="overflow='clamp'"):
         Rules(overflow="clamp")
+
+
+def test_position_restart_continues_positions_and_counts_seq_len_on():
+    rules = Rules(overflow="position-restart")
+    assert _steps(rules, 8, 9) == [(9, 10, True), (0, 1, False), (1, 2, True)]
+    # Not lowered by 2 rejected tokens: seq_len passes max_model_len while the position is valid.
+    assert _steps(rules, 6, 9) == [(7, 10, True), (8, 1, True), (9, 2, True)]
+
+
+def test_plus_one_slots_advance_from_the_last_accepted_slot():
+    table = {p: 100 + p for p in range(12)}  # the block table's slot of each position
+    lookup = table.__getitem__
+    plus_one = Rules(overflow="position-restart", slots_from_block_table=False)
+    assert [plus_one.step_slot(lambda p: 40 + p, 6, j, M) for j in (2, 3, 4)] == [47, 48, 49]
+    assert [CORE.step_slot(lookup, 6, j, M) for j in (2, 3, 4)] == [107, 108, 109]
+    # Overflow at step 3 (position 10): -1, then -1 + 1 = 0 at the restarted position 1.
+    assert [plus_one.step_slot(lookup, 8, j, M) for j in (2, 3, 4)] == [109, -1, 0]
+    assert [Rules(overflow="restart").step_slot(lookup, 8, j, M) for j in (2, 3, 4)] == [109, -1, 101]
+
+
+def test_prefill_batches_draft_once():
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    def case(*reqs):
+        return BatchCase(None, [RequestCase([0], c, q, d, [], False, [0]) for c, q, d in reqs], seed=0)
+
+    once = Rules(prefill_batches_draft_once=True)
+    assert once.first_draft_repeated(case((0, 5, 0)))  # no context anywhere: a prefill
+    assert not once.first_draft_repeated(case((4, 3, 2), (7, 4, 3)))  # every query: one token plus its drafts
+    assert not once.first_draft_repeated(case((4, 1, 0), (0, 1, 0)))  # every query one token
+    assert once.first_draft_repeated(case((4, 3, 2), (6, 5, 0)))  # a chunk of a prompt among decodes
+    assert not CORE.first_draft_repeated(case((0, 5, 0)))

@@ -7,6 +7,8 @@ from hypothesis import given
 
 from tests.strategies.malformed import malformed_inputs
 
+pytestmark = pytest.mark.order(0)
+
 
 def check_malformed_refused(ops, m) -> None:
     with pytest.raises(ValueError) as err:

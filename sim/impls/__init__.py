@@ -24,6 +24,7 @@ BUILTIN = {
     "core": "sim.impls:core",
     "vllm": "sim.impls.vllm.adapter:implementation",
     "vllm_ascend": "sim.impls.vllm_ascend.adapter:implementation",
+    "vllm_ascend_0_13": "sim.impls.vllm_ascend_0_13.adapter:implementation",
 }
 
 

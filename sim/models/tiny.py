@@ -29,6 +29,8 @@ class TinyConfig:
     attn_sharpness: float = 1.0  # multiplies 1/sqrt(d)
     recency: tuple[float, ...] = (2.0, 0.5)  # ALiBi slope per head: a local head and a wider one
     seed: int = 0
+    mrope: bool = False  # rotary over M-RoPE's [3, N] rows (``mrope_rope``) instead of [N] positions
+    eagle3: bool = False  # a ``combine_hidden_states`` layer folding the target's 3 auxiliary layers
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -40,6 +42,22 @@ def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
     half = x.shape[-1] // 2
     freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
     angles = positions.to(torch.float32)[:, None] * freqs[None, :]
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
+
+
+def mrope_rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotary embedding of [N, heads, d] at M-RoPE's [3, N] rows (temporal, height, width).
+
+    Frequency i rotates by row ``i % 3`` (interleaved sections), so every row
+    drives fast and slow frequencies alike: a wrong value in any one row
+    changes the attention as much as a wrong scalar position would.
+    """
+    half = x.shape[-1] // 2
+    freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    rows = positions.to(torch.float32)[torch.arange(half, device=x.device) % 3]  # [half, N]
+    angles = rows.T * freqs[None, :]
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
@@ -73,6 +91,8 @@ class TinyMtp(nn.Module):
         self.cache = cache
         self.scale = cfg.attn_sharpness / cfg.head_dim**0.5
         self.recency = torch.tensor(cfg.recency, dtype=torch.float32)
+        if cfg.eagle3:  # drawn last, so the other weights do not depend on the method
+            self.fc = w(h, 3 * h)
 
     # The pieces below are shared with the dense reference; only the attention differs.
     def block_input(self, input_ids: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -80,11 +100,24 @@ class TinyMtp(nn.Module):
         h = _rms(hidden_states, self.hnorm)
         return torch.cat([e, h], dim=-1) @ self.proj.T
 
+    def combine_hidden_states(self, aux: torch.Tensor) -> torch.Tensor:
+        """eagle3: the target's [N, 3H] auxiliary hidden states -> [N, H]."""
+        if not self.cfg.eagle3:
+            raise ValueError("combine_hidden_states: this model is not an eagle3 draft (TinyConfig.eagle3=False)")
+        if aux.shape[-1] != 3 * self.hidden_size:
+            raise ValueError(f"aux.shape={tuple(aux.shape)}: expected [N, {3 * self.hidden_size}]")
+        return aux @ self.fc.T
+
     def qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        """Queries, keys, values of [N, H] rows at [N] positions (or [3, N] M-RoPE rows)."""
         n, heads, d = x.shape[0], self.cfg.num_heads, self.cfg.head_dim
+        want = (3, n) if self.cfg.mrope else (n,)
+        if tuple(positions.shape) != want:
+            raise ValueError(f"positions.shape={tuple(positions.shape)}: expected {want} (mrope={self.cfg.mrope})")
+        rotate = mrope_rope if self.cfg.mrope else rope
         y = _rms(x, self.attn_norm)
-        q = rope((y @ self.wq.T).view(n, heads, d), positions, self.cfg.rope_base)
-        k = rope((y @ self.wk.T).view(n, heads, d), positions, self.cfg.rope_base)
+        q = rotate((y @ self.wq.T).view(n, heads, d), positions, self.cfg.rope_base)
+        k = rotate((y @ self.wk.T).view(n, heads, d), positions, self.cfg.rope_base)
         return q, k, (y @ self.wv.T).view(n, heads, d)
 
     def block_output(self, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
@@ -103,6 +136,17 @@ class TinyMtp(nn.Module):
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms(hidden_states, self.head_norm) @ self.lm_head.T
 
+    def compute_logits_shard(self, hidden_states: torch.Tensor, rank: int, size: int) -> torch.Tensor:
+        """lm-head tensor parallel: this rank's slice of the vocabulary, [M, ceil(V / size)].
+
+        The vocabulary is padded to a multiple of ``size``; padded columns hold -inf.
+        """
+        shard = -(-self.vocab_size // size)
+        lo, hi = rank * shard, min((rank + 1) * shard, self.vocab_size)
+        logits = _rms(hidden_states, self.head_norm) @ self.lm_head[lo:hi].T
+        pad = torch.full((logits.shape[0], shard - (hi - lo)), float("-inf"), dtype=logits.dtype, device=logits.device)
+        return torch.cat([logits, pad], dim=-1)
+
 
 class TinyTarget(nn.Module):
     """A causal target: ``h[i] = tanh(E1[t_i] + E2[t_{i-1}] + P(i))``, greedy next token ``argmax(h[i] W)``.
@@ -120,11 +164,20 @@ class TinyTarget(nn.Module):
         self.e2 = torch.randn(cfg.vocab_size, h, generator=g) * 0.5
         self.freqs = torch.rand(h, generator=g) * 2.0
         self.out = torch.randn(cfg.vocab_size, h, generator=g)
+        a = torch.Generator().manual_seed(cfg.seed + 2)  # its own stream: the weights above stay as they were
+        self.aux_embed = torch.randn(2, cfg.vocab_size, h, generator=a)
+        self.aux_freqs = torch.rand(2, h, generator=a) * 2.0
 
     def hidden(self, tokens: torch.Tensor, prev_tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """[N] tokens, [N] previous tokens (any id at position 0), [N] positions -> [N, H]."""
         pos = torch.sin(positions.to(torch.float32)[:, None] * self.freqs[None, :])
         return torch.tanh(self.e1[tokens.long()] + self.e2[prev_tokens.long()] + pos)
+
+    def aux_hidden(self, tokens: torch.Tensor, prev_tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """eagle3's auxiliary hidden states: two lower layers and the last one, [N, 3H]."""
+        pos = positions.to(torch.float32)[:, None]
+        low = [torch.tanh(self.aux_embed[i][tokens.long()] + torch.sin(pos * self.aux_freqs[i])) for i in range(2)]
+        return torch.cat([*low, self.hidden(tokens, prev_tokens, positions)], dim=-1)
 
     def greedy(self, hidden: torch.Tensor) -> torch.Tensor:
         return (hidden @ self.out.T).argmax(dim=-1)
@@ -134,3 +187,9 @@ class TinyTarget(nn.Module):
         t = torch.tensor(tokens, dtype=torch.int64)
         prev = torch.cat([t[:1], t[:-1]])
         return self.hidden(t, prev, torch.arange(len(tokens)))
+
+    def sequence_aux_hidden(self, tokens: list[int]) -> torch.Tensor:
+        """Auxiliary hidden states of a whole sequence, from scratch (eagle3)."""
+        t = torch.tensor(tokens, dtype=torch.int64)
+        prev = torch.cat([t[:1], t[:-1]])
+        return self.aux_hidden(t, prev, torch.arange(len(tokens)))

@@ -26,6 +26,8 @@ class RequestCase(NamedTuple):
     sampled:     the padded sampled row, K+1 ids, -1 (or >= vocab) placeholders.
     discarded:   True for a partial prefill whose sample is thrown away.
     blocks:      the request's block-table row.
+    mrope:       M-RoPE rows (temporal, height, width) of the query rows,
+                 3 lists of ``query_len`` ints, under ``config.uses_mrope``.
     """
 
     tokens: list[int]
@@ -35,6 +37,7 @@ class RequestCase(NamedTuple):
     sampled: list[int]
     discarded: bool
     blocks: list[int]
+    mrope: list[list[int]] | None = None
 
     @property
     def seq_len(self) -> int:
@@ -70,7 +73,7 @@ def to_batch(
     cfg, reqs = case.config, case.requests
     tokens = [t for r in reqs for t in r.tokens[:-1]]
     if hidden is None:
-        hidden = torch.randn(len(tokens), cfg.hidden_size, generator=torch.Generator().manual_seed(case.seed))
+        hidden = torch.randn(len(tokens), cfg.target_hidden_size, generator=torch.Generator().manual_seed(case.seed))
     batch = VerifiedBatch.from_requests(
         query_lens=[r.query_len for r in reqs],
         seq_lens=[r.seq_len for r in reqs],
@@ -81,6 +84,7 @@ def to_batch(
         slot_mapping=[slot_of(r.blocks, p, cfg.block_size) for r in reqs for p in range(r.num_computed, r.seq_len)],
         hidden_states=hidden,
         device=device,
+        mrope_positions=[[p for r in reqs for p in r.mrope[i]] for i in range(3)] if cfg.uses_mrope else None,
     )
     sampled = SampledTokens.from_requests(
         [r.sampled if padded else valid_ids(r, cfg.vocab_size) for r in reqs],

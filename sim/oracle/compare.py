@@ -8,6 +8,7 @@ not compared (they continue from a different token).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import torch
@@ -102,12 +103,53 @@ def compare_trace(
             out.append(
                 Mismatch(it, None, f"step {rec.step} seq_len_bound", rec.seq_len_bound, f">= {int(rec.seq_lens.max())}")
             )
+    if case.config.uses_mrope:
+        out += _mrope_diff(it, case, padded, trace)
     for rec in trace[1:]:
         want = reference.step(case, rec.step, padded, rules)
         out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
     return out
+
+
+def drafts_over_own_kv(case: BatchCase, r: int, padded: bool, rules: Rules) -> int:
+    """How many of request ``r``'s drafts read only KV written where the block table says: all when
+    slots come from the block table; else those before the first step whose slot is not its
+    position's (that step's own and every later key is read from where it was never written)."""
+    k = case.config.num_spec_tokens
+    if rules.slots_from_block_table:
+        return k
+    table = dataclasses.replace(rules, slots_from_block_table=True)
+    for j in range(2, k + 1):
+        if (
+            reference.step(case, j, padded, rules).slot_mapping[r]
+            != reference.step(case, j, padded, table).slot_mapping[r]
+        ):
+            return j - 1
+    return k
+
+
+def _mrope_diff(it: int, case: BatchCase, padded: bool, trace: list[StepRecord]) -> list[Mismatch]:
+    """Every model call's M-RoPE rows against the reference, row by row."""
+    out = []
+    for rec in trace:
+        if rec.mrope_positions is None:
+            return [Mismatch(it, None, f"step {rec.step} mrope_positions", None, "3 rows (the config uses M-RoPE)")]
+        want = reference.mrope_first_pass(case, padded) if rec.step == 1 else reference.mrope_step(case, rec.step)
+        for i, name in enumerate(("temporal", "height", "width")):
+            out += _first_diff(f"step {rec.step} mrope {name} row", it, rec.mrope_positions[i], want[i])
+    return out
+
+
+def kv_written_elsewhere(case: BatchCase, padded: bool, rules: Rules) -> bool:
+    """Whether a draft step of this call writes KV where the block table does not put its position
+    (``Rules.slots_from_block_table`` False): that slot belongs to another position or request, so
+    no reference defines the drafts of later calls."""
+    if rules.slots_from_block_table or rules.first_draft_repeated(case):
+        return False
+    k = case.config.num_spec_tokens
+    return any(drafts_over_own_kv(case, r, padded, rules) < k for r in range(len(case.requests)))
 
 
 def compare_iteration_drafts(
@@ -122,8 +164,15 @@ def compare_iteration_drafts(
         if not iteration.compared[r]:
             continue
         history = iteration.histories[r]
-        hidden = target.sequence_hidden(history[:-1])
-        want = reference_drafts(ref_model, history, hidden, scenario.num_spec_tokens, scenario.max_model_len)[:defined]
+        aux = scenario.method == "eagle3"  # eagle3: the target's auxiliary layers, combined by the model
+        hidden = (target.sequence_aux_hidden if aux else target.sequence_hidden)(history[:-1])
+        mrope = iteration.mrope[r] if iteration.mrope else None
+        k, mml = scenario.num_spec_tokens, scenario.max_model_len
+        want = reference_drafts(ref_model, history, hidden, k, mml, mrope)[:defined]
+        if rules.first_draft_repeated(iteration.case):
+            want = want[:1] * len(want)  # by design: draft 1, K times (Rules.prefill_batches_draft_once)
+        else:
+            want = want[: drafts_over_own_kv(iteration.case, r, scenario.padded, rules)]
         bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
         mismatches += bad
         compared += n

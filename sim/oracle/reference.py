@@ -101,7 +101,11 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
         pos, seq_len, writes = rules.step(accepted - 1, base, j, cfg.max_model_len)
         out.positions.append(pos)
         out.seq_lens.append(seq_len)
-        out.slot_mapping.append(slot_of(req.blocks, pos, cfg.block_size) if writes else -1)
+        out.slot_mapping.append(
+            rules.step_slot(
+                lambda p, blocks=req.blocks: slot_of(blocks, p, cfg.block_size), accepted - 1, j, cfg.max_model_len
+            )
+        )
     return out
 
 
@@ -136,3 +140,22 @@ def pcp_restore(ranks: list[list[int]], num_tokens: int) -> list[int]:
                 where[r] = offset + i
         offset += len(rows)
     return where
+
+
+def mrope_first_pass(case: BatchCase, padded: bool) -> list[list[int]]:
+    """M-RoPE rows the first pass runs at: the target's rows of every kept row."""
+    rows = [[v for req in case.requests for v in req.mrope[i]] for i in range(3)]
+    kept = first_pass(case, padded).token_indices
+    return [[row[t] for t in kept] for row in rows]
+
+
+def mrope_step(case: BatchCase, j: int) -> list[list[int]]:
+    """M-RoPE rows of draft step ``j``: the sample row's three rows plus j - 1, all 0 on overflow."""
+    cfg = case.config
+    out: list[list[int]] = [[], [], []]
+    for req in case.requests:
+        last = req.seq_len - rejected(req, next_token(req, cfg.vocab_size)[1]) - 1  # last accepted position
+        overflow = last + j - 1 >= cfg.max_model_len
+        for i in range(3):
+            out[i].append(0 if overflow else req.mrope[i][last - req.num_computed] + j - 1)
+    return out

@@ -39,18 +39,34 @@ def _top2(logits: torch.Tensor) -> RefDraft:
 
 @torch.no_grad()
 def reference_drafts(
-    model: TinyMtp, history: list[int], target_hidden: torch.Tensor, k: int, max_model_len: int
+    model: TinyMtp,
+    history: list[int],
+    target_hidden: torch.Tensor,
+    k: int,
+    max_model_len: int,
+    mrope: list[list[int]] | None = None,
 ) -> list[RefDraft]:
     """Drafts 1..k of a request whose accepted tokens are ``history[:-1]``.
 
     ``history[-1]`` is the token drafting continues from; ``target_hidden``
-    holds the target's hidden state at each accepted position. Drafts at
-    positions past ``max_model_len`` are garbage by definition and omitted.
+    holds the target's hidden state at each accepted position (eagle3: its
+    auxiliary layers, combined here once, for the accepted positions only).
+    ``mrope``: for an M-RoPE model, the (temporal, height, width) rows of
+    every position the drafts reach, 3 lists covering positions 0..L+k-2.
+    Drafts at positions past ``max_model_len`` are garbage by definition and
+    omitted.
     """
     L = len(history) - 1
+    if model.cfg.eagle3:
+        target_hidden = model.combine_hidden_states(target_hidden)
+    rows = torch.tensor(mrope, dtype=torch.int64) if model.cfg.mrope else None
+
+    def at(positions: torch.Tensor) -> torch.Tensor:
+        return positions if rows is None else rows[:, positions]
+
     pos = torch.arange(L)
     x = model.block_input(torch.tensor(history[1:]), target_hidden)
-    q, keys, vals = model.qkv(x, pos)
+    q, keys, vals = model.qkv(x, at(pos))
     out = model.block_output(x, dense_attention(q, keys, vals, pos, model.scale, model.recency))
     h = out[-1:]
     drafts = [_top2(model.compute_logits(h)[0])]
@@ -59,7 +75,7 @@ def reference_drafts(
         if p >= max_model_len:
             break
         x = model.block_input(torch.tensor([drafts[-1].top1]), h)
-        q, k1, v1 = model.qkv(x, torch.tensor([p]))
+        q, k1, v1 = model.qkv(x, at(torch.tensor([p])))
         keys, vals = torch.cat([keys, k1]), torch.cat([vals, v1])
         h = model.block_output(x, dense_attention(q, keys, vals, torch.tensor([p]), model.scale, model.recency))
         drafts.append(_top2(model.compute_logits(h)[0]))

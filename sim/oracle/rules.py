@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OVERFLOW_RULES = ("mask", "restart", "seq-len-restart")
+OVERFLOW_RULES = ("mask", "restart", "seq-len-restart", "position-restart")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Rules:
         position 0 (1, 2, ...) with real slots (vLLM's ``overflow-restart``);
         ``seq-len-restart``: position and slot as ``mask``, but seq_len advances
         on its own and restarts at 1 once past ``max_model_len`` (vllm-ascend).
+        ``position-restart``: position and KV write as ``restart``, seq_len as
+        ``seq-len-restart`` (vllm-ascend 0.13's ``MtpProposer``).
     max_query_len_compacted: unpadded mode reports the compacted batch's longest
         query (False: the original lengths, an upper bound, the seed's defect).
     stale_last_row: the batch's last row keeps an old buffer value as its
@@ -36,6 +38,13 @@ class Rules:
     steps_run_first_pass_rows: steps 2..K run at the first pass's row count,
         the rows past the batch's requests inert (slot -1), rather than one row
         per request (vllm-ascend's ``mtp-steps-run-padded-rows``).
+    slots_from_block_table: a later step's slot is looked up in the block table
+        at its position (False: the previous step's slot + 1, starting from the
+        last accepted token's, -1 on a step that writes no KV: the seed's
+        ``slot_mapping += 1``, wrong across a block boundary).
+    prefill_batches_draft_once: a batch with a prefill in it (see
+        ``first_draft_repeated``) runs the first pass only and returns draft 1
+        K times (vllm-ascend 0.13's ``with_prefill`` early exit).
     """
 
     padded_seq_lens_lowered: bool = True
@@ -43,6 +52,8 @@ class Rules:
     max_query_len_compacted: bool = True
     stale_last_row: bool = False
     steps_run_first_pass_rows: bool = False
+    slots_from_block_table: bool = True
+    prefill_batches_draft_once: bool = False
 
     def __post_init__(self) -> None:
         if self.overflow not in OVERFLOW_RULES:
@@ -57,23 +68,53 @@ class Rules:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
         return seq_len if padded and not self.padded_seq_lens_lowered else accepted
 
+    def first_draft_repeated(self, case) -> bool:
+        """Whether the batch's drafts are draft 1 repeated: under ``prefill_batches_draft_once``, when
+        vllm-ascend's runner sees a prefill (its attention state is neither DecodeOnly nor SpecDecoding:
+        no request has context yet, or some query is neither one token nor one token plus its drafts)."""
+        if not self.prefill_batches_draft_once:
+            return False
+        reqs = case.requests
+        if all(r.num_computed == 0 for r in reqs):
+            return True
+        return not (all(r.query_len == 1 for r in reqs) or all(r.query_len - r.num_drafts == 1 for r in reqs))
+
+    def step_slot(self, slot_of_position, last_pos: int, j: int, max_model_len: int) -> int:
+        """The KV slot of draft step ``j`` >= 2: ``slot_of_position(position)`` or -1 where the step writes
+        no KV; without ``slots_from_block_table``, the last accepted token's slot advanced once per step."""
+        if self.slots_from_block_table:
+            pos, _, writes = self.step(last_pos, 0, j, max_model_len)
+            return slot_of_position(pos) if writes else -1
+        slot = slot_of_position(last_pos)
+        for i in range(2, j + 1):
+            slot = slot + 1 if self.step(last_pos, 0, i, max_model_len)[2] else -1
+        return slot
+
     def step(self, last_pos: int, base_seq: int, j: int, max_model_len: int) -> tuple[int, int, bool]:
         """(position, seq_len, writes KV) of draft step ``j`` >= 2 from the last accepted
         position and the seq_len base (both from the first pass)."""
-        if self.overflow == "restart":
+        if self.overflow in ("restart", "position-restart"):
             pos, seq, writes = last_pos, base_seq, True
             for _ in range(j - 1):
                 pos, seq, writes = pos + 1, seq + 1, True
                 if pos >= max_model_len:
                     pos, seq, writes = 0, 1, False
-            return pos, seq, writes
+            if self.overflow == "restart":
+                return pos, seq, writes
+            return pos, self._seq_len_restart(base_seq, j, max_model_len), writes
         pos = last_pos + j - 1
         if self.overflow == "mask":
             return (0, 1, False) if pos >= max_model_len else (pos, base_seq + j - 1, True)
+        seq = self._seq_len_restart(base_seq, j, max_model_len)
+        return (0, seq, False) if pos >= max_model_len else (pos, seq, True)
+
+    @staticmethod
+    def _seq_len_restart(base_seq: int, j: int, max_model_len: int) -> int:
+        """seq_len raised once per step from ``base_seq``, back to 1 once past ``max_model_len``."""
         seq = base_seq
         for _ in range(j - 1):
             seq = 1 if seq + 1 > max_model_len else seq + 1
-        return (0, seq, False) if pos >= max_model_len else (pos, seq, True)
+        return seq
 
 
 CORE = Rules()

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random")
+METHODS = ("mtp", "eagle3")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -30,6 +31,10 @@ class Scenario:
     graph_mode: ``eager``, ``piecewise`` or ``full`` (mtp.proposer.GraphMode).
     accept: how many drafts the target accepts: ``greedy`` (real
     verification), ``all``, ``none`` or ``random`` (uniform, from ``seed``).
+    mrope: a multimodal model: prompts hold an image, positions are M-RoPE's
+    [3, T] rows (``sim.models.mrope``) and the draft model rotates by them.
+    method: ``mtp``, or ``eagle3``: the target hands its auxiliary hidden
+    states, which the draft model combines before the first pass.
     """
 
     seed: int = 0
@@ -45,10 +50,14 @@ class Scenario:
     hidden_size: int = 32
     max_iterations: int = 40
     requests: tuple[RequestSpec, ...] = field(default_factory=tuple)
+    mrope: bool = False
+    method: str = "mtp"
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
             raise ValueError(f"accept={self.accept!r}: expected one of {ACCEPT_POLICIES}")
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}: expected one of {METHODS}")
         if self.graph_mode not in GRAPH_MODES:
             raise ValueError(f"graph_mode={self.graph_mode!r}: expected one of {GRAPH_MODES}")
         if self.token_budget < self.num_spec_tokens + 1:

@@ -17,6 +17,7 @@ import torch
 
 from mtp.config import ProposerConfig
 from sim.models.block_allocator import BlockAllocator
+from sim.models.mrope import mrope_rows
 from sim.models.tiny import TinyTarget
 from sim.oracle.cases import BatchCase, RequestCase
 from sim.serving.scenario import Scenario
@@ -48,6 +49,8 @@ class Iteration(NamedTuple):
                length (the last one is the token drafting continues from).
     compared:  per request, whether its drafts are used (not a partial prefill).
     accepted:  per request, (drafts verified, drafts accepted).
+    mrope:     under M-RoPE, per request, the 3 rows of positions 0..L+K-2
+               (every position its drafts reach); else None.
     """
 
     index: int
@@ -57,6 +60,7 @@ class Iteration(NamedTuple):
     histories: list[list[int]]
     compared: list[bool]
     accepted: list[tuple[int, int]]
+    mrope: list[list[list[int]]] | None = None
 
 
 class ServingSim:
@@ -76,6 +80,8 @@ class ServingSim:
             max_num_tokens=scenario.token_budget,
             max_num_reqs=scenario.max_num_reqs,
             hidden_size=scenario.hidden_size,
+            uses_mrope=scenario.mrope,
+            method=scenario.method,
         )
 
     @property
@@ -136,6 +142,8 @@ class ServingSim:
             prev = torch.tensor([seq[max(p - 1, 0)] for p in range(c, seq_len)], dtype=torch.int64)
             h = self.target.hidden(t, prev, torch.arange(c, seq_len))
             greedy = self.target.greedy(h).tolist()
+            if self.sc.method == "eagle3":  # the proposer gets the auxiliary layers; verification the last
+                h = self.target.aux_hidden(t, prev, torch.arange(c, seq_len))
             self._ensure_blocks(req, seq_len)
             if req.prefilling:
                 drafts, a = 0, 0
@@ -158,6 +166,7 @@ class ServingSim:
                     sampled=sampled + [-1] * (k_max + 1 - len(sampled)),
                     discarded=partial,
                     blocks=list(req.blocks),
+                    mrope=self._mrope(req, range(c, seq_len)),
                 )
             )
             hiddens.append(h)
@@ -166,7 +175,14 @@ class ServingSim:
             accepted.append((drafts, a))
         case = BatchCase(config=self.config, requests=reqs, seed=self.sc.seed)
         rids = [req.rid for req, _ in picked]
-        return Iteration(it, case, torch.cat(hiddens), rids, histories, compared, accepted)
+        mrope = None
+        if self.sc.mrope:
+            mrope = [self._mrope(req, range(len(h) + k_max - 1)) for (req, _), h in zip(picked, histories)]
+        return Iteration(it, case, torch.cat(hiddens), rids, histories, compared, accepted, mrope)
+
+    def _mrope(self, req: RequestState, positions: range) -> list[list[int]] | None:
+        """The request's M-RoPE rows at ``positions`` (its image drawn from the scenario seed and its id)."""
+        return mrope_rows(req.prompt_len, self.sc.seed + req.rid, positions) if self.sc.mrope else None
 
     def commit(self, iteration: Iteration, drafts: list[list[int]]) -> None:
         """Take the verified tokens and the new drafts; retire finished requests."""

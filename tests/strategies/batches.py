@@ -55,8 +55,27 @@ def batch_cases(draw, max_reqs: int = 64, max_k: int = 5, max_model_len_range: t
     vocab = draw(st.integers(2, 4096))
     shapes = draw(st.lists(requests(k, max_model_len, vocab), min_size=1, max_size=max_reqs))
     seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
+    total = sum(q for _, q, _, _, _ in shapes)
+    cfg = ProposerConfig(
+        num_spec_tokens=k,
+        vocab_size=vocab,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_tokens=total + draw(st.integers(0, 16)),
+        max_num_reqs=max_reqs,
+        hidden_size=8,
+    )
+    return build_case(cfg, shapes, seed)
 
+
+def build_case(cfg: ProposerConfig, shapes: list[tuple], seed: int) -> BatchCase:
+    """The ``BatchCase`` of request ``shapes`` (drawn by ``requests``), bulk values from ``seed``.
+
+    Shared by ``batch_cases`` and the call sequences (tests/strategies/sequences.py),
+    so a call in a sequence is a batch the single-call properties could draw.
+    """
+    k, block_size, max_model_len, vocab = cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.vocab_size
+    rng = np.random.default_rng(seed)
     need = [_blocks_needed(c + q, k, block_size, max_model_len) for _, q, c, _, _ in shapes]
     pool = rng.permutation(sum(need) * 2).tolist()  # non-contiguous, never shared
     reqs = []
@@ -76,14 +95,4 @@ def batch_cases(draw, max_reqs: int = 64, max_k: int = 5, max_model_len_range: t
                 blocks=blocks,
             )
         )
-    total = sum(q for _, q, _, _, _ in shapes)
-    cfg = ProposerConfig(
-        num_spec_tokens=k,
-        vocab_size=vocab,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_tokens=total + draw(st.integers(0, 16)),
-        max_num_reqs=max_reqs,
-        hidden_size=8,
-    )
     return BatchCase(config=cfg, requests=reqs, seed=seed)

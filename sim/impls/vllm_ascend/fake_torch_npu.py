@@ -108,6 +108,8 @@ def install() -> bool:
     sys.modules.update(
         {
             "torch_npu": npu,
+            "torch_npu.npu": npu.npu,
+            "torch_npu.npu.streams": npu.npu.streams,  # vllm-ascend 0.13 imports Event from it
             "torch_npu._C": npu._C,
             "torch_npu._C._distributed_c10d": npu._C._distributed_c10d,
             "torch_npu._inductor": npu._inductor,

@@ -1,0 +1,106 @@
+"""The proposer with its lm head split over a tensor-parallel (TP) group (seed: ``lmhead_tp_enable``).
+
+Each rank holds a slice of the vocabulary. Every logit computation pads its
+sample rows to a size all ranks agree on, computes this rank's vocabulary
+slice for them, all-gathers the slices over the group and cuts the result
+back to the real rows. The agreed size is the padded token count of the
+first pass in a decode-only batch, ``max_num_reqs`` (the scheduler's
+``max_num_seqs``) when a prefill is present: ranks of a data-parallel group
+may hold different batches, and only a size fixed this way is the same on
+all of them. More rows than the agreed size is an error, never a silent cut
+(DESIGN.md bug class 13); the seed pads with ``F.pad``, which crops when the
+pad is negative.
+
+Graph modes: ``piecewise`` (logits computed outside the graphs, as here);
+``full`` would bake one agreed size into each graph and is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError
+from mtp.proposer import FIRST, GraphMode, MtpProposer
+
+
+def agreed_rows(num_input_tokens: int, has_prefill: bool, max_num_seqs: int) -> int:
+    """The row count every rank pads its sample rows to."""
+    return max_num_seqs if has_prefill else num_input_tokens
+
+
+def pad_sample_rows(rows: torch.Tensor, agreed: int) -> torch.Tensor:
+    """``rows`` padded with row 0 up to ``agreed``; ``ValueError`` if there are more rows than that."""
+    n = rows.shape[0]
+    if n > agreed:
+        raise ValueError(f"sample_indices.shape[0]={n}: more requests than the agreed lm-head TP size {agreed}")
+    return torch.cat([rows, torch.zeros(agreed - n, dtype=rows.dtype, device=rows.device)])
+
+
+class LmHeadTpProposer(MtpProposer):
+    """``MtpProposer`` on rank ``rank`` of a TP group of ``size``; ``all_gather`` gathers rows over it.
+
+    The draft model must offer ``compute_logits_shard(hidden, rank, size)``.
+    """
+
+    def __init__(
+        self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
+    ):
+        if not 0 <= rank < size:
+            raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
+        if GraphMode(mode) is GraphMode.FULL:
+            raise ValueError("mode='full': lm-head TP computes logits outside the graphs (eager or piecewise)")
+        if not callable(getattr(model, "compute_logits_shard", None)):
+            raise ValueError("model: lm-head TP needs compute_logits_shard(hidden, rank, size)")
+        super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes)
+        self.tp_rank, self.tp_size = rank, size
+        self._all_gather: Callable[[torch.Tensor], torch.Tensor] = all_gather
+        self.collectives = 0
+        self.agreed = cfg.max_num_reqs  # a dummy run samples every request row
+
+    def propose(self, batch, sampled):
+        self.agreed = agreed_rows(
+            self._size(FIRST, batch.num_tokens), bool((batch.num_draft_tokens_cpu == 0).any()), self.cfg.max_num_reqs
+        )
+        try:
+            return super().propose(batch, sampled)
+        finally:
+            self.agreed = self.cfg.max_num_reqs
+
+    def draft_logits(self, out: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Full-vocabulary logits of the real rows, from every rank's slice of the padded rows."""
+        if rows is None:
+            rows = torch.arange(out.shape[0], device=out.device)
+        n = rows.shape[0]
+        padded = self.pad(rows)
+        shard = self.model.compute_logits_shard(out[padded], self.tp_rank, self.tp_size)
+        slices = self.gather(shard).view(self.tp_size, padded.shape[0], -1)
+        return self.join(slices)[:n, : self.cfg.vocab_size]
+
+    def pad(self, rows: torch.Tensor) -> torch.Tensor:
+        return pad_sample_rows(rows, self.agreed)
+
+    def join(self, slices: torch.Tensor) -> torch.Tensor:
+        """[size, M, V/size] vocabulary slices, rank 0's first -> [M, V]."""
+        return slices.permute(1, 0, 2).reshape(slices.shape[1], -1)
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All-gather over the group, checked: every rank must send the same number of elements.
+
+        A fixed-shape header (collective number, element count) goes first, so
+        ranks that padded to different sizes are told so, by name, instead of
+        exchanging mismatched buffers. Reading the headers costs one host sync.
+        """
+        self.collectives += 1
+        header = torch.tensor([self.collectives, tensor.numel()], device=tensor.device)
+        try:
+            headers = self._all_gather(header).view(self.tp_size, 2).tolist()
+            if any(h != headers[0] for h in headers):
+                seen = ", ".join(f"rank {r}: collective #{c} ({n} elements)" for r, (c, n) in enumerate(headers))
+                raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
+            return self._all_gather(tensor)
+        except CollectiveMismatchError:
+            raise
+        except Exception as exc:
+            raise CollectiveError(f"collective #{self.collectives} on rank {self.tp_rank} failed: {exc}") from exc

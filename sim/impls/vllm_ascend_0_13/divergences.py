@@ -1,0 +1,109 @@
+"""Where vllm-ascend 0.13.0's ``MtpProposer`` differs from the core, by design or by defect: the one table.
+
+docs/DIVERGENCES-vllm-ascend-0.13.md explains each entry (what it does to drafts and KV);
+tests/vllm_ascend_0_13/ pins each one (the test named in ``pinned_by`` asserts the difference
+exists, exactly where the entry says). The first four are the seed's defects (DESIGN.md);
+``RULES`` models them in the reference so the gate's properties run on 0.13.
+"""
+
+from __future__ import annotations
+
+from sim.impls.vllm.divergences import Divergence
+from sim.oracle.rules import Rules
+
+DIVERGENCES = {
+    d.id: d
+    for d in (
+        Divergence(
+            "slot-plus-one",
+            "MtpProposer._propose (the step loop)",
+            "step j's slot = block_table[r][pos // block_size] * block_size + pos % block_size",
+            "step j's slot = the last accepted token's slot + (j - 1) (slot_mapping += 1): wrong once a draft "
+            "position crosses into a block that is not the physically next one",
+            "test_seed_defects.py::test_slot_plus_one_across_blocks",
+        ),
+        Divergence(
+            "padded-seq-lens-not-lowered",
+            "prepare_inputs_padded + MtpProposer._propose",
+            "steps 2..K attend to (seq_len - n_rej) + j - 1 keys",
+            "padded mode never lowers seq_lens (the MLA builder takes seq_lens_cpu as given): step j attends to "
+            "seq_len + j - 1, the rejected tokens' KV among them",
+            "test_seed_defects.py::test_padded_seq_lens_not_lowered",
+        ),
+        Divergence(
+            "unpadded-max-query-len",
+            "prepare_inputs",
+            "max_query_len of the compacted batch",
+            "max_query_len of the original query lengths (an upper bound); the MLA builder reads it only to "
+            "decide whether any request is a prefill, so drafts do not change",
+            "test_seed_defects.py::test_max_query_len_from_old_lengths",
+        ),
+        Divergence(
+            "mrope-positions",
+            "MtpProposer._propose",
+            "M-RoPE positions [3, T] go to the M-RoPE buffer",
+            "self.positions[:num_tokens] = target_positions: a [3, T] tensor into the 1-D positions buffer "
+            "(mrope_positions, allocated by vLLM's EagleProposer, is never written); it raises",
+            "test_seed_defects.py::test_mrope_positions_written_to_positions",
+        ),
+        Divergence(
+            "overflow-position-restart",
+            "MtpProposer._propose (the step loop)",
+            "every step whose position reaches max_model_len: position 0, seq_len 1, slot -1",
+            "the first such step: position 0, slot -1; the next steps read the clamped position back from the "
+            "positions buffer and continue at 1, 2, ..., and the slot continues from -1: 0, 1, ... (physical "
+            "slots of block 0, owned by whichever request holds it); seq_len restarts at 1 on its own once past "
+            "max_model_len",
+            "test_steps.py::test_overflow_position_restart",
+        ),
+        Divergence(
+            "prefill-batch-drafts-once",
+            "MtpProposer._propose (with_prefill)",
+            "every request gets K drafts from K steps",
+            "when the runner's batch has a prefill (attention state neither DecodeOnly nor SpecDecoding), one "
+            "step runs and draft 1 is returned K times",
+            "test_propose.py::test_prefill_batch_repeats_draft_one",
+        ),
+        Divergence(
+            "stale-last-row",
+            "MtpProposer._propose (input shift)",
+            "the batch's last row keeps its own id when it is not a sample row",
+            "that row is never written: it keeps the buffer's old value (padded, last request rejected a draft)",
+            "test_prepare.py::test_stale_last_row_divergence",
+        ),
+        Divergence(
+            "mtp-steps-run-padded-rows",
+            "MtpProposer._propose",
+            "steps 2..K run one row per request",
+            "steps 2..K run at the first pass's row count; rows past B hold stale inputs and slot -1",
+            "test_propose.py::test_steps_run_at_first_pass_rows",
+        ),
+        Divergence(
+            "slot-mapping-in-place",
+            "prepare_inputs; MtpProposer._propose",
+            "the caller's batch is never written",
+            "prepare_inputs compacts the caller's slot_mapping (-1 tail); _propose fills the first pass's "
+            "slot_mapping (a view of the caller's) with -1 after the first step",
+            "test_prepare.py::test_caller_slot_mapping_rewritten",
+        ),
+    )
+}
+
+# The divergences the reference models (sim.oracle.rules), so the gate's properties run on 0.13.
+RULES = Rules(
+    padded_seq_lens_lowered=False,
+    overflow="position-restart",
+    max_query_len_compacted=False,
+    stale_last_row=True,
+    steps_run_first_pass_rows=True,
+    slots_from_block_table=False,
+    prefill_batches_draft_once=True,
+)
+
+# What cannot run at all, by test name: printed as the skip reason.
+GATE_SKIPS = {
+    "test_padded_path_makes_no_host_sync": "vllm-ascend 0.13 keeps its host copies as torch CPU tensors "
+    "(prepare_next_token_ids_padded: seq_lens_cpu[i].item(); prepare_inputs_padded: query_start_loc_cpu[-1].item(); "
+    "_propose: seq_lens.tolist()); on a CPU device the simulator counts them as syncs",
+    "test_graph_modes_match_reference": "the vllm-ascend 0.13 adapter runs eagerly only (ACL graphs need an NPU)",
+}

@@ -1,0 +1,26 @@
+"""Deliberately broken lm-head TP proposers: each must fail tests/test_tp.py."""
+
+from __future__ import annotations
+
+import torch
+
+from mtp.tp import LmHeadTpProposer
+
+
+class ShardsInRankOrderReversed(LmHeadTpProposer):
+    """The vocabulary slices joined last rank first: token ids point into the wrong slice."""
+
+    def join(self, slices: torch.Tensor) -> torch.Tensor:
+        return super().join(slices.flip(0))
+
+
+class UnpaddedOnRank1(LmHeadTpProposer):
+    """Rank 1 sends its real rows only: the ranks gather different sizes (a hang on HCCL/NCCL)."""
+
+    def pad(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows if self.tp_rank == 1 else super().pad(rows)
+
+
+def pad_truncating(rows: torch.Tensor, agreed: int) -> torch.Tensor:
+    """The seed's padding: ``F.pad`` by ``agreed - n``, which crops rows when negative."""
+    return torch.nn.functional.pad(rows, (0, agreed - rows.shape[0]))

@@ -1,0 +1,53 @@
+"""The mutation score of ``tox -e mutate``, from mutmut's own results.
+
+Reads ``mutmut results --all true`` (one ``NAME: status`` line per mutant) and
+the equivalent mutants listed in docs/MUTATION.md (``- `NAME`: reason``).
+Score = killed / (every mutant - equivalent ones); a timeout counts as killed
+(the mutant made the gate hang, which pytest-timeout turns into a failure), a
+mutant no test reaches counts as not killed. Prints the score and every
+survivor that is not listed as equivalent; exits 1 if there is any.
+
+    python -m tests.mutation_score            # after `mutmut run`, in the same directory
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "MUTATION.md"
+KILLED = {"killed", "timeout", "caught by type check"}
+
+
+def equivalents(doc: Path = DOC) -> dict[str, str]:
+    """Mutant name -> why it cannot change behaviour, from the doc's list."""
+    found = {}
+    for line in doc.read_text().splitlines():
+        m = re.match(r"- `([\w.]+__mutmut_\d+)`: (.+)", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def main() -> int:
+    out = subprocess.run(["mutmut", "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
+    status = dict(re.findall(r"^\s*([\w.]+__mutmut_\d+): (.+?)\s*$", out, flags=re.M))
+    equiv = equivalents()
+    counts = Counter(status.values())
+    considered = {name: s for name, s in status.items() if name not in equiv}
+    killed = sum(s in KILLED for s in considered.values())
+    alive = sorted(name for name, s in considered.items() if s not in KILLED)
+    print(f"mutants: {len(status)} ({', '.join(f'{n} {s}' for s, n in counts.most_common())})")
+    print(f"equivalent (docs/MUTATION.md): {sum(name in status for name in equiv)}")
+    score = killed / len(considered) if considered else 1.0
+    print(f"mutation score: {killed}/{len(considered)} non-equivalent mutants killed = {score:.1%}")
+    for name in alive:
+        print(f"  not killed: {name} ({considered[name]})  -- see: mutmut show {name}")
+    return 1 if alive else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

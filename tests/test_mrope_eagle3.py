@@ -1,0 +1,123 @@
+"""M-RoPE and eagle3 on whole serving runs equal the from-scratch reference.
+
+M-RoPE: prompts hold an image (``sim.models.mrope``), so the three rows
+differ and text after the image is offset from its sequence position; every
+model call's three rows are compared with the reference, and the drafts
+with drafts computed from scratch by a model that rotates by the three rows.
+eagle3: the target hands three layers, combined before the first pass only.
+Each path runs padded and unpadded, eager and in both graph modes (drawn).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from mtp.config import ProposerConfig
+from mtp.proposer import MtpProposer
+from sim.models.mrope import mrope_rows
+from sim.oracle.cases import to_batch
+from sim.serving.run import build_models
+from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
+from tests.e2e_checks import check_scenario
+from tests.strategies.scenarios import scenarios
+
+pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
+
+PATHS = settings(max_examples=max(1, settings.default.max_examples // 12))
+VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"mrope": True, "method": "eagle3"}}
+
+
+def _mode(device, mode: str) -> str:
+    return mode if device.supports_graphs else "eager"
+
+
+@pytest.mark.parametrize("path", list(VARIANTS))
+@PATHS
+@given(scenario=scenarios(), mode=st.sampled_from(GRAPH_MODES))
+def test_path_matches_reference(device, path, scenario, mode, request):
+    """Drafts (margin-aware) and every call's metadata, M-RoPE rows included."""
+    mode = _mode(device, mode)
+    event(f"mode={mode}")
+    scenario = dataclasses.replace(scenario, graph_mode=mode, **VARIANTS[path])
+    check_scenario(scenario, device, request.node.name)
+
+
+# Two image prompts and a text one, decodes crossing blocks, real verification.
+SMALL = Scenario(
+    seed=5,
+    num_spec_tokens=3,
+    block_size=2,
+    token_budget=24,
+    accept="greedy",
+    max_iterations=12,
+    requests=(RequestSpec(0, 30, 8), RequestSpec(0, 12, 8), RequestSpec(1, 5, 8)),
+)
+BROKEN = [
+    ("MropeNotAdvanced", {"mrope": True}),
+    ("MropeRowZeroOnly", {"mrope": True}),
+    ("MropeFromScalarPositions", {"mrope": True}),
+    ("Eagle3NotCombined", {"method": "eagle3"}),
+    ("Eagle3CombinedEveryStep", {"method": "eagle3"}),
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", "full"])
+@pytest.mark.parametrize("name, fields_", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_path_is_caught(device, name, fields_, mode):
+    import tests.broken_paths as broken
+
+    scenario = dataclasses.replace(SMALL, graph_mode=_mode(device, mode), **fields_)
+    with pytest.raises(AssertionError, match="mismatches"):
+        check_scenario(scenario, device, f"broken-{name}", proposer_cls=getattr(broken, name))
+
+
+def test_image_rows_differ_and_text_is_offset():
+    rows = mrope_rows(30, 5, range(40))
+    assert len({tuple(r) for r in rows}) == 3, "an image prompt must give three different rows"
+    assert rows[0][-1] == rows[1][-1] == rows[2][-1] < 39, "text after an image is offset, all rows equal"
+
+
+def _call(scenario: Scenario, device, **batch_fields):
+    model, target = build_models(scenario, device.torch_device)
+    sim = ServingSim(scenario, target)
+    proposer = MtpProposer(sim.config, model, device)
+    it = sim.step(0)
+    batch, sampled = to_batch(it.case, device.torch_device, scenario.padded, it.hidden.to(device.torch_device))
+    return proposer, dataclasses.replace(batch, **batch_fields), sampled
+
+
+def test_mrope_rows_missing_or_unwanted_are_refused(device):
+    proposer, batch, sampled = _call(dataclasses.replace(SMALL, mrope=True), device, mrope_positions=None)
+    with pytest.raises(ValueError, match=r"mrope_positions\.shape=None"):
+        proposer.propose(batch, sampled)
+    proposer, batch, sampled = _call(SMALL, device)
+    rows = torch.zeros(3, batch.num_tokens, dtype=torch.int64, device=device.torch_device)
+    with pytest.raises(ValueError, match=r"mrope_positions\.shape=\(3, \d+\): given, but"):
+        proposer.propose(dataclasses.replace(batch, mrope_positions=rows), sampled)
+
+
+def test_eagle3_needs_the_auxiliary_width(device):
+    proposer, batch, sampled = _call(dataclasses.replace(SMALL, method="eagle3"), device)
+    narrow = batch.hidden_states[:, : SMALL.hidden_size]
+    with pytest.raises(ValueError, match=r"hidden_states\.shape=\(\d+, 32\): expected \(\d+, 96\)"):
+        proposer.propose(dataclasses.replace(batch, hidden_states=narrow), sampled)
+
+
+def test_bad_method_is_refused():
+    with pytest.raises(ValueError, match="method='medusa'"):
+        ProposerConfig(3, 96, 4, 96, 64, 8, method="medusa")
+    with pytest.raises(ValueError, match="method='medusa'"):
+        Scenario(method="medusa")
+
+
+def test_old_replay_files_load_with_the_new_fields_off():
+    data = dataclasses.asdict(SMALL)
+    del data["mrope"], data["method"]
+    loaded = Scenario.from_dict(data | {"requests": [dataclasses.asdict(r) for r in SMALL.requests]})
+    assert (loaded.mrope, loaded.method) == (False, "mtp")

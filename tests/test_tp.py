@@ -1,0 +1,130 @@
+"""lm-head tensor parallel on real process groups equals one rank.
+
+TP ranks (gloo processes on the simulator, started once per module) serve
+the same scenario with the vocabulary split over them; every rank's drafts
+and per-step metadata must equal the single-rank run, which itself equals
+the from-scratch reference. Sample rows are padded to the size all ranks
+agree on; more rows than that is an error, never a cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict
+
+import pytest
+import torch
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from mtp.tp import agreed_rows, pad_sample_rows
+from sim.ranks.pcp import PcpCase
+from sim.ranks.pool import CollectiveMismatch
+from sim.ranks.tp import TpPool, check_lmhead_tp
+from sim.serving.scenario import RequestSpec, Scenario
+from tests.broken_tp import pad_truncating
+from tests.e2e_checks import FAILURE_DIR
+from tests.strategies.scenarios import scenarios
+
+pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("tp")]
+
+TP = settings(max_examples=max(1, settings.default.max_examples // 20))
+SIZES = [2, 4]
+
+
+@pytest.fixture(scope="module")
+def pools(device):
+    started: dict[int, TpPool] = {}
+
+    def get(size: int) -> TpPool:
+        if size > device.max_ranks:
+            pytest.skip(f"device {device.name} hosts {device.max_ranks} ranks, not {size}")
+        if size not in started:
+            started[size] = TpPool(size, device.name, case_timeout_s=120, collective_timeout_s=5)
+        return started[size]
+
+    yield get
+    for pool in started.values():
+        pool.close()
+
+
+def _assert_tp(scenario, pool, device, name, proposer=None):
+    problems = check_lmhead_tp(scenario, pool, device, proposer=proposer)
+    if problems:
+        path = scenario.save(FAILURE_DIR / f"{name}.json")
+        extra = f" --proposer {proposer}" if proposer else ""
+        raise AssertionError(
+            "\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path} --tp {pool.size} --lmhead-tp{extra}"
+        )
+
+
+@pytest.mark.parametrize("size", SIZES)
+@TP
+@given(
+    scenario=scenarios(max_reqs=4, max_iterations=10),
+    mode=st.sampled_from(["eager", "piecewise"]),
+    path=st.sampled_from([{}, {"mrope": True}, {"method": "eagle3"}]),
+)
+def test_lmhead_tp_equals_single_rank(device, pools, size, scenario, mode, path, request):
+    """Padded or unpadded (drawn), eager or piecewise, plain, M-RoPE or eagle3 (drawn)."""
+    if not device.supports_graphs:
+        mode = "eager"
+    event(f"mode={mode}")
+    scenario = dataclasses.replace(scenario, graph_mode=mode, **path)
+    _assert_tp(scenario, pools(size), device, request.node.name)
+
+
+SMALL = Scenario(
+    num_spec_tokens=3,
+    block_size=2,
+    token_budget=24,
+    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
+)
+
+
+def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
+    with pytest.raises(AssertionError, match="drafts"):
+        _assert_tp(SMALL, pools(2), device, "broken-tp", proposer="tests.broken_tp:ShardsInRankOrderReversed")
+
+
+def test_ranks_padding_to_different_sizes_are_reported(device, pools):
+    case = PcpCase(asdict(SMALL), proposer="tests.broken_tp:UnpaddedOnRank1")
+    with pytest.raises(CollectiveMismatch, match="different collectives"):
+        pools(2).run(case)
+
+
+def check_padding(pad, n: int, agreed: int) -> None:
+    """The padding property: exactly ``agreed`` rows, the real ones first; ``ValueError`` past it."""
+    rows = torch.arange(1, n + 1)
+    if n > agreed:
+        with pytest.raises(ValueError, match=rf"sample_indices.shape\[0\]={n}: .* agreed lm-head TP size {agreed}"):
+            pad(rows, agreed)
+        return
+    out = pad(rows, agreed)
+    assert out.shape[0] == agreed and torch.equal(out[:n], rows) and not out[n:].any()
+
+
+@given(n=st.integers(1, 40), agreed=st.integers(1, 40))
+def test_sample_rows_pad_to_the_agreed_size_or_fail(n, agreed):
+    check_padding(pad_sample_rows, n, agreed)
+
+
+def test_truncating_padding_is_caught():
+    """The seed's F.pad crops a batch larger than the agreed size instead of failing."""
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        check_padding(pad_truncating, 9, 8)
+
+
+def test_agreed_size_follows_the_batch_kind():
+    assert agreed_rows(24, has_prefill=False, max_num_seqs=8) == 24
+    assert agreed_rows(24, has_prefill=True, max_num_seqs=8) == 8
+
+
+def test_full_graphs_are_refused(device):
+    from mtp.tp import LmHeadTpProposer
+    from sim.serving.run import build_models
+    from sim.serving.simulator import ServingSim
+
+    model, target = build_models(SMALL, device.torch_device)
+    with pytest.raises(ValueError, match="mode='full'"):
+        LmHeadTpProposer(ServingSim(SMALL, target).config, model, device, mode="full", rank=0, size=2, all_gather=None)

@@ -1,0 +1,91 @@
+"""The gate catches a regression in 0.13.0's own code, with its divergences modelled.
+
+Each case breaks one 0.13 method the way upstream history broke such methods (a sample row off by
+one, the first valid sampled token taken for the last, seq_lens lowered twice in prepare_inputs),
+or hands ``_propose``'s step loop first-pass slots one row off (its ``slot_mapping += 1`` then
+starts from the wrong slot), then runs the gate's check under ``--impl vllm_ascend_0_13``'s rules:
+it must fail.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+
+from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
+from sim.impls.vllm_ascend_0_13.build import mtp_proposer
+from sim.impls.vllm_ascend_0_13.divergences import RULES
+from tests import core_checks
+from tests.strategies.batches import batch_cases
+
+
+def _sample_row_off_by_one(original):
+    def broken(self, *args, **kwargs):
+        cad, rows, sample = original(self, *args, **kwargs)
+        return cad, rows, sample - 1
+
+    return broken
+
+
+def _first_valid_token(original):
+    def broken(self, cad, sampled, *args, **kwargs):
+        return original(self, cad, sampled[:, :1].contiguous(), *args, **kwargs)
+
+    return broken
+
+
+def _seq_lens_lowered_twice(original):
+    def broken(self, cad, sampled, num_draft_tokens):
+        spec, rows = original(self, cad, sampled, num_draft_tokens)
+        drop = cad.seq_lens_cpu[: len(num_draft_tokens)] - spec.seq_lens_cpu
+        spec.seq_lens_cpu = spec.seq_lens_cpu - drop
+        return spec, rows
+
+    return broken
+
+
+def _slot_from_next_row(original):
+    """The step loop's first slot taken one row late: ``slot_mapping += 1`` from the wrong start."""
+
+    def broken(self, common_prefix_len, cad, model=None):
+        md = original(self, common_prefix_len, cad, model)
+        md.slot_mapping = md.slot_mapping.roll(-1)
+        return md
+
+    return broken
+
+
+BREAKS = [
+    ("prepare_inputs_padded", _sample_row_off_by_one, core_checks.check_first_pass, True),
+    ("prepare_next_token_ids_padded", _first_valid_token, core_checks.check_first_pass, True),
+    ("prepare_inputs", _seq_lens_lowered_twice, core_checks.check_steps, False),
+]
+
+
+@pytest.mark.parametrize(("method", "breaking", "check", "padded"), BREAKS, ids=[m for m, *_ in BREAKS])
+def test_a_broken_0_13_fails_the_gate(monkeypatch, device, method, breaking, check, padded):
+    cls = next(c for c in type(mtp_proposer(8)).__mro__ if method in vars(c))  # where it is defined
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
+    _gate_fails(check, padded, device)
+
+
+def test_a_broken_step_slot_fails_the_gate(monkeypatch, device):
+    """The first-pass slots the step loop advances from, one row off: the steps' slots are wrong."""
+    from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
+
+    monkeypatch.setattr(MlaMetadataBuilder, "build", _slot_from_next_row(MlaMetadataBuilder.build))
+    _gate_fails(core_checks.check_steps, True, device)
+
+
+def _gate_fails(check, padded, device):
+    ops = Ascend013Ops()
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        functools.partial(check, padded=padded, rules=RULES)(ops, case, device=device)
+
+    with pytest.raises(AssertionError):
+        gate()

@@ -1,0 +1,155 @@
+"""The seed's defects (DESIGN.md "Known defects of the seed") on vllm-ascend 0.13.0's shipped MtpProposer.
+
+One test per defect: each asserts whether 0.13.0 has it, on the metadata 0.13's code computes,
+and on the drafts themselves where the defect changes them (whole serving runs of ``_propose``
+with the tiny model, compared with the from-scratch reference under rules that assume the
+defect absent: the mismatches are the defect's, and only its).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given
+
+from sim.impls.vllm_ascend_0_13 import interop
+from sim.impls.vllm_ascend_0_13.adapter import Ascend013Proposer, run_propose
+from sim.impls.vllm_ascend_0_13.build import configured
+from sim.impls.vllm_ascend_0_13.divergences import RULES
+from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
+from sim.oracle import reference
+from sim.oracle.cases import to_batch
+from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+from tests.strategies.batches import batch_cases
+from tests.vllm_ascend_0_13.cases import ASCEND, CPU, both, one_decode
+
+# Blocks far apart: a draft crossing a block boundary lands in a block that is not the next one.
+CROSSING = one_decode(num_computed=2, blocks=[7, 2, 5])  # positions 2..5 verified, drafts at 6, 7, 8
+
+
+def _drafts_mismatches(scenario, rules, device):
+    report = run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=rules, stop_at_first_mismatch=False)
+    return report, [m for m in report.mismatches if m.what.startswith("draft")]
+
+
+def test_slot_plus_one_across_blocks():
+    """Has it. Step j's slot is the last accepted token's slot + (j - 1): block 7's last slot + 1 is block 8,
+    where the table says block 2; the core's slot is the table's."""
+    case = CROSSING
+    batch, _, core, got = both(case, padded=True)
+    bs = case.config.block_size
+    last = int(got.base_positions[0])  # 5: block 1 of the table (block 2), offset 1
+    for j in (2, 3, 4):
+        mine = ASCEND.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        pos = last + j - 1
+        table_slot = case.requests[0].blocks[pos // bs] * bs + pos % bs
+        assert int(mine.slot_mapping[0]) == 2 * bs + 1 + (j - 1)
+        assert reference.step(case, j).slot_mapping[0] == table_slot
+    assert int(mine.slot_mapping[0]) != table_slot  # position 8: block 5, not block 2's "next slot"
+
+
+@given(case=batch_cases())
+def test_slot_plus_one_is_the_rule_everywhere(case):
+    """Every step slot of 0.13 is the plus-one rule's; it differs from the table's exactly where the rule does."""
+    batch, _, _, got = both(case, padded=False)
+    table_rules = dataclasses.replace(RULES, slots_from_block_table=True)
+    for j in range(2, case.config.num_spec_tokens + 1):
+        mine = ASCEND.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        assert mine.slot_mapping.tolist() == reference.step(case, j, False, RULES).slot_mapping
+        plus_one = reference.step(case, j, False, RULES).slot_mapping
+        assert (plus_one != reference.step(case, j, False, table_rules).slot_mapping) == (
+            mine.slot_mapping.tolist() != reference.step(case, j, False, table_rules).slot_mapping
+        )
+
+
+def test_slot_plus_one_changes_the_drafts(device):
+    """On the drafts: with small blocks (the allocator hands out blocks that are not adjacent), unpadded
+    serving runs under rules that look slots up in the table see drafts differ from the reference
+    (KV written to, then read from, the wrong slots), and metadata differ in slots only."""
+    scenario = Scenario(
+        num_spec_tokens=3, block_size=2, padded=False, accept="all", max_iterations=16,
+        requests=tuple(RequestSpec(i, 5 + 3 * i, 12) for i in range(4)),
+    )  # fmt: skip
+    report, drafts = _drafts_mismatches(scenario, dataclasses.replace(RULES, slots_from_block_table=True), device)
+    assert drafts, "drafts matched the reference although slots were advanced by +1 across blocks"
+    others = [m for m in report.mismatches if not m.what.startswith("draft")]
+    assert others and all("slot_mapping" in m.what for m in others), [str(m) for m in others[:4]]
+    assert run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES).ok
+
+
+@given(case=batch_cases())
+def test_padded_seq_lens_not_lowered(case):
+    """Has it. Padded, step j attends to seq_len + j - 1 keys, n_rej more than the core, exactly on the
+    requests that rejected a draft (while seq_len has not passed max_model_len)."""
+    batch, _, core, got = both(case, padded=True)
+    mml = case.config.max_model_len
+    start, accepted = got.first.accepted_seq_lens.tolist(), core.first.accepted_seq_lens.tolist()
+    assert start == batch.seq_lens.tolist()
+    for j in range(2, case.config.num_spec_tokens + 1):
+        mine = ASCEND.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        want = reference.step(case, j)
+        for r, (s, a) in enumerate(zip(start, accepted)):
+            if s + j - 1 <= mml:
+                assert int(mine.seq_lens[r]) - want.seq_lens[r] == s - a, (j, r)
+
+
+def test_padded_seq_lens_not_lowered_changes_the_drafts(device):
+    """On the drafts: every draft rejected (n_rej = K), blocks large enough that no draft crosses one
+    (slot-plus-one is harmless): padded drafts 2..K differ from the reference, draft 1 never does;
+    unpadded (lowered by prepare_inputs) matches everywhere."""
+    scenario = Scenario(
+        num_spec_tokens=3, block_size=64, max_model_len=64, accept="none", max_iterations=12,
+        requests=tuple(RequestSpec(0, 5 + 3 * i, 12) for i in range(4)),
+    )  # fmt: skip
+    lowered = dataclasses.replace(RULES, padded_seq_lens_lowered=True)
+    report, drafts = _drafts_mismatches(scenario, lowered, device)
+    assert drafts, "padded drafts 2..K matched the reference: has 0.13 started lowering seq_lens?"
+    assert all(not m.what.startswith("draft 1") for m in drafts), [str(m) for m in drafts[:4]]
+    assert run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES).ok
+    assert run_scenario(
+        dataclasses.replace(scenario, padded=False), device, proposer_cls=Ascend013Proposer, rules=RULES
+    ).ok
+
+
+@given(case=batch_cases())
+def test_max_query_len_from_old_lengths(case):
+    """Has it. Unpadded prepare_inputs reports the original longest query; the drafts cannot change: the MLA
+    builder reads it only to decide whether any request is a prefill, and decides the same with the
+    compacted value."""
+    batch, sampled, core, got = both(case, padded=False)
+    original = int(batch.query_lens_cpu.max())
+    assert got.first.max_query_len == original
+    assert (got.first.max_query_len != core.first.max_query_len) == (core.first.max_query_len != original)
+    p = configured(case.config.num_spec_tokens, case.config.max_model_len, case.config.hidden_size, padded=False)
+    spec_cad = interop.first_pass_metadata(batch, got.first)
+    spec_cad.max_query_len = original
+    old = p.runner.builder.build(0, spec_cad)
+    spec_cad.max_query_len = core.first.max_query_len
+    new = p.runner.builder.build(0, spec_cad)
+    assert (old.num_decodes, old.num_prefills, old.num_decode_tokens) == (
+        new.num_decodes,
+        new.num_prefills,
+        new.num_decode_tokens,
+    )
+
+
+def test_mrope_positions_written_to_positions():
+    """Has it. _propose copies target_positions into the 1-D ``positions`` buffer; M-RoPE's [3, T] rows
+    (what the runner hands an M-RoPE model) do not fit and the call raises; nothing reaches ``mrope_positions``."""
+    case = one_decode(num_computed=2, blocks=[7, 2, 5])
+    batch, sampled = to_batch(case, CPU, padded=True)
+    got = ASCEND.prepare_call(case.config, batch, sampled)
+    p = configured(3, 64, case.config.hidden_size)
+    rows = got.first.token_indices
+    mrope = batch.positions[rows].unsqueeze(0).expand(3, -1).clone()
+    before = p.positions.clone()
+    with pytest.raises(RuntimeError, match="size|shape"):
+        run_propose(
+            p, MlaTinyMtp(None, 8), interop.first_pass_metadata(batch, got.first), batch.token_ids[rows], mrope,
+            batch.hidden_states[rows], got.next.next_token_ids, got.first.sample_indices,
+        )  # fmt: skip
+    assert torch.equal(p.positions, before)
+    assert getattr(p, "mrope_positions", None) is None or not p.mrope_positions.any()
