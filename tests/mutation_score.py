@@ -2,9 +2,9 @@
 
 Reads ``mutmut results --all true`` (one ``NAME: status`` line per mutant) and
 the equivalent mutants listed in docs/MUTATION.md (``- `NAME`: reason``).
-Score = killed / (every mutant - equivalent ones); a timeout counts as killed
-(the mutant made the gate hang, which pytest-timeout turns into a failure), a
-mutant no test reaches counts as not killed. Prints the score and every
+Score = killed / (mutants run - equivalent ones); a timeout counts as killed
+(the mutant made the gate hang), a mutant no test reaches counts as not killed,
+and mutants not run (a stopped run, a name glob) are counted apart. Prints the score and every
 survivor that is not listed as equivalent; exits 1 if there is any.
 
     python -m tests.mutation_score            # after `mutmut run`, in the same directory
@@ -37,16 +37,19 @@ def main() -> int:
     status = dict(re.findall(r"^\s*([\w.]+__mutmut_\d+): (.+?)\s*$", out, flags=re.M))
     equiv = equivalents()
     counts = Counter(status.values())
-    considered = {name: s for name, s in status.items() if name not in equiv}
+    unchecked = sum(s == "not checked" for s in status.values())  # a run stopped early, or a name glob
+    considered = {name: s for name, s in status.items() if name not in equiv and s != "not checked"}
     killed = sum(s in KILLED for s in considered.values())
     alive = sorted(name for name, s in considered.items() if s not in KILLED)
     print(f"mutants: {len(status)} ({', '.join(f'{n} {s}' for s, n in counts.most_common())})")
     print(f"equivalent (docs/MUTATION.md): {sum(name in status for name in equiv)}")
     score = killed / len(considered) if considered else 1.0
-    print(f"mutation score: {killed}/{len(considered)} non-equivalent mutants killed = {score:.1%}")
+    print(f"mutation score: {killed}/{len(considered)} non-equivalent mutants run were killed = {score:.1%}")
+    if unchecked:
+        print(f"not run: {unchecked} mutants (the score covers only those run)")
     for name in alive:
         print(f"  not killed: {name} ({considered[name]})  -- see: mutmut show {name}")
-    return 1 if alive else 0
+    return 1 if alive or unchecked else 0
 
 
 if __name__ == "__main__":

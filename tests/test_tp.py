@@ -40,7 +40,7 @@ def pools(device):
         if size > device.max_ranks:
             pytest.skip(f"device {device.name} hosts {device.max_ranks} ranks, not {size}")
         if size not in started:
-            started[size] = TpPool(size, device.name, case_timeout_s=120, collective_timeout_s=5)
+            started[size] = TpPool(size, device.name, case_timeout_s=120, collective_timeout_s=20)
         return started[size]
 
     yield get
