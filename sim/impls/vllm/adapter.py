@@ -24,6 +24,7 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from mtp.validate import validate_batch, validate_sampled
 from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.vllm import interop
 from sim.impls.vllm.divergences import GATE_SKIPS, RULES
 from sim.impls.vllm.eagle import configured, eagle_proposer
@@ -122,29 +123,15 @@ class VllmOps(CoreOps):
         return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
 
 
-class VllmProposer:
-    """vLLM's ``EagleProposer.propose`` behind ``MtpProposer``'s constructor and trace.
+class VllmProposer(EagerAdapter):
+    """vLLM's ``EagleProposer.propose`` behind ``MtpProposer``'s constructor and trace (eager only)."""
 
-    Eager only: vLLM's drafter graphs are CUDA graphs, which a CPU run cannot
-    capture. ``ops`` is accepted for the signature and unused: vLLM prepares
-    its own inputs inside this call, as its runner does.
-    """
+    label, graphs_need = "the vLLM adapter", "a GPU (CUDA graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
-        if str(getattr(mode, "value", mode)) != "eager":
-            raise ValueError(f"mode={mode!r}: the vLLM adapter runs eagerly only (CUDA graphs need a GPU)")
-        if model.hidden_size != cfg.hidden_size:
-            raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
-        self.cfg, self.device, self.ops = cfg, device, ops
+        super().__init__(cfg, model, device, ops, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = SnapshotAttnGroup()
-        self.graphs: dict = {}
-        self.trace = None
-        self.logits_calls = 0
-        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.serving.run
-
-    def record(self, on: bool = True) -> None:
-        self.trace = [] if on else None
 
     def _vllm(self):
         p = _proposer(self.cfg)
@@ -192,15 +179,6 @@ class VllmProposer:
         )
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
-
-    def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
-        return drafts.cpu().tolist()
-
-    def capture_all(self) -> None:
-        """Nothing to capture: eager only."""
-
-    def dummy_run(self, size: int) -> None:
-        raise NotImplementedError("the vLLM adapter has no dummy run (eager only)")
 
 
 def implementation() -> Implementation:

@@ -26,6 +26,7 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, Veri
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls.eager_adapter import EagerAdapter
 
 from . import interop
 from .build import configured
@@ -177,25 +178,17 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
     return out
 
 
-class AscendProposer:
-    """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace. Eager only (ACL graphs
-    need an NPU). ``ops`` is accepted for the signature and unused: vllm-ascend prepares its own inputs."""
+class AscendProposer(EagerAdapter):
+    """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace (eager only).
+    ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter."""
+
+    label, graphs_need = "the vllm-ascend adapter", "an NPU (ACL graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = False):
-        if str(getattr(mode, "value", mode)) != "eager":
-            raise ValueError(f"mode={mode!r}: the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)")
-        if model.hidden_size != cfg.hidden_size:
-            raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
-        self.cfg, self.device, self.ops, self.triton = cfg, device, ops, triton
+        super().__init__(cfg, model, device, ops, mode)
+        self.triton = triton
         self.model = AscendTinyMtp(model)
         self.attn_group = AscendSnapshotAttnGroup()
-        self.graphs: dict = {}
-        self.trace = None
-        self.logits_calls = 0
-        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.serving
-
-    def record(self, on: bool = True) -> None:
-        self.trace = [] if on else None
 
     def _ascend(self):
         p = _proposer(self.cfg)
@@ -229,15 +222,6 @@ class AscendProposer:
         )
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
-
-    def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
-        return drafts.cpu().tolist()
-
-    def capture_all(self) -> None:
-        """Nothing to capture: eager only."""
-
-    def dummy_run(self, size: int) -> None:
-        raise NotImplementedError("the vllm-ascend adapter has no dummy run (eager only)")
 
 
 def implementation() -> Implementation:

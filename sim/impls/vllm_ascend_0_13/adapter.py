@@ -25,6 +25,7 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, Veri
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls.eager_adapter import EagerAdapter
 
 from . import interop
 from .build import configured
@@ -181,31 +182,22 @@ def draft_steps(cfg: ProposerConfig, base_positions, seq_lens, block_table, step
     ]
 
 
-class Ascend013Proposer:
+class Ascend013Proposer(EagerAdapter):
     """0.13.0's ``MtpProposer._propose`` behind the core ``MtpProposer``'s constructor and trace.
 
-    Eager only (ACL graphs need an NPU). ``ops`` is accepted for the signature and unused:
-    0.13 prepares its own inputs. Each call does what 0.13's runner does before ``_propose``:
+    Eager only (ACL graphs need an NPU). Each call does what 0.13's runner does before ``_propose``:
     step 1, then (when some request verified drafts) ``prepare_inputs_padded`` / ``prepare_inputs``,
     and sets the runner's ``with_prefill`` from the batch."""
 
+    label, graphs_need = "the vllm-ascend 0.13 adapter", "an NPU (ACL graphs)"
+
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = False):
-        if str(getattr(mode, "value", mode)) != "eager":
-            raise ValueError(f"mode={mode!r}: the vllm-ascend 0.13 adapter runs eagerly only (ACL graphs need an NPU)")
-        if model.hidden_size != cfg.hidden_size:
-            raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
-        self.cfg, self.device, self.ops, self.triton = cfg, device, ops, triton
+        super().__init__(cfg, model, device, ops, mode)
+        self.triton = triton
         self.model = MlaTinyMtp(model)
-        self.graphs: dict = {}
-        self.trace = None
-        self.logits_calls = 0
-        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # dtype, read by sim.serving
         shared = _proposer(cfg)  # one 0.13 proposer serves every instance: start it as a new one starts
         for buffer in (shared.input_ids, shared.positions, shared.hidden_states):
             buffer.zero_()
-
-    def record(self, on: bool = True) -> None:
-        self.trace = [] if on else None
 
     def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
         """Draft tokens, int64 [B, K], as 0.13's runner calls ``_propose`` (padded or unpadded)."""
@@ -226,15 +218,6 @@ class Ascend013Proposer:
         )  # fmt: skip
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
-
-    def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
-        return drafts.cpu().tolist()
-
-    def capture_all(self) -> None:
-        """Nothing to capture: eager only."""
-
-    def dummy_run(self, size: int) -> None:
-        raise NotImplementedError("the vllm-ascend 0.13 adapter has no dummy run (eager only)")
 
 
 def implementation() -> Implementation:
