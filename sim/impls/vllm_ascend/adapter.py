@@ -27,12 +27,11 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
-
-from . import interop
-from .build import configured
-from .divergences import GATE_SKIPS, RULES
-from .importing import import_ascend, unavailable_reason
-from .model import AscendSnapshotAttnGroup, AscendTinyMtp
+from sim.impls.vllm_ascend import interop
+from sim.impls.vllm_ascend.build import configured
+from sim.impls.vllm_ascend.divergences import GATE_SKIPS, RULES
+from sim.impls.vllm_ascend.importing import import_ascend, unavailable_reason
+from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import torch
 
-from .importing import import_ascend
+from sim.impls.vllm_ascend.importing import import_ascend
 
 MAX_TOKENS = 8192
 MAX_REQS = 256

@@ -22,7 +22,7 @@ import importlib.metadata
 import importlib.util
 import os
 
-from . import fake_torch_npu
+from sim.impls.vllm_ascend import fake_torch_npu
 
 VLLM_ASCEND_VERSION = "0.23.0"
 UNPINNED = "MTP_HARNESS_UNPINNED"  # set: test whatever vllm-ascend and vllm are importable

@@ -18,8 +18,7 @@ import torch
 
 from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.vllm import interop as vllm_interop
-
-from .importing import import_ascend
+from sim.impls.vllm_ascend.importing import import_ascend
 
 
 def to_ascend_metadata(batch: VerifiedBatch):

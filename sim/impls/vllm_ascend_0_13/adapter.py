@@ -26,12 +26,11 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
-
-from . import interop
-from .build import configured
-from .divergences import GATE_SKIPS, RULES
-from .importing import import_ascend, unavailable_reason
-from .model import LAYER, MlaTinyMtp
+from sim.impls.vllm_ascend_0_13 import interop
+from sim.impls.vllm_ascend_0_13.build import configured
+from sim.impls.vllm_ascend_0_13.divergences import GATE_SKIPS, RULES
+from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason
+from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by MtpProposer's greedy drafting
 

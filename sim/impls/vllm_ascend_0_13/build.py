@@ -18,9 +18,8 @@ from types import SimpleNamespace
 import torch
 
 from sim.impls.vllm_ascend import build as build_0_23
-
-from .importing import import_ascend, rope_tables
-from .mla_metadata import MlaMetadataBuilder
+from sim.impls.vllm_ascend_0_13.importing import import_ascend, rope_tables
+from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
 
 MAX_SPEC_TOKENS = build_0_23.MAX_SPEC_TOKENS
 MAX_MODEL_LEN = build_0_23.MAX_MODEL_LEN

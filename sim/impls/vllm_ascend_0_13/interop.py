@@ -17,9 +17,8 @@ import torch
 
 from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
 from sim.impls.vllm import interop as vllm_interop
+from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.oracle.cases import slot_of
-
-from .importing import import_ascend
 
 to_spec_decode_metadata = vllm_interop.to_spec_decode_metadata
 to_step_one_inputs = vllm_interop.to_step_one_inputs

@@ -18,8 +18,7 @@ from __future__ import annotations
 import torch
 
 from mtp.model import AttentionMeta
-
-from .importing import import_ascend
+from sim.impls.vllm_ascend_0_13.importing import import_ascend
 
 
 class MlaMetadataBuilder:

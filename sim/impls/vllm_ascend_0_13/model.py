@@ -21,9 +21,8 @@ from torch import nn
 
 from mtp.trace import StepRecord
 from sim.impls.vllm.model import LAYER, with_padding_rows
-
-from .importing import import_ascend
-from .mla_metadata import attention_view
+from sim.impls.vllm_ascend_0_13.importing import import_ascend
+from sim.impls.vllm_ascend_0_13.mla_metadata import attention_view
 
 __all__ = ["LAYER", "MlaTinyMtp"]
 
