@@ -20,6 +20,7 @@ from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
 from sim.ranks.pool import CollectiveMismatch, RankFailure
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
+from tests.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
 # Multi-process: after every single-process property, before the meta-tests.
@@ -38,18 +39,7 @@ SIZES = [
 
 @pytest.fixture(scope="module")
 def pools(device):
-    started: dict[int, PcpPool] = {}
-
-    def get(size: int) -> PcpPool:
-        if size > device.max_ranks:
-            pytest.skip(f"device {device.name} hosts {device.max_ranks} ranks, not {size}")
-        if size not in started:
-            started[size] = PcpPool(size, device.name, case_timeout_s=120, collective_timeout_s=20)
-        return started[size]
-
-    yield get
-    for pool in started.values():
-        pool.close()
+    yield from module_pools(device, PcpPool)
 
 
 def _assert_pcp(scenario, pool, device, name, proposer=None, ops=None):

@@ -24,6 +24,7 @@ from sim.ranks.tp import TpPool, check_lmhead_tp
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.broken_tp import pad_truncating
 from tests.e2e_checks import FAILURE_DIR
+from tests.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
 pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("tp")]
@@ -34,18 +35,7 @@ SIZES = [2, 4]
 
 @pytest.fixture(scope="module")
 def pools(device):
-    started: dict[int, TpPool] = {}
-
-    def get(size: int) -> TpPool:
-        if size > device.max_ranks:
-            pytest.skip(f"device {device.name} hosts {device.max_ranks} ranks, not {size}")
-        if size not in started:
-            started[size] = TpPool(size, device.name, case_timeout_s=120, collective_timeout_s=20)
-        return started[size]
-
-    yield get
-    for pool in started.values():
-        pool.close()
+    yield from module_pools(device, TpPool)
 
 
 def _assert_tp(scenario, pool, device, name, proposer=None):

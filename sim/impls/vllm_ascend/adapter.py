@@ -42,9 +42,9 @@ def _proposer(cfg: ProposerConfig):
 
 
 @contextlib.contextmanager
-def triton_path(on: bool):
-    """Run ``prepare_inputs_padded`` through vllm-ascend's Triton kernel (True) or its torch fallback."""
-    module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+def triton_path(module, on: bool):
+    """Run ``prepare_inputs_padded`` of vllm-ascend's ``module`` (the one that reads ``HAS_TRITON``; it
+    moved between releases) through its Triton kernel (True) or its torch fallback."""
     before = module.HAS_TRITON
     module.HAS_TRITON = bool(on) and before
     try:
@@ -71,7 +71,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
     """Steps 2-3 by vllm-ascend: (spec metadata, token indices, sample indices or None, rejected counts)."""
     cad = interop.to_ascend_metadata(batch)
     if sampled.is_padded:
-        with triton_path(triton):
+        with triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton):
             spec_cad, rows, sample, rejected = p.prepare_inputs_padded(
                 cad, interop.to_spec_decode_metadata(batch), valid_counts
             )

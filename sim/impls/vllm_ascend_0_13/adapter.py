@@ -16,7 +16,6 @@ Where 0.13.0 differs from the core, the difference is named in ``divergences``
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 
 import torch
@@ -26,6 +25,7 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.vllm_ascend.adapter import triton_path
 from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.divergences import GATE_SKIPS, RULES
@@ -37,18 +37,6 @@ GREEDY = SimpleNamespace(all_greedy=True)  # unread by MtpProposer's greedy draf
 
 def _proposer(cfg: ProposerConfig, padded: bool = True, num_spec_tokens: int | None = None):
     return configured(num_spec_tokens or cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded)
-
-
-@contextlib.contextmanager
-def triton_path(on: bool):
-    """Run ``prepare_inputs_padded`` through vllm-ascend's Triton kernel (True) or its torch fallback."""
-    module = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
-    before = module.HAS_TRITON
-    module.HAS_TRITON = bool(on) and before
-    try:
-        yield
-    finally:
-        module.HAS_TRITON = before
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
@@ -75,7 +63,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
     were lowered by (``query_start_loc[r+1] - 1 - sample[r]``); unpadded, what ``seq_lens`` was."""
     cad = interop.to_ascend_metadata(batch)
     if sampled.is_padded:
-        with triton_path(triton):
+        with triton_path(import_ascend("vllm_ascend.spec_decode.eagle_proposer"), triton):
             spec_cad, rows, sample = p.prepare_inputs_padded(cad, interop.to_spec_decode_metadata(batch), valid_counts)
         rejected = (spec_cad.query_start_loc[1:] - 1 - sample).to(torch.int32)
         return spec_cad, rows, sample, rejected
