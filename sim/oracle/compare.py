@@ -16,7 +16,7 @@ import torch
 from mtp.proposer import FIRST, STEP
 from mtp.trace import StepRecord
 from sim.oracle import reference
-from sim.oracle.cases import BatchCase
+from sim.oracle.cases import BatchCase, slot_of
 from sim.oracle.reference_drafts import RefDraft, reference_drafts
 from sim.oracle.rules import CORE, Rules
 
@@ -113,19 +113,25 @@ def compare_trace(
     return out
 
 
-def drafts_over_own_kv(case: BatchCase, r: int, padded: bool, rules: Rules) -> int:
+def drafts_over_intact_kv(case: BatchCase, r: int, padded: bool, rules: Rules) -> int:
     """How many of request ``r``'s drafts read only KV written where the block table says: all when
-    slots come from the block table; else those before the first step whose slot is not its
-    position's (that step's own and every later key is read from where it was never written)."""
+    slots come from the block table; else those before the first step that writes ``r``'s KV
+    elsewhere (that step's own and every later key is read from where it was never written) or
+    reads a slot that some request's step has written by mistake (a plus-one slot run past its
+    block into a block that ``r`` owns: in the same call, ``r`` reads the other request's K/V)."""
     k = case.config.num_spec_tokens
     if rules.slots_from_block_table:
         return k
     table = dataclasses.replace(rules, slots_from_block_table=True)
+    blocks, size = case.requests[r].blocks, case.config.block_size
+    misplaced: set[int] = set()
     for j in range(2, k + 1):
-        if (
-            reference.step(case, j, padded, rules).slot_mapping[r]
-            != reference.step(case, j, padded, table).slot_mapping[r]
-        ):
+        got, want = reference.step(case, j, padded, rules), reference.step(case, j, padded, table)
+        if got.slot_mapping[r] != want.slot_mapping[r]:
+            return j - 1
+        misplaced |= {s for s, w in zip(got.slot_mapping, want.slot_mapping) if s != w and s >= 0}
+        read = {slot_of(blocks, p, size) for p in range(got.seq_lens[r]) if p // size < len(blocks)}
+        if read & misplaced:
             return j - 1
     return k
 
@@ -148,8 +154,11 @@ def kv_written_elsewhere(case: BatchCase, padded: bool, rules: Rules) -> bool:
     no reference defines the drafts of later calls."""
     if rules.slots_from_block_table or rules.first_draft_repeated(case):
         return False
-    k = case.config.num_spec_tokens
-    return any(drafts_over_own_kv(case, r, padded, rules) < k for r in range(len(case.requests)))
+    table = dataclasses.replace(rules, slots_from_block_table=True)
+    return any(
+        reference.step(case, j, padded, rules).slot_mapping != reference.step(case, j, padded, table).slot_mapping
+        for j in range(2, case.config.num_spec_tokens + 1)
+    )
 
 
 def compare_iteration_drafts(
@@ -172,7 +181,7 @@ def compare_iteration_drafts(
         if rules.first_draft_repeated(iteration.case):
             want = want[:1] * len(want)  # by design: draft 1, K times (Rules.prefill_batches_draft_once)
         else:
-            want = want[: drafts_over_own_kv(iteration.case, r, scenario.padded, rules)]
+            want = want[: drafts_over_intact_kv(iteration.case, r, scenario.padded, rules)]
         bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
         mismatches += bad
         compared += n

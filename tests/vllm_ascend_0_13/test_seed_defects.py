@@ -19,7 +19,7 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Proposer, run_propose
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
-from sim.oracle import reference
+from sim.oracle import compare, reference
 from sim.oracle.cases import to_batch
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
@@ -78,6 +78,29 @@ def test_slot_plus_one_changes_the_drafts(device):
     others = [m for m in report.mismatches if not m.what.startswith("draft")]
     assert others and all("slot_mapping" in m.what for m in others), [str(m) for m in others[:4]]
     assert run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES).ok
+
+
+def test_slot_plus_one_writes_into_another_requests_kv(device, monkeypatch):
+    """Has it, across requests, in the same call. Found by the gate under the ``ci`` profile: at
+    iteration 4, request 0's step 2 runs past block 61 and writes slot 248, block 62's first slot:
+    request 1's position 36, which request 1's own step 2 reads. Request 1's draft 1 is right, its
+    draft 2 reads request 0's K/V. The rules define no drafts past such a read
+    (``compare.drafts_over_intact_kv``), and the run matches; a reference that trims each request's
+    drafts at its own misplaced slots only sees exactly request 1's draft 2 differ."""
+    scenario = Scenario(
+        seed=0, num_spec_tokens=2, block_size=4, max_model_len=63, token_budget=21, max_num_reqs=4,
+        padded=False, accept="greedy", vocab_size=32, max_iterations=24,
+        requests=(RequestSpec(0, 8, 37), RequestSpec(2, 36, 2)),
+    )  # fmt: skip
+    assert run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES).ok
+    intact = compare.drafts_over_intact_kv
+
+    def own_slots_only(case, r, padded, rules):
+        return intact(case._replace(requests=[case.requests[r]]), 0, padded, rules)
+
+    monkeypatch.setattr(compare, "drafts_over_intact_kv", own_slots_only)
+    report, drafts = _drafts_mismatches(scenario, RULES, device)
+    assert [(m.iteration, m.request, m.what) for m in drafts] == [(4, 1, "draft 2")], [str(m) for m in drafts]
 
 
 @given(case=batch_cases())
