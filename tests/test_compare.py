@@ -15,7 +15,9 @@ from sim.oracle.cases import BatchCase, RequestCase
 from sim.oracle.compare import drafts_over_intact_kv, kv_written_elsewhere
 from sim.oracle.rules import CORE, Rules
 
-CFG = ProposerConfig(num_spec_tokens=2, vocab_size=32, block_size=4, max_model_len=63, max_num_tokens=64, max_num_reqs=4)
+CFG = ProposerConfig(
+    num_spec_tokens=2, vocab_size=32, block_size=4, max_model_len=63, max_num_tokens=64, max_num_reqs=4
+)
 PLUS_ONE = Rules(slots_from_block_table=False)
 
 
