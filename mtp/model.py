@@ -33,6 +33,10 @@ class AttentionMeta:
                      PCP group (rank-major), so every rank writes the K/V of
                      every rank's rows and attends over the whole sequence;
                      None on a single rank.
+    sequence_parallel: under shared-expert data parallel, positions and hidden
+                     states arrive as this rank's chunk of the rows, and the
+                     model returns its chunk of the output (``SequenceParallel``);
+                     None otherwise.
     """
 
     query_start_loc: torch.Tensor
@@ -41,6 +45,35 @@ class AttentionMeta:
     slot_mapping: torch.Tensor
     seq_len_bound: torch.Tensor
     kv_gather: Callable[[torch.Tensor], torch.Tensor] | None = None
+    sequence_parallel: SequenceParallel | None = None
+
+
+@dataclass
+class SequenceParallel:
+    """N rows split over a group of ``size`` ranks: padded to a multiple of ``size``, rank r
+    holding chunk r. ``all_gather`` concatenates every rank's rows, rank 0's first."""
+
+    rows: int
+    rank: int
+    size: int
+    all_gather: Callable[[torch.Tensor], torch.Tensor]
+
+    @property
+    def chunk(self) -> int:
+        return -(-self.rows // self.size)
+
+    def shard(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        """This rank's chunk of ``x``'s rows along ``dim`` (zero rows pad the last chunks)."""
+        x = x.movedim(dim, 0)
+        pad = self.chunk * self.size - x.shape[0]
+        if pad:
+            x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+        return x[self.rank * self.chunk : (self.rank + 1) * self.chunk].movedim(0, dim)
+
+    def gather(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        """Every rank's chunk along ``dim``, concatenated, the padding cut off: the N rows."""
+        whole = self.all_gather(x.movedim(dim, 0).contiguous())
+        return whole[: self.rows].movedim(0, dim)
 
 
 class DraftModel(Protocol):

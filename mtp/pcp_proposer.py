@@ -12,32 +12,20 @@ drafts and the per-step metadata equal those of a single rank.
 Graph modes capture the later steps (collectives included); the first pass
 runs eagerly, since its per-rank layout changes with every batch (upstream
 vllm-ascend does not capture it under PCP either).
-
-Graph modes capture the later steps (collectives included); the first pass
-runs eagerly, since its per-rank layout changes with every batch (upstream
-vllm-ascend does not capture it under PCP either).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from mtp.batch import VerifiedBatch
+from mtp.collectives import GroupRank
 from mtp.model import AttentionMeta
 from mtp.pcp import PAD_ROW, PcpPlan, pcp_split_plan
 from mtp.proposer import FIRST, GraphMode, MtpProposer
-
-
-class CollectiveError(RuntimeError):
-    """A collective failed or timed out, usually because another rank is elsewhere."""
-
-
-class CollectiveMismatchError(CollectiveError):
-    """Ranks issued different collectives: on hardware, a hang."""
 
 
 @dataclass
@@ -58,7 +46,7 @@ class RankRows:
     restore_index: torch.Tensor
 
 
-class PcpProposer(MtpProposer):
+class PcpProposer(GroupRank, MtpProposer):
     """``MtpProposer`` on rank ``rank`` of ``size``; ``all_gather`` gathers rows over the group."""
 
     eager_phases = frozenset({FIRST})
@@ -66,48 +54,22 @@ class PcpProposer(MtpProposer):
     def __init__(
         self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
     ):
-        if not 0 <= rank < size:
-            raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
-        super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes)
+        super().__init__(
+            cfg,
+            model,
+            device,
+            ops=ops,
+            mode=mode,
+            capture_sizes=capture_sizes,
+            rank=rank,
+            size=size,
+            all_gather=all_gather,
+        )
         self.pcp_rank, self.pcp_size = rank, size
-        self._all_gather: Callable[[torch.Tensor], torch.Tensor] = all_gather
-        self.collectives = 0
-        self._step_tag = 1
         self.local: RankRows | None = None
-
-    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        """All-gather over the group, checked: every rank must issue the same sequence.
-
-        A fixed-shape header (collective number, draft step, element count)
-        goes first, so ranks that diverged are told so, by name, instead of
-        exchanging mismatched buffers (which gloo answers with an abort and
-        HCCL/NCCL with a hang). Reading the headers back costs one host sync.
-        """
-        self.collectives += 1
-        if self.in_capture:  # no host read inside a graph; replays repeat a checked sequence
-            return self._all_gather(tensor)
-        header = torch.tensor([self.collectives, self._step_tag, tensor.numel()], device=tensor.device)
-        try:
-            headers = self._all_gather(header).view(self.pcp_size, 3).tolist()
-        except Exception as exc:
-            raise CollectiveError(f"collective #{self.collectives} on rank {self.pcp_rank} failed: {exc}") from exc
-        if any(h != headers[0] for h in headers):
-            seen = ", ".join(
-                f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
-            )
-            raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
-        try:
-            return self._all_gather(tensor)
-        except Exception as exc:
-            raise CollectiveError(f"collective #{self.collectives} on rank {self.pcp_rank} failed: {exc}") from exc
-
-    def _set_step(self, step: int) -> None:
-        super()._set_step(step)
-        self._step_tag = step
 
     def _load_first_pass(self, batch: VerifiedBatch, prepared, rows: int) -> None:
         super()._load_first_pass(batch, prepared, rows)
-        self._step_tag = 1
         self.local = self._rank_rows(batch, prepared)
 
     def _attn(self, qsl, seq_lens, block_table, slots, bound: int) -> AttentionMeta:
@@ -158,7 +120,7 @@ class PcpProposer(MtpProposer):
         hidden = self.hidden_states[local.rows].masked_fill(pad[:, None], 0.0)
         slots = self.slot_mapping[local.rows].masked_fill(pad, -1)
         attn = self._attn(local.query_start_loc, local.seq_lens, local.block_table, slots, bound)
-        out = self.model.forward(ids, positions, hidden, attn)
+        out = self.model_forward(ids, positions, hidden, attn)
         return self.restore(self.gather(out), local)
 
     def restore(self, gathered: torch.Tensor, local: RankRows) -> torch.Tensor:

@@ -241,7 +241,7 @@ class MtpProposer:
 
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
         attn = self._attn(self.query_start_loc, self.seq_lens, self._table(FIRST), self.slot_mapping[:rows], bound)
-        return self.model.forward(self.input_ids[:rows], self.model_positions(rows), self.hidden_states[:rows], attn)
+        return self.model_forward(self.input_ids[:rows], self.model_positions(rows), self.hidden_states[:rows], attn)
 
     def _first_sample(self, out: torch.Tensor, reqs: int) -> None:
         """Draft 1 of the first ``reqs`` requests: logits for their sample rows only."""
@@ -278,7 +278,11 @@ class MtpProposer:
         attn = self._attn(
             self.step_qsl[: reqs + 1], self.seq_lens[:reqs], self._table(STEP, reqs), self.slot_mapping[:reqs], bound
         )
-        return self.model.forward(self.input_ids[:reqs], self.model_positions(reqs), self.hidden_states[:reqs], attn)
+        return self.model_forward(self.input_ids[:reqs], self.model_positions(reqs), self.hidden_states[:reqs], attn)
+
+    def model_forward(self, input_ids, positions, hidden_states, attn: AttentionMeta) -> torch.Tensor:
+        """One forward of the draft model (every phase's, graphed or not)."""
+        return self.model.forward(input_ids, positions, hidden_states, attn)
 
     def _step_sample(self, out: torch.Tensor, reqs: int) -> None:
         self.draft_hidden[:reqs] = out

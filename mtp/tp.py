@@ -17,11 +17,9 @@ Graph modes: ``piecewise`` (logits computed outside the graphs, as here);
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
-from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError
+from mtp.collectives import GroupRank
 from mtp.proposer import FIRST, GraphMode, MtpProposer
 
 
@@ -38,7 +36,7 @@ def pad_sample_rows(rows: torch.Tensor, agreed: int) -> torch.Tensor:
     return torch.cat([rows, torch.zeros(agreed - n, dtype=rows.dtype, device=rows.device)])
 
 
-class LmHeadTpProposer(MtpProposer):
+class LmHeadTpProposer(GroupRank, MtpProposer):
     """``MtpProposer`` on rank ``rank`` of a TP group of ``size``; ``all_gather`` gathers rows over it.
 
     The draft model must offer ``compute_logits_shard(hidden, rank, size)``.
@@ -47,16 +45,22 @@ class LmHeadTpProposer(MtpProposer):
     def __init__(
         self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
     ):
-        if not 0 <= rank < size:
-            raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
         if GraphMode(mode) is GraphMode.FULL:
             raise ValueError("mode='full': lm-head TP computes logits outside the graphs (eager or piecewise)")
         if not callable(getattr(model, "compute_logits_shard", None)):
             raise ValueError("model: lm-head TP needs compute_logits_shard(hidden, rank, size)")
-        super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes)
+        super().__init__(
+            cfg,
+            model,
+            device,
+            ops=ops,
+            mode=mode,
+            capture_sizes=capture_sizes,
+            rank=rank,
+            size=size,
+            all_gather=all_gather,
+        )
         self.tp_rank, self.tp_size = rank, size
-        self._all_gather: Callable[[torch.Tensor], torch.Tensor] = all_gather
-        self.collectives = 0
         self.agreed = cfg.max_num_reqs  # a dummy run samples every request row
 
     def propose(self, batch, sampled):
@@ -84,23 +88,3 @@ class LmHeadTpProposer(MtpProposer):
     def join(self, slices: torch.Tensor) -> torch.Tensor:
         """[size, M, V/size] vocabulary slices, rank 0's first -> [M, V]."""
         return slices.permute(1, 0, 2).reshape(slices.shape[1], -1)
-
-    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        """All-gather over the group, checked: every rank must send the same number of elements.
-
-        A fixed-shape header (collective number, element count) goes first, so
-        ranks that padded to different sizes are told so, by name, instead of
-        exchanging mismatched buffers. Reading the headers costs one host sync.
-        """
-        self.collectives += 1
-        header = torch.tensor([self.collectives, tensor.numel()], device=tensor.device)
-        try:
-            headers = self._all_gather(header).view(self.tp_size, 2).tolist()
-            if any(h != headers[0] for h in headers):
-                seen = ", ".join(f"rank {r}: collective #{c} ({n} elements)" for r, (c, n) in enumerate(headers))
-                raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
-            return self._all_gather(tensor)
-        except CollectiveMismatchError:
-            raise
-        except Exception as exc:
-            raise CollectiveError(f"collective #{self.collectives} on rank {self.tp_rank} failed: {exc}") from exc

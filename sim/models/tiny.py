@@ -125,13 +125,17 @@ class TinyMtp(nn.Module):
         return x + torch.nn.functional.gelu(_rms(x, self.mlp_norm) @ self.w_up.T) @ self.w_down.T
 
     def forward(self, input_ids, positions, hidden_states, attn: AttentionMeta) -> torch.Tensor:
+        sp = attn.sequence_parallel  # shared-expert DP: positions and hidden states are this rank's chunk
+        if sp is not None:
+            positions, hidden_states = sp.gather(positions, dim=-1), sp.gather(hidden_states)
         x = self.block_input(input_ids, hidden_states)
         q, k, v = self.qkv(x, positions)
         if attn.kv_gather is None:
             self.cache.write(attn.slot_mapping, k, v)
         else:
             self.cache.write(attn.kv_gather(attn.slot_mapping), attn.kv_gather(k), attn.kv_gather(v))
-        return self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
+        out = self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
+        return out if sp is None else sp.shard(out)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms(hidden_states, self.head_norm) @ self.lm_head.T

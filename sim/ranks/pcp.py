@@ -37,7 +37,7 @@ class PcpCase:
 
 
 def _error_kind(exc: Exception) -> str:
-    from mtp.pcp_proposer import CollectiveError, CollectiveMismatchError
+    from mtp.collectives import CollectiveError, CollectiveMismatchError
 
     if isinstance(exc, CollectiveMismatchError):
         return "mismatch"

@@ -1,0 +1,68 @@
+"""A proposer's place in a process group, and the checked all-gather every grouped proposer issues.
+
+Prefill context parallel, lm-head tensor parallel and shared-expert data
+parallel all exchange rows with one collective, an all-gather. Ranks that
+issue different sequences of it hang on HCCL and NCCL (gloo aborts), so each
+gather is checked: a fixed-shape header (collective number, draft step,
+element count) goes first, and ranks that diverged are told so, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed or timed out, usually because another rank is elsewhere."""
+
+
+class CollectiveMismatchError(CollectiveError):
+    """Ranks issued different collectives: on hardware, a hang."""
+
+
+class GroupRank:
+    """Mixin for an ``MtpProposer`` on rank ``rank`` of a group of ``size``; ``all_gather``
+    concatenates every rank's rows, rank 0's first (``devices.collectives.all_gather_rows``).
+    Listed before ``MtpProposer``, it takes the three group arguments and passes the rest on."""
+
+    def __init__(self, *args, rank: int, size: int, all_gather: Callable[[torch.Tensor], torch.Tensor], **kwargs):
+        if not 0 <= rank < size:
+            raise ValueError(f"rank={rank!r}: must lie in [0, size={size})")
+        self.group_rank, self.group_size = rank, size
+        self._all_gather = all_gather
+        self.collectives = 0
+        self._step_tag = 1
+        super().__init__(*args, **kwargs)
+
+    def _set_step(self, step: int) -> None:
+        super()._set_step(step)
+        self._step_tag = step
+
+    def _load_first_pass(self, *args) -> None:
+        super()._load_first_pass(*args)
+        self._step_tag = 1
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All-gather over the group, checked: every rank must issue the same sequence.
+
+        Reading the headers back costs one host sync; inside a graph capture
+        there is none (replays repeat a sequence that was checked eagerly).
+        """
+        self.collectives += 1
+        if not self.in_capture:
+            header = torch.tensor([self.collectives, self._step_tag, tensor.numel()], device=tensor.device)
+            headers = self._checked(header).view(self.group_size, 3).tolist()
+            if any(h != headers[0] for h in headers):
+                seen = ", ".join(
+                    f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
+                )
+                raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
+        return self._checked(tensor)
+
+    def _checked(self, tensor: torch.Tensor) -> torch.Tensor:
+        try:
+            return self._all_gather(tensor)
+        except Exception as exc:
+            raise CollectiveError(f"collective #{self.collectives} on rank {self.group_rank} failed: {exc}") from exc
