@@ -22,6 +22,7 @@ from __future__ import annotations
 from mtp.collectives import GroupRank
 from mtp.model import AttentionMeta, SequenceParallel
 from mtp.proposer import MtpProposer
+from mtp.tp import LmHeadTpProposer
 
 
 class SharedExpertDpProposer(GroupRank, MtpProposer):
@@ -37,3 +38,7 @@ class SharedExpertDpProposer(GroupRank, MtpProposer):
         sp = attn.sequence_parallel = self.split(input_ids.shape[0])
         out = super().model_forward(input_ids, sp.shard(positions, dim=-1), sp.shard(hidden_states), attn)
         return sp.gather(out)
+
+
+class SharedExpertDpLmHeadTpProposer(SharedExpertDpProposer, LmHeadTpProposer):
+    """Both on one TP group: the draft layer sequence parallel, the lm head split by vocabulary."""

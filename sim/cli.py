@@ -228,12 +228,12 @@ def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int
 
 
 def _tp(scenario: Scenario, device, ranks: int, proposer=None) -> int:
-    from sim.ranks.tp import TpPool, check_lmhead_tp
+    from sim.ranks.tp import TpPool, check_tp
 
     pool = TpPool(ranks, device.name)
     try:
         with console.status(f"serving on {ranks} lm-head TP ranks and on one"):
-            problems = check_lmhead_tp(scenario, pool, device, proposer=proposer)
+            problems = check_tp(scenario, pool, device, proposer=proposer)
     finally:
         pool.close()
     if not problems:

@@ -1,10 +1,13 @@
-"""lm-head tensor parallel on real process groups equals one rank.
+"""Tensor parallel on real process groups equals one rank: lm-head TP, shared-expert DP, both.
 
 TP ranks (gloo processes on the simulator, started once per module) serve
-the same scenario with the vocabulary split over them; every rank's drafts
-and per-step metadata must equal the single-rank run, which itself equals
-the from-scratch reference. Sample rows are padded to the size all ranks
-agree on; more rows than that is an error, never a cut.
+the same scenario with the vocabulary split over them (lm-head TP) and/or
+the draft layer's rows split over them (shared-expert DP); every rank's
+drafts and per-step metadata must equal the single-rank run, which itself
+equals the from-scratch reference. Sample rows are padded to the size all
+ranks agree on; more rows than that is an error, never a cut. Shared-expert
+DP pads the rows to a multiple of the group size and cuts the padding off
+after the gather.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 from mtp.tp import agreed_rows, pad_sample_rows
 from sim.ranks.pcp import PcpCase
 from sim.ranks.pool import CollectiveMismatch
-from sim.ranks.tp import TpPool, check_lmhead_tp
+from sim.ranks.tp import TpPool, check_tp
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.broken_tp import pad_truncating
 from tests.e2e_checks import FAILURE_DIR
@@ -38,29 +41,37 @@ def pools(device):
     yield from module_pools(device, TpPool)
 
 
+PATHS = {
+    "lmhead": {"lmhead_tp": True},
+    "sedp": {"shared_expert_dp": True},
+    "both": {"lmhead_tp": True, "shared_expert_dp": True},
+}
+
+
 def _assert_tp(scenario, pool, device, name, proposer=None):
-    problems = check_lmhead_tp(scenario, pool, device, proposer=proposer)
+    problems = check_tp(scenario, pool, device, proposer=proposer)
     if problems:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         extra = f" --proposer {proposer}" if proposer else ""
-        raise AssertionError(
-            "\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path} --tp {pool.size} --lmhead-tp{extra}"
-        )
+        raise AssertionError("\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path}{extra}")
 
 
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("tp_path", PATHS)
 @TP
 @given(
     scenario=scenarios(max_reqs=4, max_iterations=10),
-    mode=st.sampled_from(["eager", "piecewise"]),
+    mode=st.sampled_from(["eager", "piecewise", "full"]),
     path=st.sampled_from([{}, {"mrope": True}, {"method": "eagle3"}]),
 )
-def test_lmhead_tp_equals_single_rank(device, pools, size, scenario, mode, path, request):
-    """Padded or unpadded (drawn), eager or piecewise, plain, M-RoPE or eagle3 (drawn)."""
-    if not device.supports_graphs:
+def test_tp_equals_single_rank(device, pools, size, tp_path, scenario, mode, path, request):
+    """Padded or unpadded (drawn), each graph mode the path allows (drawn; lm-head TP refuses full
+    graphs), plain, M-RoPE or eagle3 (drawn)."""
+    fields = PATHS[tp_path]
+    if not device.supports_graphs or (mode == "full" and fields.get("lmhead_tp")):
         mode = "eager"
     event(f"mode={mode}")
-    scenario = dataclasses.replace(scenario, graph_mode=mode, **path)
+    scenario = dataclasses.replace(scenario, graph_mode=mode, tp=size, **fields, **path)
     _assert_tp(scenario, pools(size), device, request.node.name)
 
 
@@ -69,12 +80,42 @@ SMALL = Scenario(
     block_size=2,
     token_budget=24,
     requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
+    tp=2,
+    lmhead_tp=True,
 )
+SMALL_SEDP = dataclasses.replace(SMALL, lmhead_tp=False, shared_expert_dp=True)
 
 
 def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
     with pytest.raises(AssertionError, match="drafts"):
         _assert_tp(SMALL, pools(2), device, "broken-tp", proposer="tests.broken_tp:ShardsInRankOrderReversed")
+
+
+@pytest.mark.parametrize(
+    "broken",
+    ["ChunksGatheredLastRankFirst", "RowsInterleaved", "ReduceScatteredLikeTheSeed"],
+)
+def test_broken_shared_expert_dp_is_caught(device, pools, broken):
+    with pytest.raises(AssertionError, match="drafts|metadata|raised|failed"):
+        _assert_tp(SMALL_SEDP, pools(2), device, f"broken-sedp-{broken}", proposer=f"tests.broken_sedp:{broken}")
+
+
+def test_ranks_splitting_rows_unevenly_are_reported(device, pools):
+    case = PcpCase(asdict(SMALL_SEDP), proposer="tests.broken_sedp:UnpaddedOnRank1")
+    with pytest.raises(CollectiveMismatch, match="different collectives"):
+        pools(2).run(case)
+
+
+@given(rows=st.integers(1, 40), size=st.integers(1, 8), width=st.integers(1, 3))
+def test_sequence_parallel_split_and_gather_give_back_the_rows(rows, size, width):
+    """Every rank's chunk (padded to a multiple of the size) gathered rank-major, padding cut: the rows."""
+    from mtp.model import SequenceParallel
+
+    x = torch.arange(rows * width).view(width, rows)  # tokens along the last dim, as M-RoPE's [3, T]
+    chunks = [SequenceParallel(rows, r, size, None).shard(x, dim=-1) for r in range(size)]
+    assert len({c.shape for c in chunks}) == 1 and chunks[0].shape[-1] * size >= rows
+    whole = SequenceParallel(rows, 0, size, lambda t: torch.cat([c.movedim(-1, 0) for c in chunks]))
+    assert torch.equal(whole.gather(chunks[0], dim=-1), x)
 
 
 def test_ranks_padding_to_different_sizes_are_reported(device, pools):

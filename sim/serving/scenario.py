@@ -35,6 +35,10 @@ class Scenario:
     [3, T] rows (``sim.models.mrope``) and the draft model rotates by them.
     method: ``mtp``, or ``eagle3``: the target hands its auxiliary hidden
     states, which the draft model combines before the first pass.
+    tp: tensor-parallel ranks (``sim.ranks.tp``), each running one of the TP
+    paths, and compared with one rank: ``lmhead_tp`` (the lm head's
+    vocabulary split over them) and/or ``shared_expert_dp`` (the draft layer
+    sequence parallel over them). One rank serves a scenario with tp 1.
     """
 
     seed: int = 0
@@ -52,6 +56,9 @@ class Scenario:
     requests: tuple[RequestSpec, ...] = field(default_factory=tuple)
     mrope: bool = False
     method: str = "mtp"
+    tp: int = 1
+    lmhead_tp: bool = False
+    shared_expert_dp: bool = False
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -60,6 +67,15 @@ class Scenario:
             raise ValueError(f"method={self.method!r}: expected one of {METHODS}")
         if self.graph_mode not in GRAPH_MODES:
             raise ValueError(f"graph_mode={self.graph_mode!r}: expected one of {GRAPH_MODES}")
+        if self.tp < 1:
+            raise ValueError(f"tp={self.tp!r}: a group has at least one rank")
+        if (self.tp > 1) != (self.lmhead_tp or self.shared_expert_dp):
+            raise ValueError(
+                f"tp={self.tp!r} with lmhead_tp={self.lmhead_tp!r}, shared_expert_dp={self.shared_expert_dp!r}:"
+                " more than one TP rank runs a TP path, and a TP path runs on more than one rank"
+            )
+        if self.lmhead_tp and self.graph_mode == "full":
+            raise ValueError("graph_mode='full' with lmhead_tp: lm-head TP computes logits outside the graphs")
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(
                 f"token_budget={self.token_budget!r}: a decode needs num_spec_tokens + 1 = {self.num_spec_tokens + 1}"
