@@ -8,6 +8,7 @@ file: one line naming it and its value. ``--debug`` shows tracebacks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import fields
 
@@ -97,8 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--pcp", type=_positive, metavar="P", help="run on P prefill-context-parallel ranks, compare with one"
         )
-        p.add_argument("--tp", type=_positive, metavar="T", help="with --lmhead-tp: run on T tensor-parallel ranks")
+        p.add_argument(
+            "--tp",
+            type=_positive,
+            metavar="T",
+            help="run on T tensor-parallel ranks (a TP path below), compare with one",
+        )
         p.add_argument("--lmhead-tp", action="store_true", help="split the lm head's vocabulary over the --tp ranks")
+        p.add_argument(
+            "--shared-expert-dp", action="store_true", help="run the draft layer sequence parallel over the --tp ranks"
+        )
         p.add_argument("--impl", default="core", help="implementation under test: core, vllm, or a registered adapter")
         p.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
 
@@ -227,35 +236,44 @@ def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int
     return 1
 
 
-def _tp(scenario: Scenario, device, ranks: int, proposer=None) -> int:
+def _tp(scenario: Scenario, device, proposer=None) -> int:
     from sim.ranks.tp import TpPool, check_tp
 
-    pool = TpPool(ranks, device.name)
+    paths = " and ".join(
+        p for p, on in (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp)) if on
+    )
+    pool = TpPool(scenario.tp, device.name)
     try:
-        with console.status(f"serving on {ranks} lm-head TP ranks and on one"):
+        with console.status(f"serving on {scenario.tp} TP ranks ({paths}) and on one"):
             problems = check_tp(scenario, pool, device, proposer=proposer)
     finally:
         pool.close()
     if not problems:
         console.print(
-            f"[green]lm-head TP on {ranks} ranks equals one rank[/] (drafts and per-step metadata, every rank)"
+            f"[green]{paths} on {scenario.tp} ranks equals one rank[/] (drafts and per-step metadata, every rank)"
         )
         return 0
-    console.print(f"[red]lm-head TP on {ranks} ranks differs from one rank:[/]")
+    console.print(f"[red]{paths} on {scenario.tp} ranks differs from one rank:[/]")
     for p in problems:
         console.print(f"  {p}")
     return 1
 
 
-def _check_tp_args(args) -> None:
-    if bool(args.tp) != args.lmhead_tp:
-        raise UsageError(f"--tp {args.tp} with --lmhead-tp={args.lmhead_tp}: give both (lm-head TP is the TP path)")
-    if args.tp and (args.pcp or args.impl != "core" or getattr(args, "no_check", False)):
-        raise UsageError(f"--tp {args.tp}: runs the core alone, compared with one rank (no --pcp, --impl, --no-check)")
+def _tp_fields(args) -> dict:
+    """The scenario fields the TP options set (none given: none)."""
+    if not (args.tp or args.lmhead_tp or args.shared_expert_dp):
+        return {}
+    return {"tp": args.tp or 1, "lmhead_tp": args.lmhead_tp, "shared_expert_dp": args.shared_expert_dp}
+
+
+def _check_tp_args(args, scenario: Scenario) -> None:
+    if scenario.tp > 1 and (args.pcp or args.impl != "core" or getattr(args, "no_check", False)):
+        raise UsageError(
+            f"tp={scenario.tp}: TP runs the core alone, compared with one rank (no --pcp, --impl, --no-check)"
+        )
 
 
 def _check_pcp_args(args) -> None:
-    _check_tp_args(args)
     if args.pcp and args.impl != "core":
         raise UsageError(f"--pcp {args.pcp} with --impl {args.impl}: prefill context parallel runs the core only")
     if args.pcp and getattr(args, "no_check", False):
@@ -300,16 +318,18 @@ def cmd_run(args) -> int:
             graph_mode=args.graph_mode,
             mrope=args.mrope,
             method=args.method,
+            **_tp_fields(args),
         )
         for seed in seeds
     ]
+    _check_tp_args(args, scenarios[0])
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if args.save:
         scenarios[0].save(args.save)
     if args.pcp:
         return max(_pcp(sc, device, args.pcp) for sc in scenarios)
-    if args.tp:
-        return max(_tp(sc, device, args.tp) for sc in scenarios)
+    if scenarios[0].tp > 1:
+        return max(_tp(sc, device) for sc in scenarios)
     reports = []
     for i, sc in enumerate(scenarios):
         label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
@@ -324,9 +344,12 @@ def cmd_run(args) -> int:
 def cmd_replay(args) -> int:
     _check_pcp_args(args)
     scenario = _scenario(Scenario.load, args.case)
-    if args.proposer and not (args.pcp or args.tp):
+    if _tp_fields(args):
+        scenario = _scenario(dataclasses.replace, scenario, **_tp_fields(args))
+    _check_tp_args(args, scenario)
+    if args.proposer and not (args.pcp or scenario.tp > 1):
         raise UsageError(
-            f"--proposer {args.proposer}: only with --pcp or --tp (a PcpProposer or LmHeadTpProposer subclass)"
+            f"--proposer {args.proposer}: only on ranks, --pcp or tp > 1 (a PcpProposer or TP proposer subclass)"
         )
     ops = _import(args.ops, "--ops")() if args.ops else None
     if args.proposer:
@@ -334,8 +357,8 @@ def cmd_replay(args) -> int:
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if args.pcp:
         return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
-    if args.tp:
-        return _tp(scenario, device, args.tp, proposer=args.proposer)
+    if scenario.tp > 1:
+        return _tp(scenario, device, proposer=args.proposer)
     report = _serve(scenario, device, impl, ops=ops)
     print_report(report, device)
     return _finish([report], device, impl, args)

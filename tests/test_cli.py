@@ -40,6 +40,10 @@ def _write(tmp_path, name: str, text: str) -> str:
         (["run", "--impl", "nope"], ["--impl", "nope"]),
         (["run", "--device", "npu"], ["--device", "npu", "torch_npu"]),
         (["run", "--pcp", "2", "--impl", "vllm"], ["--pcp", "--impl vllm"]),
+        (["run", "--tp", "2"], ["tp=2", "lmhead_tp=False", "shared_expert_dp=False"]),
+        (["run", "--shared-expert-dp"], ["tp=1", "shared_expert_dp=True"]),
+        (["run", "--tp", "2", "--lmhead-tp", "--graph-mode", "full"], ["graph_mode='full'", "lmhead_tp"]),
+        (["run", "--tp", "2", "--lmhead-tp", "--impl", "vllm"], ["tp=2", "--impl"]),
         (["run", "--seeds", "1..2", "--save", "x.json"], ["--save", "--seeds"]),
         (["replay", "missing.json"], ["missing.json", "no such file"]),
         (["report", "missing.json"], ["missing.json", "no such file"]),
@@ -58,6 +62,7 @@ def test_bad_argument_is_one_line_with_status_2(capsys, argv, names):
         ('{"seed": 1, "colour": "red"}', ["colour='red'", "unknown field"]),
         ('{"seed": "1"}', ["seed='1'", "int"]),
         ('{"padded": 1}', ["padded=1", "bool"]),
+        ('{"tp": 4}', ["tp=4", "lmhead_tp=False"]),
         ('{"accept": "most"}', ["accept='most'"]),
         ('{"requests": [{"arrival": 0, "prompt_len": 5, "max_new_tokens": 2, "x": 1}]}', ["requests[0].x=1"]),
         ('{"requests": {"arrival": 0}}', ["requests="]),
@@ -118,3 +123,17 @@ def test_failing_replay_exits_1_and_its_json_holds_the_mismatches(tmp_path):
     assert main(["replay", case, "--ops", "tests.broken_ops:SlotPlusOne", "--json", str(out)]) == 1
     runs = json.loads(out.read_text())["runs"]
     assert not runs[0]["ok"] and runs[0]["mismatches"][0]["iteration"] >= 0
+
+
+def test_a_replay_file_carries_its_tp_paths(capsys, tmp_path):
+    """A scenario file with tp 2 and shared-expert DP replays on 2 ranks, compared with one; a broken
+    proposer named on the command line fails it."""
+    case = _write(
+        tmp_path,
+        "case.json",
+        '{"tp": 2, "shared_expert_dp": true, "num_spec_tokens": 2, "max_iterations": 4,'
+        ' "requests": [{"arrival": 0, "prompt_len": 7, "max_new_tokens": 4}]}',
+    )
+    assert main(["replay", case]) == 0
+    assert "shared-expert DP on 2 ranks equals one rank" in capsys.readouterr().out
+    assert main(["replay", case, "--proposer", "tests.broken_sedp:RowsInterleaved"]) == 1
