@@ -57,19 +57,20 @@ def _assert_tp(scenario, pool, device, name, proposer=None):
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("tp_path", PATHS)
 @TP
 @given(
     scenario=scenarios(max_reqs=4, max_iterations=10),
+    tp_path=st.sampled_from(sorted(PATHS)),
     mode=st.sampled_from(["eager", "piecewise", "full"]),
     path=st.sampled_from([{}, {"mrope": True}, {"method": "eagle3"}]),
 )
-def test_tp_equals_single_rank(device, pools, size, tp_path, scenario, mode, path, request):
-    """Padded or unpadded (drawn), each graph mode the path allows (drawn; lm-head TP refuses full
-    graphs), plain, M-RoPE or eagle3 (drawn)."""
+def test_tp_equals_single_rank(device, pools, size, scenario, tp_path, mode, path, request):
+    """lm-head TP, shared-expert DP or both (drawn); padded or unpadded (drawn); each graph mode the
+    path allows (drawn; lm-head TP refuses full graphs); plain, M-RoPE or eagle3 (drawn)."""
     fields = PATHS[tp_path]
     if not device.supports_graphs or (mode == "full" and fields.get("lmhead_tp")):
         mode = "eager"
+    event(f"path={tp_path}")
     event(f"mode={mode}")
     scenario = dataclasses.replace(scenario, graph_mode=mode, tp=size, **fields, **path)
     _assert_tp(scenario, pools(size), device, request.node.name)
