@@ -34,3 +34,20 @@ def all_gather_rows(tensor: torch.Tensor, group=None) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
     dist.all_gather(parts, tensor.contiguous(), group=group)
     return torch.cat(parts)
+
+
+_MESHES: dict[int, tuple] = {}
+
+
+def mesh_groups(tp: int):
+    """(PCP group, TP group) of this rank in a mesh of world_size / tp PCP ranks by ``tp`` TP ranks,
+    rank = p * tp + t. Every rank must call it at the same point: each group is created by all."""
+    if tp not in _MESHES:
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if world % tp:
+            raise ValueError(f"tp={tp!r}: does not divide the world size {world}")
+        pcp = world // tp
+        pcp_groups = [dist.new_group([p * tp + t for p in range(pcp)]) for t in range(tp)]
+        tp_groups = [dist.new_group([p * tp + t for t in range(tp)]) for p in range(pcp)]
+        _MESHES[tp] = (pcp_groups[rank % tp], tp_groups[rank // tp])
+    return _MESHES[tp]

@@ -45,24 +45,37 @@ class GroupRank:
         self._step_tag = 1
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        """All-gather over the group, checked: every rank must issue the same sequence.
-
-        Reading the headers back costs one host sync; inside a graph capture
-        there is none (replays repeat a sequence that was checked eagerly).
-        """
+        """All-gather over the group, checked (``checked_all_gather``)."""
         self.collectives += 1
-        if not self.in_capture:
-            header = torch.tensor([self.collectives, self._step_tag, tensor.numel()], device=tensor.device)
-            headers = self._checked(header).view(self.group_size, 3).tolist()
-            if any(h != headers[0] for h in headers):
-                seen = ", ".join(
-                    f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
-                )
-                raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
-        return self._checked(tensor)
+        return checked_all_gather(
+            self._all_gather,
+            tensor,
+            self.group_rank,
+            self.group_size,
+            (self.collectives, self._step_tag),
+            self.in_capture,
+        )
 
-    def _checked(self, tensor: torch.Tensor) -> torch.Tensor:
+
+def checked_all_gather(all_gather, tensor: torch.Tensor, rank: int, size: int, tag: tuple[int, int], in_capture: bool):
+    """``all_gather(tensor)``, checked: every rank must issue the same sequence.
+
+    ``tag`` is (collective number, draft step). Reading the headers back costs one
+    host sync; inside a graph capture there is none (replays repeat a sequence
+    that was checked eagerly).
+    """
+
+    def gathered(t: torch.Tensor) -> torch.Tensor:
         try:
-            return self._all_gather(tensor)
+            return all_gather(t)
         except Exception as exc:
-            raise CollectiveError(f"collective #{self.collectives} on rank {self.group_rank} failed: {exc}") from exc
+            raise CollectiveError(f"collective #{tag[0]} on rank {rank} failed: {exc}") from exc
+
+    if not in_capture:
+        headers = gathered(torch.tensor([*tag, tensor.numel()], device=tensor.device)).view(size, 3).tolist()
+        if any(h != headers[0] for h in headers):
+            seen = ", ".join(
+                f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
+            )
+            raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
+    return gathered(tensor)

@@ -19,20 +19,19 @@ hands each rank T times its chunk (``tests/broken_sedp.py``
 
 from __future__ import annotations
 
-from mtp.collectives import GroupRank
 from mtp.model import AttentionMeta, SequenceParallel
 from mtp.proposer import MtpProposer
-from mtp.tp import LmHeadTpProposer
+from mtp.tp import LmHeadTpProposer, TpGroupRank
 
 
-class SharedExpertDpProposer(GroupRank, MtpProposer):
+class SharedExpertDpProposer(TpGroupRank, MtpProposer):
     """``MtpProposer`` on rank ``rank`` of a TP group of ``size`` whose draft layer runs sequence
     parallel; ``all_gather`` gathers rows over the group. The draft model must honour
     ``AttentionMeta.sequence_parallel``."""
 
     def split(self, rows: int) -> SequenceParallel:
-        """How ``rows`` rows are split over the group."""
-        return SequenceParallel(rows, self.group_rank, self.group_size, self.gather)
+        """How ``rows`` rows are split over the TP group."""
+        return SequenceParallel(rows, self.tp_rank, self.tp_size, self.tp_gather)
 
     def model_forward(self, input_ids, positions, hidden_states, attn: AttentionMeta):
         sp = attn.sequence_parallel = self.split(input_ids.shape[0])

@@ -36,7 +36,19 @@ def pad_sample_rows(rows: torch.Tensor, agreed: int) -> torch.Tensor:
     return torch.cat([rows, torch.zeros(agreed - n, dtype=rows.dtype, device=rows.device)])
 
 
-class LmHeadTpProposer(GroupRank, MtpProposer):
+class TpGroupRank(GroupRank):
+    """A grouped proposer whose group is the TP group; a proposer on a second group as well
+    (``mtp.pcp_tp``) sets ``tp_rank``, ``tp_size`` and ``tp_gather`` to that group's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tp_rank, self.tp_size = self.group_rank, self.group_size
+
+    def tp_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.gather(tensor)
+
+
+class LmHeadTpProposer(TpGroupRank, MtpProposer):
     """``MtpProposer`` on rank ``rank`` of a TP group of ``size``; ``all_gather`` gathers rows over it.
 
     The draft model must offer ``compute_logits_shard(hidden, rank, size)``.
@@ -60,7 +72,6 @@ class LmHeadTpProposer(GroupRank, MtpProposer):
             size=size,
             all_gather=all_gather,
         )
-        self.tp_rank, self.tp_size = rank, size
         self.agreed = cfg.max_num_reqs  # a dummy run samples every request row
 
     def propose(self, batch, sampled):
@@ -79,7 +90,7 @@ class LmHeadTpProposer(GroupRank, MtpProposer):
         n = rows.shape[0]
         padded = self.pad(rows)
         shard = self.model.compute_logits_shard(out[padded], self.tp_rank, self.tp_size)
-        slices = self.gather(shard).view(self.tp_size, padded.shape[0], -1)
+        slices = self.tp_gather(shard).view(self.tp_size, padded.shape[0], -1)
         return self.join(slices)[:n, : self.cfg.vocab_size]
 
     def pad(self, rows: torch.Tensor) -> torch.Tensor:

@@ -236,24 +236,22 @@ def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int
     return 1
 
 
-def _tp(scenario: Scenario, device, proposer=None) -> int:
+def _tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) -> int:
     from sim.ranks.tp import TpPool, check_tp
 
-    paths = " and ".join(
-        p for p, on in (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp)) if on
-    )
-    pool = TpPool(scenario.tp, device.name)
+    on = (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp))
+    paths = " and ".join(name for name, used in on if used)
+    ranks = f"{scenario.tp} TP ranks" + (f" x {pcp} PCP ranks" if pcp else "")
+    pool = TpPool(scenario.tp * (pcp or 1), device.name)
     try:
-        with console.status(f"serving on {scenario.tp} TP ranks ({paths}) and on one"):
+        with console.status(f"serving on {ranks} ({paths}) and on one"):
             problems = check_tp(scenario, pool, device, proposer=proposer)
     finally:
         pool.close()
     if not problems:
-        console.print(
-            f"[green]{paths} on {scenario.tp} ranks equals one rank[/] (drafts and per-step metadata, every rank)"
-        )
+        console.print(f"[green]{paths} on {ranks} equals one rank[/] (drafts and per-step metadata, every rank)")
         return 0
-    console.print(f"[red]{paths} on {scenario.tp} ranks differs from one rank:[/]")
+    console.print(f"[red]{paths} on {ranks} differs from one rank:[/]")
     for p in problems:
         console.print(f"  {p}")
     return 1
@@ -267,10 +265,10 @@ def _tp_fields(args) -> dict:
 
 
 def _check_tp_args(args, scenario: Scenario) -> None:
-    if scenario.tp > 1 and (args.pcp or args.impl != "core" or getattr(args, "no_check", False)):
-        raise UsageError(
-            f"tp={scenario.tp}: TP runs the core alone, compared with one rank (no --pcp, --impl, --no-check)"
-        )
+    if scenario.tp > 1 and (args.impl != "core" or getattr(args, "no_check", False)):
+        raise UsageError(f"tp={scenario.tp}: TP runs the core alone, compared with one rank (no --impl, --no-check)")
+    if args.pcp and scenario.lmhead_tp and scenario.shared_expert_dp:
+        raise UsageError(f"--pcp {args.pcp} with lmhead_tp and shared_expert_dp: one TP path beside PCP")
 
 
 def _check_pcp_args(args) -> None:
@@ -326,10 +324,10 @@ def cmd_run(args) -> int:
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if args.save:
         scenarios[0].save(args.save)
+    if scenarios[0].tp > 1:
+        return max(_tp(sc, device, args.pcp) for sc in scenarios)
     if args.pcp:
         return max(_pcp(sc, device, args.pcp) for sc in scenarios)
-    if scenarios[0].tp > 1:
-        return max(_tp(sc, device) for sc in scenarios)
     reports = []
     for i, sc in enumerate(scenarios):
         label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
@@ -355,10 +353,10 @@ def cmd_replay(args) -> int:
     if args.proposer:
         _import(args.proposer, "--proposer")
     device, impl = _load_device(args.device), _load_impl(args.impl)
+    if scenario.tp > 1:
+        return _tp(scenario, device, args.pcp, proposer=args.proposer)
     if args.pcp:
         return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
-    if scenario.tp > 1:
-        return _tp(scenario, device, proposer=args.proposer)
     report = _serve(scenario, device, impl, ops=ops)
     print_report(report, device)
     return _finish([report], device, impl, args)

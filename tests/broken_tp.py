@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from mtp.pcp_tp import PcpLmHeadTpProposer
 from mtp.tp import LmHeadTpProposer
 
 
@@ -24,3 +25,11 @@ class UnpaddedOnRank1(LmHeadTpProposer):
 def pad_truncating(rows: torch.Tensor, agreed: int) -> torch.Tensor:
     """The seed's padding: ``F.pad`` by ``agreed - n``, which crops rows when negative."""
     return torch.nn.functional.pad(rows, (0, agreed - rows.shape[0]))
+
+
+class VocabGatheredOverPcpGroup(PcpLmHeadTpProposer):
+    """On a PCP x TP mesh, the vocabulary slices gathered over the PCP group: every rank there holds
+    the same slice, so the logits repeat one slice."""
+
+    def tp_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.gather(tensor)

@@ -44,6 +44,7 @@ def _write(tmp_path, name: str, text: str) -> str:
         (["run", "--shared-expert-dp"], ["tp=1", "shared_expert_dp=True"]),
         (["run", "--tp", "2", "--lmhead-tp", "--graph-mode", "full"], ["graph_mode='full'", "lmhead_tp"]),
         (["run", "--tp", "2", "--lmhead-tp", "--impl", "vllm"], ["tp=2", "--impl"]),
+        (["run", "--tp", "2", "--lmhead-tp", "--shared-expert-dp", "--pcp", "2"], ["--pcp 2", "one TP path"]),
         (["run", "--seeds", "1..2", "--save", "x.json"], ["--save", "--seeds"]),
         (["replay", "missing.json"], ["missing.json", "no such file"]),
         (["report", "missing.json"], ["missing.json", "no such file"]),
@@ -135,5 +136,8 @@ def test_a_replay_file_carries_its_tp_paths(capsys, tmp_path):
         ' "requests": [{"arrival": 0, "prompt_len": 7, "max_new_tokens": 4}]}',
     )
     assert main(["replay", case]) == 0
-    assert "shared-expert DP on 2 ranks equals one rank" in capsys.readouterr().out
+    assert "shared-expert DP on 2 TP ranks equals one rank" in capsys.readouterr().out
     assert main(["replay", case, "--proposer", "tests.broken_sedp:RowsInterleaved"]) == 1
+    capsys.readouterr()
+    assert main(["replay", case, "--pcp", "2"]) == 0
+    assert "shared-expert DP on 2 TP ranks x 2 PCP ranks equals one rank" in capsys.readouterr().out

@@ -76,6 +76,22 @@ def test_tp_equals_single_rank(device, pools, size, scenario, tp_path, mode, pat
     _assert_tp(scenario, pools(size), device, request.node.name)
 
 
+@TP
+@given(
+    scenario=scenarios(max_reqs=4, max_iterations=10),
+    tp_path=st.sampled_from(["lmhead", "sedp"]),
+    mode=st.sampled_from(["eager", "piecewise", "full"]),
+)
+def test_pcp_and_tp_on_one_mesh_equal_single_rank(device, pools, scenario, tp_path, mode, request):
+    """2 PCP x 2 TP ranks: PCP over one group, lm-head TP or shared-expert DP (drawn) over the other."""
+    fields = PATHS[tp_path]
+    if not device.supports_graphs or (mode == "full" and fields.get("lmhead_tp")):
+        mode = "eager"
+    event(f"path={tp_path}")
+    scenario = dataclasses.replace(scenario, graph_mode=mode, tp=2, **fields)
+    _assert_tp(scenario, pools(4), device, request.node.name)
+
+
 SMALL = Scenario(
     num_spec_tokens=3,
     block_size=2,
@@ -99,6 +115,11 @@ def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
 def test_broken_shared_expert_dp_is_caught(device, pools, broken):
     with pytest.raises(AssertionError, match="drafts|metadata|raised|failed"):
         _assert_tp(SMALL_SEDP, pools(2), device, f"broken-sedp-{broken}", proposer=f"tests.broken_sedp:{broken}")
+
+
+def test_vocab_gathered_over_the_wrong_group_is_caught(device, pools):
+    with pytest.raises(AssertionError, match="drafts"):
+        _assert_tp(SMALL, pools(4), device, "broken-pcp-tp", proposer="tests.broken_tp:VocabGatheredOverPcpGroup")
 
 
 def test_ranks_splitting_rows_unevenly_are_reported(device, pools):

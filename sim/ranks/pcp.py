@@ -8,6 +8,7 @@ per-step metadata, per rank.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import traceback
@@ -44,9 +45,26 @@ def _error_kind(exc: Exception) -> str:
     return "collective" if isinstance(exc, CollectiveError) else "crash"
 
 
+def _groups(tp: int, rank: int, size: int) -> dict:
+    """A rank's group arguments: the whole pool as one group, or, when ``tp`` TP ranks leave more
+    than one PCP rank, its place in the P x T mesh (``mtp.pcp_tp``)."""
+    from devices.collectives import all_gather_rows, mesh_groups
+
+    if tp in (1, size):
+        return {"rank": rank, "size": size, "all_gather": all_gather_rows}
+    pcp_group, tp_group = mesh_groups(tp)
+    return {
+        "rank": rank // tp,
+        "size": size // tp,
+        "all_gather": functools.partial(all_gather_rows, group=pcp_group),
+        "tp_rank": rank % tp,
+        "tp_size": tp,
+        "tp_all_gather": functools.partial(all_gather_rows, group=tp_group),
+    }
+
+
 def serve_pcp(case: PcpCase, rank: int, size: int, device) -> RankResult:
     """One rank's run of ``case`` with a ``PcpProposer`` of that rank (the pool's serve function)."""
-    from devices.collectives import all_gather_rows
     from mtp.pcp_proposer import PcpProposer
 
     result = RankResult(rank)
@@ -54,7 +72,7 @@ def serve_pcp(case: PcpCase, rank: int, size: int, device) -> RankResult:
 
     def factory(*args, **kwargs):
         cls = import_object(case.proposer) if case.proposer else PcpProposer
-        proposer = cls(*args, rank=rank, size=size, all_gather=all_gather_rows, **kwargs)
+        proposer = cls(*args, **_groups(case.scenario.get("tp", 1), rank, size), **kwargs)
         proposer.record(True)
         made.append(proposer)
         return proposer
