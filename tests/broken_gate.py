@@ -26,7 +26,7 @@ from sim.impls import Implementation
 from tests import broken_ops, broken_proposers
 
 
-def _variants(module, base):
+def variants_of(module, base):
     return {
         name: cls
         for name, cls in vars(module).items()
@@ -35,13 +35,13 @@ def _variants(module, base):
 
 
 def _implementation(name: str) -> Implementation:
-    ops, proposers = _variants(broken_ops, CoreOps), _variants(broken_proposers, MtpProposer)
+    ops, proposers = variants_of(broken_ops, CoreOps), variants_of(broken_proposers, MtpProposer)
     if name in ops:
         return Implementation(f"broken:{name}", ops[name](), MtpProposer)
     return Implementation(f"broken:{name}", CoreOps(), proposers[name])
 
 
-for _name in [*_variants(broken_ops, CoreOps), *_variants(broken_proposers, MtpProposer)]:
+for _name in [*variants_of(broken_ops, CoreOps), *variants_of(broken_proposers, MtpProposer)]:
     sim.impls.BUILTIN[f"broken:{_name}"] = f"tests.broken_gate:{_name}"
     globals()[_name] = functools.partial(_implementation, _name)
 

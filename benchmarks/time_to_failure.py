@@ -1,0 +1,83 @@
+"""How fast the gate fails: seconds from start to the first failing test, per broken variant.
+
+    python -m benchmarks.time_to_failure [--only NAME ...] [-- PYTEST ARGS]
+
+Runs the gate as ``tox -e sim`` does (``-n auto --dist loadgroup``, the ``ci``
+profile), once per deliberately broken core variant (``tests/broken_ops.py``,
+``tests/broken_proposers.py``, plugged in by ``tests/broken_gate.py``) and per
+broken PCP proposer (``tests/broken_pcp.py``), with ``-x``; prints the wall
+time to the first failure of each, the median and the worst. Worker start-up
+is included, as a developer waiting on the gate sees it. A variant the gate
+does not catch is listed as such and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from mtp.ops import CoreOps
+from mtp.pcp_proposer import PcpProposer
+from mtp.proposer import MtpProposer
+from tests import broken_ops, broken_pcp, broken_proposers
+from tests.broken_gate import variants_of
+
+GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/vllm", "-n", "auto", "--dist", "loadgroup"]
+
+
+def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
+    """name -> (extra pytest args, extra environment) that plug the variant in."""
+    out = {}
+    for name in [*variants_of(broken_ops, CoreOps), *variants_of(broken_proposers, MtpProposer)]:
+        out[name] = (["--impl", f"broken:{name}"], {})
+    for name in variants_of(broken_pcp, PcpProposer):
+        out[f"pcp:{name}"] = ([], {"MTP_BROKEN_PCP": name})
+    return out
+
+
+def time_to_failure(args: list[str], env: dict[str, str], extra: list[str]) -> tuple[float, bool, str]:
+    """(seconds, caught, the first failing test) of one ``-x`` run of the gate."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.broken_gate", "-x", "-q", "-rf", *GATE, *args, *extra]
+    start = time.perf_counter()
+    run = subprocess.run(cmd, env={**os.environ, "CI": "1", **env}, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    failed = [line.split(" ", 2)[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
+    return seconds, run.returncode == 1 and bool(failed), failed[0] if failed else f"exit {run.returncode}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    parser = argparse.ArgumentParser(description=inspect.getdoc(sys.modules[__name__]).splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="variant names (default: all)")
+    opts = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    chosen = {n: v for n, v in variants().items() if not opts.only or n in opts.only}
+    console = Console()
+    table = Table("variant", "seconds to first failure", "first failing test")
+    times, missed = [], []
+    for i, (name, (args, env)) in enumerate(chosen.items(), start=1):
+        console.log(f"[{i}/{len(chosen)}] {name}")
+        seconds, caught, first = time_to_failure(args, env, extra)
+        if caught:
+            times.append(seconds)
+        else:
+            missed.append(name)
+        table.add_row(name, f"{seconds:.0f}" if caught else "[red]not caught[/]", first)
+    console.print(table)
+    if times:
+        console.print(f"median {statistics.median(times):.0f} s, worst {max(times):.0f} s over {len(times)} variants")
+    if missed:
+        console.print(f"[red]not caught: {', '.join(missed)}[/]")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
