@@ -52,6 +52,23 @@ def _assert_pcp(scenario, pool, device, name, proposer=None, ops=None):
         )
 
 
+SMALL = Scenario(
+    num_spec_tokens=3,
+    block_size=2,
+    token_budget=24,
+    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
+)
+
+
+@pytest.mark.order(1)
+@pytest.mark.parametrize("size", SIZES)
+def test_a_case_every_broken_variant_fails_equals_single_rank(device, pools, size):
+    """``SMALL`` (a long prefill split over the ranks beside decodes, blocks crossed) fails on every
+    broken variant below: run first on each pool, it fails a PCP bug within seconds of the pool's
+    start, before the property below draws (and shrinks) scenarios."""
+    _assert_pcp(SMALL, pools(size), device, f"pcp-small-{size}")
+
+
 @pytest.mark.parametrize("size", SIZES)
 @PCP
 @given(scenario=scenarios(max_reqs=4, max_iterations=10), mode=st.sampled_from(GRAPH_MODES))
@@ -63,12 +80,6 @@ def test_pcp_equals_single_rank(device, pools, size, scenario, mode, request):
     _assert_pcp(dataclasses.replace(scenario, graph_mode=mode), pools(size), device, request.node.name)
 
 
-SMALL = Scenario(
-    num_spec_tokens=3,
-    block_size=2,
-    token_budget=24,
-    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
-)
 BROKEN = [
     ("tests.broken_pcp:DecodeFixedReshape", None),
     ("tests.broken_pcp:GraphPaddingBeforeGather", None),
