@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from mtp.model import SequenceParallel
+from mtp.proposer import MtpProposer
 from mtp.shared_expert_dp import SharedExpertDpProposer
 
 
@@ -62,3 +63,22 @@ class UnpaddedOnRank1(SharedExpertDpProposer):
     def split(self, rows):
         cls = _Unpadded if self.group_rank == 1 else SequenceParallel
         return cls(rows, self.group_rank, self.group_size, self.gather)
+
+
+class SplitSkippedInDummyRunOnRank1(SharedExpertDpProposer):
+    """Rank 1 runs its dummy runs (graph capture) without the split: it issues fewer collectives than
+    rank 0 (on HCCL/NCCL, a hang at capture)."""
+
+    _dummy = False
+
+    def dummy_run(self, size):
+        self._dummy = True
+        try:
+            super().dummy_run(size)
+        finally:
+            self._dummy = False
+
+    def model_forward(self, *args):
+        if self.group_rank == 1 and self._dummy:
+            return MtpProposer.model_forward(self, *args)
+        return super().model_forward(*args)

@@ -122,9 +122,13 @@ def test_vocab_gathered_over_the_wrong_group_is_caught(device, pools):
         _assert_tp(SMALL, pools(4), device, "broken-pcp-tp", proposer="tests.broken_tp:VocabGatheredOverPcpGroup")
 
 
-def test_ranks_splitting_rows_unevenly_are_reported(device, pools):
-    case = PcpCase(asdict(SMALL_SEDP), proposer="tests.broken_sedp:UnpaddedOnRank1")
-    with pytest.raises(CollectiveMismatch, match="different collectives"):
+@pytest.mark.parametrize("broken, mode", [("UnpaddedOnRank1", "eager"), ("SplitSkippedInDummyRunOnRank1", "piecewise")])
+def test_ranks_issuing_different_collectives_are_reported(device, pools, broken, mode):
+    """A rank that sends fewer rows, or skips the split in its dummy runs, is reported, not hung."""
+    if mode != "eager" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} cannot capture graphs")
+    case = PcpCase(asdict(dataclasses.replace(SMALL_SEDP, graph_mode=mode)), proposer=f"tests.broken_sedp:{broken}")
+    with pytest.raises(CollectiveMismatch, match="different (numbers of )?collectives"):
         pools(2).run(case)
 
 
