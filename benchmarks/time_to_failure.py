@@ -4,8 +4,9 @@
 
 Runs the gate as ``tox -e sim`` does (``-n auto --dist loadgroup``, the ``ci``
 profile), once per deliberately broken core variant (``tests/broken_ops.py``,
-``tests/broken_proposers.py``, plugged in by ``tests/broken_gate.py``) and per
-broken PCP proposer (``tests/broken_pcp.py``), with ``-x``; prints the wall
+``tests/broken_proposers.py``, ``tests/broken_paths.py``, plugged in by
+``tests/broken_gate.py``), per broken PCP proposer (``tests/broken_pcp.py``)
+and per broken TP proposer (``tests/broken_tp.py``, ``tests/broken_sedp.py``), with ``-x``; prints the wall
 time to the first failure of each, the median and the worst. Worker start-up
 is included, as a developer waiting on the gate sees it. A variant the gate
 does not catch is listed as such and makes the exit status 1.
@@ -27,8 +28,8 @@ from rich.table import Table
 from mtp.ops import CoreOps
 from mtp.pcp_proposer import PcpProposer
 from mtp.proposer import MtpProposer
-from tests import broken_ops, broken_pcp, broken_proposers
-from tests.broken_gate import variants_of
+from tests import broken_ops, broken_paths, broken_pcp, broken_proposers
+from tests.broken_gate import tp_variants, variants_of
 
 GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/vllm", "-n", "auto", "--dist", "loadgroup"]
 
@@ -36,10 +37,13 @@ GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/vllm", "-n"
 def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
     """name -> (extra pytest args, extra environment) that plug the variant in."""
     out = {}
-    for name in [*variants_of(broken_ops, CoreOps), *variants_of(broken_proposers, MtpProposer)]:
+    proposers = {**variants_of(broken_proposers, MtpProposer), **variants_of(broken_paths, MtpProposer)}
+    for name in [*variants_of(broken_ops, CoreOps), *proposers]:
         out[name] = (["--impl", f"broken:{name}"], {})
     for name in variants_of(broken_pcp, PcpProposer):
         out[f"pcp:{name}"] = ([], {"MTP_BROKEN_PCP": name})
+    for name in tp_variants():
+        out[f"tp:{name}"] = ([], {"MTP_BROKEN_TP": name})
     return out
 
 

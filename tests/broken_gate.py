@@ -7,7 +7,11 @@ A pytest plugin for measurement only (the gate never loads it)::
 registers one implementation per variant in tests/broken_ops.py and
 tests/broken_proposers.py (``broken:NAME``: the variant's ops or proposer,
 the core for the rest), and with ``MTP_BROKEN_PCP=NAME`` runs every PCP
-property on tests/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``.
+property on tests/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``;
+``MTP_BROKEN_TP=NAME`` puts a variant of tests/broken_tp.py or tests/broken_sedp.py
+in place of the TP proposer it breaks (lm-head TP, shared-expert DP, or PCP
+with lm-head TP), and ``broken:NAME`` also takes tests/broken_paths.py's
+M-RoPE and eagle3 variants.
 ``-x`` then stops at the first test that sees the bug: the time to the first
 failure (README, "Ordering and speed").
 """
@@ -20,28 +24,39 @@ import os
 
 import sim.impls
 import sim.ranks.pcp
+import sim.ranks.tp
 from mtp.ops import CoreOps
+from mtp.pcp_tp import PcpLmHeadTpProposer
 from mtp.proposer import MtpProposer
+from mtp.shared_expert_dp import SharedExpertDpProposer
+from mtp.tp import LmHeadTpProposer
 from sim.impls import Implementation
-from tests import broken_ops, broken_proposers
+from tests import broken_ops, broken_paths, broken_proposers, broken_sedp, broken_tp
 
 
 def variants_of(module, base):
     return {
         name: cls
         for name, cls in vars(module).items()
-        if inspect.isclass(cls) and issubclass(cls, base) and cls is not base and not name.startswith("_")
+        if inspect.isclass(cls)
+        and issubclass(cls, base)
+        and cls.__module__ == module.__name__  # defined there, not imported
+        and not name.startswith("_")
     }
 
 
+def _proposers() -> dict:
+    return {**variants_of(broken_proposers, MtpProposer), **variants_of(broken_paths, MtpProposer)}
+
+
 def _implementation(name: str) -> Implementation:
-    ops, proposers = variants_of(broken_ops, CoreOps), variants_of(broken_proposers, MtpProposer)
+    ops, proposers = variants_of(broken_ops, CoreOps), _proposers()
     if name in ops:
         return Implementation(f"broken:{name}", ops[name](), MtpProposer)
     return Implementation(f"broken:{name}", CoreOps(), proposers[name])
 
 
-for _name in [*variants_of(broken_ops, CoreOps), *variants_of(broken_proposers, MtpProposer)]:
+for _name in [*variants_of(broken_ops, CoreOps), *_proposers()]:
     sim.impls.BUILTIN[f"broken:{_name}"] = f"tests.broken_gate:{_name}"
     globals()[_name] = functools.partial(_implementation, _name)
 
@@ -54,3 +69,23 @@ if _PCP:
         return _check_pcp(*args, proposer=proposer or f"tests.broken_pcp:{_PCP}", **kwargs)
 
     sim.ranks.pcp.check_pcp = _broken_check_pcp
+
+
+# The TP path each kind of broken TP proposer replaces: (lmhead_tp, shared_expert_dp, with PCP).
+TP_PATHS = {
+    PcpLmHeadTpProposer: (True, False, True),
+    SharedExpertDpProposer: (False, True, False),
+    LmHeadTpProposer: (True, False, False),
+}
+
+
+def tp_variants() -> dict[str, type]:
+    """name -> class of every broken TP proposer."""
+    return {**variants_of(broken_tp, LmHeadTpProposer), **variants_of(broken_sedp, SharedExpertDpProposer)}
+
+
+_TP = os.environ.get("MTP_BROKEN_TP")
+if _TP:
+    _cls = tp_variants()[_TP]
+    _path = next(path for base, path in TP_PATHS.items() if issubclass(_cls, base))
+    sim.ranks.tp.PROPOSERS[_path] = f"{_cls.__module__}:{_TP}"

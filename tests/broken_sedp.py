@@ -56,7 +56,7 @@ class _Unpadded(SequenceParallel):
         return x[self.rank * self.chunk : (self.rank + 1) * self.chunk].movedim(0, dim)
 
 
-class UnpaddedOnRank1(SharedExpertDpProposer):
+class ChunkUnpaddedOnRank1(SharedExpertDpProposer):
     """Rank 1 does not pad its chunk: with a row count the group size does not divide, it sends fewer
     rows than rank 0 (a hang on HCCL/NCCL)."""
 

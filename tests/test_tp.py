@@ -56,6 +56,27 @@ def _assert_tp(scenario, pool, device, name, proposer=None):
         raise AssertionError("\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path}{extra}")
 
 
+SMALL = Scenario(
+    num_spec_tokens=3,
+    block_size=2,
+    token_budget=24,
+    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
+    tp=2,
+    lmhead_tp=True,
+)
+SMALL_SEDP = dataclasses.replace(SMALL, lmhead_tp=False, shared_expert_dp=True)
+
+
+@pytest.mark.order(1)
+@pytest.mark.parametrize(
+    "scenario, ranks", [(SMALL, 2), (SMALL_SEDP, 2), (SMALL, 4)], ids=["lmhead-2", "sedp-2", "pcp2-lmhead-2"]
+)
+def test_cases_every_broken_variant_fails_equal_single_rank(device, pools, scenario, ranks):
+    """Each TP path on the case its broken variants below fail on: run first on each pool, a TP bug
+    fails within seconds of the pool's start, before the properties draw (and shrink) scenarios."""
+    _assert_tp(scenario, pools(ranks), device, f"tp-small-{ranks}")
+
+
 @pytest.mark.parametrize("size", SIZES)
 @TP
 @given(
@@ -92,17 +113,6 @@ def test_pcp_and_tp_on_one_mesh_equal_single_rank(device, pools, scenario, tp_pa
     _assert_tp(scenario, pools(4), device, request.node.name)
 
 
-SMALL = Scenario(
-    num_spec_tokens=3,
-    block_size=2,
-    token_budget=24,
-    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
-    tp=2,
-    lmhead_tp=True,
-)
-SMALL_SEDP = dataclasses.replace(SMALL, lmhead_tp=False, shared_expert_dp=True)
-
-
 def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
     with pytest.raises(AssertionError, match="drafts"):
         _assert_tp(SMALL, pools(2), device, "broken-tp", proposer="tests.broken_tp:ShardsInRankOrderReversed")
@@ -122,7 +132,9 @@ def test_vocab_gathered_over_the_wrong_group_is_caught(device, pools):
         _assert_tp(SMALL, pools(4), device, "broken-pcp-tp", proposer="tests.broken_tp:VocabGatheredOverPcpGroup")
 
 
-@pytest.mark.parametrize("broken, mode", [("UnpaddedOnRank1", "eager"), ("SplitSkippedInDummyRunOnRank1", "piecewise")])
+@pytest.mark.parametrize(
+    "broken, mode", [("ChunkUnpaddedOnRank1", "eager"), ("SplitSkippedInDummyRunOnRank1", "piecewise")]
+)
 def test_ranks_issuing_different_collectives_are_reported(device, pools, broken, mode):
     """A rank that sends fewer rows, or skips the split in its dummy runs, is reported, not hung."""
     if mode != "eager" and not device.supports_graphs:
