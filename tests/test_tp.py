@@ -16,16 +16,13 @@ import dataclasses
 from dataclasses import asdict
 
 import pytest
-import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from mtp.tp import agreed_rows, pad_sample_rows
 from sim.ranks.pcp import PcpCase
 from sim.ranks.pool import CollectiveMismatch
 from sim.ranks.tp import TpPool, check_tp
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.broken_tp import pad_truncating
 from tests.e2e_checks import FAILURE_DIR
 from tests.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
@@ -144,56 +141,7 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools, broken,
         pools(2).run(case)
 
 
-@given(rows=st.integers(1, 40), size=st.integers(1, 8), width=st.integers(1, 3))
-def test_sequence_parallel_split_and_gather_give_back_the_rows(rows, size, width):
-    """Every rank's chunk (padded to a multiple of the size) gathered rank-major, padding cut: the rows."""
-    from mtp.model import SequenceParallel
-
-    x = torch.arange(rows * width).view(width, rows)  # tokens along the last dim, as M-RoPE's [3, T]
-    chunks = [SequenceParallel(rows, r, size, None).shard(x, dim=-1) for r in range(size)]
-    assert len({c.shape for c in chunks}) == 1 and chunks[0].shape[-1] * size >= rows
-    whole = SequenceParallel(rows, 0, size, lambda t: torch.cat([c.movedim(-1, 0) for c in chunks]))
-    assert torch.equal(whole.gather(chunks[0], dim=-1), x)
-
-
 def test_ranks_padding_to_different_sizes_are_reported(device, pools):
     case = PcpCase(asdict(SMALL), proposer="tests.broken_tp:UnpaddedOnRank1")
     with pytest.raises(CollectiveMismatch, match="different collectives"):
         pools(2).run(case)
-
-
-def check_padding(pad, n: int, agreed: int) -> None:
-    """The padding property: exactly ``agreed`` rows, the real ones first; ``ValueError`` past it."""
-    rows = torch.arange(1, n + 1)
-    if n > agreed:
-        with pytest.raises(ValueError, match=rf"sample_indices.shape\[0\]={n}: .* agreed lm-head TP size {agreed}"):
-            pad(rows, agreed)
-        return
-    out = pad(rows, agreed)
-    assert out.shape[0] == agreed and torch.equal(out[:n], rows) and not out[n:].any()
-
-
-@given(n=st.integers(1, 40), agreed=st.integers(1, 40))
-def test_sample_rows_pad_to_the_agreed_size_or_fail(n, agreed):
-    check_padding(pad_sample_rows, n, agreed)
-
-
-def test_truncating_padding_is_caught():
-    """The seed's F.pad crops a batch larger than the agreed size instead of failing."""
-    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
-        check_padding(pad_truncating, 9, 8)
-
-
-def test_agreed_size_follows_the_batch_kind():
-    assert agreed_rows(24, has_prefill=False, max_num_seqs=8) == 24
-    assert agreed_rows(24, has_prefill=True, max_num_seqs=8) == 8
-
-
-def test_full_graphs_are_refused(device):
-    from mtp.tp import LmHeadTpProposer
-    from sim.serving.run import build_models
-    from sim.serving.simulator import ServingSim
-
-    model, target = build_models(SMALL, device.torch_device)
-    with pytest.raises(ValueError, match="mode='full'"):
-        LmHeadTpProposer(ServingSim(SMALL, target).config, model, device, mode="full", rank=0, size=2, all_gather=None)

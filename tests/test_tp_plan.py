@@ -1,0 +1,99 @@
+"""The single-process parts of tensor parallel: row splits, padding, the checked all-gather.
+
+What every TP rank computes on its own, checked without process groups (the
+multi-process suite, tests/test_tp.py, checks the ranks together); these run
+in the gate's fast part, mutation testing included.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mtp.collectives import CollectiveError, CollectiveMismatchError, checked_all_gather
+from mtp.model import SequenceParallel
+from mtp.tp import agreed_rows, pad_sample_rows
+from sim.serving.scenario import RequestSpec, Scenario
+from tests.broken_tp import pad_truncating
+
+
+@given(rows=st.integers(1, 40), size=st.integers(1, 8), width=st.integers(1, 3))
+def test_sequence_parallel_split_and_gather_give_back_the_rows(rows, size, width):
+    """Every rank's chunk (padded to a multiple of the size) gathered rank-major, padding cut: the rows."""
+    x = torch.arange(rows * width).view(width, rows)  # tokens along the last dim, as M-RoPE's [3, T]
+    chunks = [SequenceParallel(rows, r, size, None).shard(x, dim=-1) for r in range(size)]
+    assert len({c.shape for c in chunks}) == 1 and chunks[0].shape[-1] * size >= rows
+    whole = SequenceParallel(rows, 0, size, lambda t: torch.cat([c.movedim(-1, 0) for c in chunks]))
+    assert torch.equal(whole.gather(chunks[0], dim=-1), x)
+
+
+def check_padding(pad, n: int, agreed: int) -> None:
+    """The padding property: exactly ``agreed`` rows, the real ones first; ``ValueError`` past it."""
+    rows = torch.arange(1, n + 1)
+    if n > agreed:
+        with pytest.raises(ValueError, match=rf"sample_indices.shape\[0\]={n}: .* agreed lm-head TP size {agreed}"):
+            pad(rows, agreed)
+        return
+    out = pad(rows, agreed)
+    assert out.shape[0] == agreed and torch.equal(out[:n], rows) and not out[n:].any()
+
+
+@given(n=st.integers(1, 40), agreed=st.integers(1, 40))
+def test_sample_rows_pad_to_the_agreed_size_or_fail(n, agreed):
+    check_padding(pad_sample_rows, n, agreed)
+
+
+def test_truncating_padding_is_caught():
+    """The seed's F.pad crops a batch larger than the agreed size instead of failing."""
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        check_padding(pad_truncating, 9, 8)
+
+
+def test_agreed_size_follows_the_batch_kind():
+    assert agreed_rows(24, has_prefill=False, max_num_seqs=8) == 24
+    assert agreed_rows(24, has_prefill=True, max_num_seqs=8) == 8
+
+
+def test_full_graphs_are_refused(device):
+    from mtp.tp import LmHeadTpProposer
+    from sim.serving.run import build_models
+    from sim.serving.simulator import ServingSim
+
+    scenario = Scenario(requests=(RequestSpec(0, 5, 2),))
+    model, target = build_models(scenario, device.torch_device)
+    config = ServingSim(scenario, target).config
+    with pytest.raises(ValueError, match="mode='full'"):
+        LmHeadTpProposer(config, model, device, mode="full", rank=0, size=2, all_gather=None)
+
+
+def _headers(*rows):
+    """An all-gather that answers the header with ``rows`` (one per rank) and the data with itself."""
+    return lambda t: torch.tensor(rows) if t.numel() == 3 and t.dtype == torch.int64 else t
+
+
+def test_matching_headers_let_the_gather_through():
+    x = torch.ones(4, 2)
+    assert torch.equal(checked_all_gather(_headers([3, 2, 8], [3, 2, 8]), x, 0, 2, (3, 2), False), x)
+
+
+def test_ranks_at_different_collectives_are_named():
+    with pytest.raises(
+        CollectiveMismatchError, match=r"rank 0: collective #3 of step 2 \(8 elements\), rank 1: collective #4"
+    ):
+        checked_all_gather(_headers([3, 2, 8], [4, 2, 8]), torch.ones(4, 2), 0, 2, (3, 2), False)
+
+
+def test_a_failing_gather_names_the_collective_and_the_rank():
+    def broken(_):
+        raise RuntimeError("peer gone")
+
+    with pytest.raises(CollectiveError, match=r"collective #5 on rank 1 failed: peer gone"):
+        checked_all_gather(broken, torch.ones(2), 1, 2, (5, 1), False)
+
+
+def test_inside_a_capture_no_header_is_read():
+    sent = []
+    checked_all_gather(lambda t: sent.append(t) or t, torch.ones(2), 0, 1, (1, 1), True)
+    assert len(sent) == 1 and sent[0].dtype == torch.float32
