@@ -13,7 +13,7 @@ import pytest
 from hypothesis import event, given, settings
 
 from sim.serving.scenario import GRAPH_MODES
-from tests.e2e_checks import check_scenario
+from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -50,3 +50,12 @@ def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, req
 def test_graph_modes_match_reference(device, impl, padded, mode, scenario, request):
     """Piecewise and full graphs (padded to captured sizes) equal the reference, hence eager."""
     _check(device, impl, scenario, padded, mode, request.node.name)
+
+
+@pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
+def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
+    """A dummy run (what a rank with no requests issues to keep step with the others) computes logits,
+    and so under PCP or TP runs its collectives, as often as a real call (bug class 7)."""
+    if not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    check_dummy_run_matches_propose(device, impl.proposer_cls)
