@@ -37,15 +37,10 @@ def _mode(device, mode: str) -> str:
     return mode if device.supports_graphs else "eager"
 
 
-@pytest.mark.parametrize("path", list(VARIANTS))
-@PATHS
-@given(scenario=scenarios(), mode=st.sampled_from(GRAPH_MODES))
-def test_path_matches_reference(device, path, scenario, mode, request):
-    """Drafts (margin-aware) and every call's metadata, M-RoPE rows included."""
-    mode = _mode(device, mode)
-    event(f"mode={mode}")
-    scenario = dataclasses.replace(scenario, graph_mode=mode, **VARIANTS[path])
-    check_scenario(scenario, device, request.node.name)
+def _check(device, impl, scenario, name):
+    check_scenario(
+        scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls, rules=impl.rules, impl=impl.name
+    )
 
 
 # Two image prompts and a text one, decodes crossing blocks, real verification.
@@ -58,6 +53,27 @@ SMALL = Scenario(
     max_iterations=12,
     requests=(RequestSpec(0, 30, 8), RequestSpec(0, 12, 8), RequestSpec(1, 5, 8)),
 )
+
+
+@pytest.mark.order(1)
+@pytest.mark.parametrize("path", list(VARIANTS))
+def test_a_case_every_broken_variant_fails_matches_reference(device, impl, path):
+    """``SMALL`` fails on every broken variant below: one serving run per path, run early, so a
+    broken path fails within seconds, before the property below draws (and shrinks) scenarios."""
+    _check(device, impl, dataclasses.replace(SMALL, **VARIANTS[path]), f"small-{path}")
+
+
+@pytest.mark.parametrize("path", list(VARIANTS))
+@PATHS
+@given(scenario=scenarios(), mode=st.sampled_from(GRAPH_MODES))
+def test_path_matches_reference(device, impl, path, scenario, mode, request):
+    """Drafts (margin-aware) and every call's metadata, M-RoPE rows included."""
+    mode = _mode(device, mode)
+    event(f"mode={mode}")
+    scenario = dataclasses.replace(scenario, graph_mode=mode, **VARIANTS[path])
+    _check(device, impl, scenario, request.node.name)
+
+
 BROKEN = [
     ("MropeNotAdvanced", {"mrope": True}),
     ("MropeRowZeroOnly", {"mrope": True}),
