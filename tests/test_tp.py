@@ -49,7 +49,8 @@ def _assert_tp(scenario, pool, device, name, proposer=None):
     problems = check_tp(scenario, pool, device, proposer=proposer)
     if problems:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
-        extra = f" --proposer {proposer}" if proposer else ""
+        extra = f" --pcp {pool.size // scenario.tp}" if pool.size > scenario.tp else ""
+        extra += f" --proposer {proposer}" if proposer else ""
         raise AssertionError("\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path}{extra}")
 
 
