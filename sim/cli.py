@@ -218,22 +218,30 @@ def _load_device(name: str):
         raise UsageError(f"--device {name}: {exc}") from None
 
 
-def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
-    from sim.ranks.pcp import PcpPool, check_pcp
-
-    pool = PcpPool(ranks, device.name)
+def _on_ranks(what: str, pool, check) -> int:
+    """Run ``check(pool)`` (problems, empty when the ranks equal one rank), close the pool, report."""
     try:
-        with console.status(f"serving on {ranks} ranks and on one"):
-            problems = check_pcp(scenario, pool, device, proposer=proposer, ops=ops)
+        with console.status(f"serving on {what} and on one"):
+            problems = check(pool)
     finally:
         pool.close()
     if not problems:
-        console.print(f"[green]PCP with {ranks} ranks equals one rank[/] (drafts and per-step metadata, every rank)")
+        console.print(f"[green]{what} equals one rank[/] (drafts and per-step metadata, every rank)")
         return 0
-    console.print(f"[red]PCP with {ranks} ranks differs from one rank:[/]")
+    console.print(f"[red]{what} differs from one rank:[/]")
     for p in problems:
         console.print(f"  {p}")
     return 1
+
+
+def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
+    from sim.ranks.pcp import PcpPool, check_pcp
+
+    return _on_ranks(
+        f"PCP with {ranks} ranks",
+        PcpPool(ranks, device.name),
+        lambda pool: check_pcp(scenario, pool, device, proposer=proposer, ops=ops),
+    )
 
 
 def _tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) -> int:
@@ -242,19 +250,11 @@ def _tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) -> in
     on = (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp))
     paths = " and ".join(name for name, used in on if used)
     ranks = f"{scenario.tp} TP ranks" + (f" x {pcp} PCP ranks" if pcp else "")
-    pool = TpPool(scenario.tp * (pcp or 1), device.name)
-    try:
-        with console.status(f"serving on {ranks} ({paths}) and on one"):
-            problems = check_tp(scenario, pool, device, proposer=proposer)
-    finally:
-        pool.close()
-    if not problems:
-        console.print(f"[green]{paths} on {ranks} equals one rank[/] (drafts and per-step metadata, every rank)")
-        return 0
-    console.print(f"[red]{paths} on {ranks} differs from one rank:[/]")
-    for p in problems:
-        console.print(f"  {p}")
-    return 1
+    return _on_ranks(
+        f"{paths} on {ranks}",
+        TpPool(scenario.tp * (pcp or 1), device.name),
+        lambda pool: check_tp(scenario, pool, device, proposer=proposer),
+    )
 
 
 def _tp_fields(args) -> dict:
