@@ -19,14 +19,37 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.broken_tp import pad_truncating
 
 
-@given(rows=st.integers(1, 40), size=st.integers(1, 8), width=st.integers(1, 3))
+class _Sent(Exception):
+    pass
+
+
+def _split_and_gather(x: torch.Tensor, rows: int, size: int, **dim) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every rank's chunk of ``x``, and what rank 0 gathers back from what each rank's ``gather`` sent."""
+    chunks = [SequenceParallel(rows, r, size, None).shard(x, **dim) for r in range(size)]
+    sent = []
+
+    def record(t):
+        sent.append(t)
+        raise _Sent
+
+    for r in range(size):
+        with pytest.raises(_Sent):
+            SequenceParallel(rows, r, size, record).gather(chunks[r], **dim)
+    return chunks, SequenceParallel(rows, 0, size, lambda _t: torch.cat(sent)).gather(chunks[0], **dim)
+
+
+@given(rows=st.integers(1, 40), size=st.integers(1, 8), width=st.integers(0, 3))
 def test_sequence_parallel_split_and_gather_give_back_the_rows(rows, size, width):
-    """Every rank's chunk (padded to a multiple of the size) gathered rank-major, padding cut: the rows."""
-    x = torch.arange(rows * width).view(width, rows)  # tokens along the last dim, as M-RoPE's [3, T]
-    chunks = [SequenceParallel(rows, r, size, None).shard(x, dim=-1) for r in range(size)]
-    assert len({c.shape for c in chunks}) == 1 and chunks[0].shape[-1] * size >= rows
-    whole = SequenceParallel(rows, 0, size, lambda t: torch.cat([c.movedim(-1, 0) for c in chunks]))
-    assert torch.equal(whole.gather(chunks[0], dim=-1), x)
+    """Every rank's chunk (padded to a multiple of the size) gathered rank-major, padding cut: the rows.
+    Tokens along the last dim ([rows], M-RoPE's [3, rows]) or, by default, the first ([rows, H])."""
+    for x, dim in (
+        (torch.arange(rows * width).view(width, rows) if width else torch.arange(rows), {"dim": -1}),
+        (torch.arange(rows * (width + 1)).view(rows, width + 1), {}),
+    ):
+        chunks, whole = _split_and_gather(x, rows, size, **dim)
+        token_dim = dim.get("dim", 0)
+        assert len({c.shape for c in chunks}) == 1 and chunks[0].shape[token_dim] == -(-rows // size)
+        assert torch.equal(whole, x)
 
 
 def check_padding(pad, n: int, agreed: int) -> None:
@@ -91,6 +114,11 @@ def test_a_failing_gather_names_the_collective_and_the_rank():
 
     with pytest.raises(CollectiveError, match=r"collective #5 on rank 1 failed: peer gone"):
         checked_all_gather(broken, torch.ones(2), 1, 2, (5, 1), False)
+
+
+def test_a_group_of_one_checks_its_own_header():
+    x = torch.ones(3)
+    assert torch.equal(checked_all_gather(_headers([1, 1, 3]), x, 0, 1, (1, 1), False), x)
 
 
 def test_inside_a_capture_no_header_is_read():
