@@ -25,7 +25,7 @@ from mtp.batch import VerifiedBatch
 from mtp.collectives import GroupRank
 from mtp.model import AttentionMeta
 from mtp.pcp import PAD_ROW, PcpPlan, pcp_split_plan
-from mtp.proposer import FIRST, GraphMode, MtpProposer
+from mtp.proposer import FIRST, MtpProposer
 
 
 @dataclass
@@ -51,21 +51,9 @@ class PcpProposer(GroupRank, MtpProposer):
 
     eager_phases = frozenset({FIRST})
 
-    def __init__(
-        self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
-    ):
-        super().__init__(
-            cfg,
-            model,
-            device,
-            ops=ops,
-            mode=mode,
-            capture_sizes=capture_sizes,
-            rank=rank,
-            size=size,
-            all_gather=all_gather,
-        )
-        self.pcp_rank, self.pcp_size = rank, size
+    def __init__(self, *args, **kwargs):  # the core's arguments, and rank, size, all_gather (``GroupRank``)
+        super().__init__(*args, **kwargs)
+        self.pcp_rank, self.pcp_size = self.group_rank, self.group_size
         self.local: RankRows | None = None
 
     def _load_first_pass(self, batch: VerifiedBatch, prepared, rows: int) -> None:

@@ -54,24 +54,13 @@ class LmHeadTpProposer(TpGroupRank, MtpProposer):
     The draft model must offer ``compute_logits_shard(hidden, rank, size)``.
     """
 
-    def __init__(
-        self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, *, rank, size, all_gather
-    ):
+    def __init__(self, cfg, model, device, ops=None, mode=GraphMode.EAGER, capture_sizes=None, **group):
+        """``group``: rank, size and all_gather (``GroupRank``)."""
         if GraphMode(mode) is GraphMode.FULL:
             raise ValueError("mode='full': lm-head TP computes logits outside the graphs (eager or piecewise)")
         if not callable(getattr(model, "compute_logits_shard", None)):
             raise ValueError("model: lm-head TP needs compute_logits_shard(hidden, rank, size)")
-        super().__init__(
-            cfg,
-            model,
-            device,
-            ops=ops,
-            mode=mode,
-            capture_sizes=capture_sizes,
-            rank=rank,
-            size=size,
-            all_gather=all_gather,
-        )
+        super().__init__(cfg, model, device, ops=ops, mode=mode, capture_sizes=capture_sizes, **group)
         self.agreed = cfg.max_num_reqs  # a dummy run samples every request row
 
     def propose(self, batch, sampled):
