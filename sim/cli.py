@@ -143,6 +143,7 @@ def _serve(scenario: Scenario, device, impl, ops=None, check: bool = True, label
             stop_at_first_mismatch=False,
             proposer_cls=impl.proposer_cls,
             rules=impl.rules,
+            count_syncs=True,
             on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )
 

@@ -58,12 +58,19 @@ class _NoPageableCopies(TorchFunctionMode):
 
 
 def _write_back(captured, result) -> None:
-    """Put a replayed op's result where the capture's result lives."""
+    """Put a replayed op's result where the capture's result lives; wait on a collective's handle."""
+    if isinstance(result, torch.Tensor):  # most ops: skip flattening
+        if captured is not result:
+            captured.copy_(result.reshape(captured.shape))
+        return
     outs, _ = tree_flatten(captured)
     news, _ = tree_flatten(result)
     for old, new in zip(outs, news):
         if isinstance(old, torch.Tensor) and old is not new:
             old.copy_(new.reshape(old.shape))
+    for item in news:
+        if hasattr(item, "wait") and not isinstance(item, torch.Tensor):
+            item.wait()  # a collective's work handle: the stream waits for it
 
 
 class SimGraph:
@@ -88,11 +95,7 @@ class SimGraph:
                 )
         with torch.no_grad():
             for func, args, kwargs, out in self.ops:
-                result = func(*args, **kwargs)
-                _write_back(out, result)
-                for item in tree_flatten(result)[0]:
-                    if hasattr(item, "wait") and not isinstance(item, torch.Tensor):
-                        item.wait()  # a collective's work handle: the stream waits for it
+                _write_back(out, func(*args, **kwargs))
         self.replays += 1
 
     def update_params(self, **values: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -37,7 +38,7 @@ class RunReport:
     accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
-    host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count
+    host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count, where counted
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
@@ -79,9 +80,15 @@ def run_scenario(
     proposer_cls=None,
     on_iteration=None,
     rules: Rules = CORE,
+    count_syncs: bool = False,
 ) -> RunReport:
     """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference
-    (under ``rules``: the implementation's documented divergences)."""
+    (under ``rules``: the implementation's documented divergences).
+
+    ``count_syncs`` counts the host syncs of every propose call into ``host_syncs`` (the CLI's
+    report). It is off by default: watching every torch op makes a run about twice as slow, and
+    the gate checks syncs on single calls instead (tests/core_checks.py).
+    """
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
@@ -92,9 +99,10 @@ def run_scenario(
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
     tol = MARGIN_TOLERANCE[proposer.hidden_states.dtype]
     kv_intact = True
-    for iteration, drafts, syncs in serve(sim, proposer, device, scenario):
+    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs):
         it = iteration.index
-        report.host_syncs.update(syncs.counts)
+        if syncs is not None:
+            report.host_syncs.update(syncs.counts)
         report.drafts.append(drafts)
         report.iterations += 1
         report.features.update(features(iteration.case))
@@ -120,8 +128,9 @@ def run_scenario(
     return report
 
 
-def serve(sim: ServingSim, proposer, device, scenario: Scenario):
-    """Yield ``(iteration, drafts, host syncs)`` for each propose call of a serving run.
+def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False):
+    """Yield ``(iteration, drafts, host syncs)`` for each propose call of a serving run
+    (the syncs a ``SyncLog`` with ``count_syncs``, else None).
 
     The drafts (host lists) go back to the serving loop once the consumer
     resumes the generator, so it can inspect the proposer's trace first.
@@ -134,7 +143,7 @@ def serve(sim: ServingSim, proposer, device, scenario: Scenario):
         if iteration is None:
             continue
         batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
-        with device.watch_host_syncs() as syncs:
+        with device.watch_host_syncs() if count_syncs else nullcontext() as syncs:
             drafts = proposer.propose(batch, sampled)
         drafts = proposer.drafts_to_host(drafts)
         yield iteration, drafts, syncs
