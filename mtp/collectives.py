@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+END_STEP = 0  # the draft step of the closing gather (``GroupRank.close_collectives``)
+
 
 class CollectiveError(RuntimeError):
     """A collective failed or timed out, usually because another rank is elsewhere."""
@@ -43,6 +45,13 @@ class GroupRank:
     def _load_first_pass(self, *args) -> None:
         super()._load_first_pass(*args)
         self._step_tag = 1
+
+    def close_collectives(self) -> None:
+        """One last checked gather, after a driver's last call: a rank that issued fewer gathers than
+        its peers meets a peer's gather here, and both are told at once instead of the peer waiting
+        out the collective timeout."""
+        self._step_tag = END_STEP
+        self.gather(self.seq_lens.new_zeros(1))
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-gather over the group, checked (``checked_all_gather``)."""
@@ -75,7 +84,9 @@ def checked_all_gather(all_gather, tensor: torch.Tensor, rank: int, size: int, t
         headers = gathered(torch.tensor([*tag, tensor.numel()], device=tensor.device)).view(size, 3).tolist()
         if any(h != headers[0] for h in headers):
             seen = ", ".join(
-                f"rank {r}: collective #{c} of step {s} ({n} elements)" for r, (c, s, n) in enumerate(headers)
+                f"rank {r}: "
+                + ("the closing gather" if s == END_STEP else f"collective #{c} of step {s} ({n} elements)")
+                for r, (c, s, n) in enumerate(headers)
             )
             raise CollectiveMismatchError(f"ranks are at different collectives: {seen}")
     return gathered(tensor)

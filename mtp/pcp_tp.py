@@ -31,6 +31,10 @@ class PcpTpRank:
         self.tp_rank, self.tp_size, self._tp_all_gather = tp_rank, tp_size, tp_all_gather
         self.tp_collectives = 0
 
+    def close_collectives(self) -> None:
+        super().close_collectives()
+        self.tp_gather(self.seq_lens.new_zeros(1))  # the TP group's closing gather
+
     def tp_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         self.tp_collectives += 1
         tag = (self.tp_collectives, self._step_tag)

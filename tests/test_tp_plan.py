@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mtp.collectives import CollectiveError, CollectiveMismatchError, checked_all_gather
+from mtp.collectives import END_STEP, CollectiveError, CollectiveMismatchError, checked_all_gather
 from mtp.model import SequenceParallel
 from mtp.tp import agreed_rows, pad_sample_rows
 from sim.serving.scenario import RequestSpec, Scenario
@@ -106,6 +106,14 @@ def test_ranks_at_different_collectives_are_named():
         CollectiveMismatchError, match=r"rank 0: collective #3 of step 2 \(8 elements\), rank 1: collective #4"
     ):
         checked_all_gather(_headers([3, 2, 8], [4, 2, 8]), torch.ones(4, 2), 0, 2, (3, 2), False)
+
+
+def test_a_rank_that_closed_early_is_named():
+    """Rank 1 skipped a gather and reached its closing gather (``GroupRank.close_collectives``)."""
+    with pytest.raises(
+        CollectiveMismatchError, match=r"rank 0: collective #7 of step 1 \(8 elements\), rank 1: the closing gather$"
+    ):
+        checked_all_gather(_headers([7, 1, 8], [7, END_STEP, 1]), torch.ones(4, 2), 0, 2, (7, 1), False)
 
 
 def test_a_failing_gather_names_the_collective_and_the_rank():

@@ -93,6 +93,7 @@ def serve_pcp(case: PcpCase, rank: int, size: int, device) -> RankResult:
         ops = import_object(case.ops)() if case.ops else None
         scenario = Scenario.from_dict(case.scenario)
         report = run_scenario(scenario, device, ops=ops, check=False, proposer_cls=factory, on_iteration=on_iteration)
+        made[0].close_collectives()  # a rank behind its peers is reported now, not after a timeout
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
         raise RankError(message, made[0].collectives if made else 0, _error_kind(exc)) from exc

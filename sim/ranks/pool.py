@@ -13,6 +13,7 @@ different numbers of collectives are reported as such.
 from __future__ import annotations
 
 import os
+import pickle
 import queue
 import socket
 import time
@@ -71,7 +72,9 @@ def _worker(
         if case is None:
             return
         try:
-            results.put(("ok", rank, serve_case(case, rank, size, device)))
+            # Plain pickle: results hold hundreds of tiny tensors, and the queue's own pickler would
+            # move each through shared memory and a file descriptor (most of a case's time).
+            results.put(("ok", rank, pickle.dumps(serve_case(case, rank, size, device))))
         except RankError as exc:  # report, then keep serving
             results.put(("error", rank, (str(exc), exc.collectives, exc.kind)))
 
@@ -156,7 +159,7 @@ class RankPool:
                     ) from None
                 continue
             if status == "ok":
-                done[rank] = payload
+                done[rank] = pickle.loads(payload)
                 continue
             if payload[2] == "crash":  # the rank's own error: the others can only wait for it
                 raise RankFailure(f"rank {rank} failed: {payload[0]}")
