@@ -11,10 +11,10 @@ import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from devices.base import GraphError
 from devices.sync_watch import HostSyncError
+from sim.ranks.pool import rank_context
 
 pytestmark = pytest.mark.order(1)
 
@@ -147,7 +147,7 @@ def check_all_gather(device, gather: str = "devices.collectives:all_gather_rows"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    ctx = mp.get_context("spawn")
+    ctx = rank_context(device.name)
     out = ctx.Queue()
     procs = [ctx.Process(target=_gather_rank, args=(r, world, init, device.name, gather, out)) for r in range(world)]
     for p in procs:
