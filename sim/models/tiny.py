@@ -9,6 +9,7 @@ changes the argmax with high probability (measured by
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -34,14 +35,19 @@ class TinyConfig:
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return torch.nn.functional.rms_norm(x, weight.shape, weight, eps)
+
+
+@functools.cache
+def _freqs(half: int, base: float, device: torch.device) -> torch.Tensor:
+    """Rotary frequencies ``base ** (-i / half)``, computed once per shape and device."""
+    return base ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
     """Rotary embedding of [N, heads, d] at [N] positions."""
     half = x.shape[-1] // 2
-    freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
+    angles = positions.to(torch.float32)[:, None] * _freqs(half, base, x.device)[None, :]
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
@@ -55,9 +61,8 @@ def mrope_rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.T
     changes the attention as much as a wrong scalar position would.
     """
     half = x.shape[-1] // 2
-    freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
     rows = positions.to(torch.float32)[torch.arange(half, device=x.device) % 3]  # [half, N]
-    angles = rows.T * freqs[None, :]
+    angles = rows.T * _freqs(half, base, x.device)[None, :]
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
@@ -116,9 +121,10 @@ class TinyMtp(nn.Module):
             raise ValueError(f"positions.shape={tuple(positions.shape)}: expected {want} (mrope={self.cfg.mrope})")
         rotate = mrope_rope if self.cfg.mrope else rope
         y = _rms(x, self.attn_norm)
-        q = rotate((y @ self.wq.T).view(n, heads, d), positions, self.cfg.rope_base)
-        k = rotate((y @ self.wk.T).view(n, heads, d), positions, self.cfg.rope_base)
-        return q, k, (y @ self.wv.T).view(n, heads, d)
+        qk = rotate(
+            torch.cat([y @ self.wq.T, y @ self.wk.T], dim=-1).view(n, 2 * heads, d), positions, self.cfg.rope_base
+        )
+        return qk[:, :heads], qk[:, heads:], (y @ self.wv.T).view(n, heads, d)
 
     def block_output(self, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
         x = x + attn_out.reshape(x.shape[0], -1) @ self.wo.T
