@@ -45,3 +45,15 @@ class LogitsOnceOnRank1(PcpProposer):
         if self.pcp_rank == 1 and phase == STEP:
             return
         super()._run(phase, size, bound)
+
+
+class PaddingRowsWriteKv(PcpProposer):
+    """The first pass's padding rows keep the slot of the row they stand in for (row 0) instead of
+    the padding slot, so they overwrite its KV with their masked inputs. Visible on a group of one
+    too (a prefill of odd length is padded to 2P chunks): tests/test_group_of_one.py."""
+
+    def _attn(self, qsl, seq_lens, block_table, slots, bound):
+        local = self.local
+        if local is not None and qsl is local.query_start_loc:  # the first pass
+            slots = self.slot_mapping[local.rows]
+        return super()._attn(qsl, seq_lens, block_table, slots, bound)

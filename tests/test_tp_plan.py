@@ -61,6 +61,7 @@ def check_padding(pad, n: int, agreed: int) -> None:
         return
     out = pad(rows, agreed)
     assert out.shape[0] == agreed and torch.equal(out[:n], rows) and not out[n:].any()
+    assert out.dtype == rows.dtype, f"padded to {out.dtype}: the rows index a tensor"
 
 
 @given(n=st.integers(1, 40), agreed=st.integers(1, 40))
@@ -87,7 +88,7 @@ def test_full_graphs_are_refused(device):
     scenario = Scenario(requests=(RequestSpec(0, 5, 2),))
     model, target = build_models(scenario, device.torch_device)
     config = ServingSim(scenario, target).config
-    with pytest.raises(ValueError, match="mode='full'"):
+    with pytest.raises(ValueError, match=r"^mode='full': lm-head TP computes logits outside the graphs"):
         LmHeadTpProposer(config, model, device, mode="full", rank=0, size=2, all_gather=None)
 
 

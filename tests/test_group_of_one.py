@@ -1,0 +1,70 @@
+"""Every grouped proposer on a group of one rank equals the reference.
+
+A group of one runs a grouped proposer's own code (its checked gathers, the
+PCP split and restore, the lm-head vocabulary slices and their padding, the
+sequence-parallel split) in this process, with a one-rank all-gather: cheap
+enough for the gate's fast part and for mutation testing (``tox -e mutate``),
+which leaves the multi-process suites out. Groups of 2 and 4 ranks are
+checked by ``tests/test_pcp.py`` and ``tests/test_tp.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+import torch
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from mtp.pcp_proposer import PcpProposer
+from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
+from mtp.tp import LmHeadTpProposer
+from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from tests.broken_pcp import PaddingRowsWriteKv
+from tests.e2e_checks import FAILURE_DIR, check_scenario
+from tests.strategies.scenarios import scenarios
+
+pytestmark = pytest.mark.order(1)  # after the single-call properties, beside calls in sequence
+
+GROUPED = [PcpProposer, LmHeadTpProposer, SharedExpertDpProposer, SharedExpertDpLmHeadTpProposer]
+GROUP_OF_ONE = settings(max_examples=max(1, settings.default.max_examples // 8))
+
+
+def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
+    """All-gather over a group of one: a copy of this rank's rows, as ``all_gather_rows`` returns."""
+    return tensor.clone()
+
+
+def check_group_of_one(device, cls, scenario: Scenario, name: str) -> None:
+    """``scenario`` served by ``cls`` on a group of one equals the reference; the failure says how to replay."""
+    proposer_cls = functools.partial(cls, rank=0, size=1, all_gather=one_rank_gather)
+    try:
+        check_scenario(scenario, device, name, proposer_cls=proposer_cls)
+    except AssertionError as exc:
+        replay = f"python -m sim replay {FAILURE_DIR / name}.json --pcp 1 --proposer {cls.__module__}:{cls.__name__}"
+        raise AssertionError(f"{exc}\non one rank: {replay}") from None
+
+
+@pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
+@GROUP_OF_ONE
+@given(scenario=scenarios(max_reqs=4, max_iterations=10), mode=st.sampled_from(GRAPH_MODES))
+def test_a_group_of_one_equals_the_reference(device, cls, scenario, mode, request):
+    if mode != "eager" and not device.supports_graphs:
+        mode = "eager"
+    if mode == "full" and issubclass(cls, LmHeadTpProposer):
+        mode = "piecewise"  # lm-head TP refuses full graphs (tests/test_tp_plan.py)
+    event(f"mode={mode}")
+    check_group_of_one(device, cls, dataclasses.replace(scenario, graph_mode=mode), request.node.name)
+
+
+# A prefill of odd length beside a decode: PCP pads it to 2P = 2 chunks even on one rank.
+ODD_PREFILL = Scenario(num_spec_tokens=3, block_size=2, requests=(RequestSpec(0, 5, 6), RequestSpec(0, 2, 6)))
+
+
+@pytest.mark.order(-1)
+def test_a_broken_grouped_proposer_fails_it(device):
+    with pytest.raises(AssertionError, match="mismatches") as failed:
+        check_group_of_one(device, PaddingRowsWriteKv, ODD_PREFILL, "broken-group-of-one")
+    assert "--pcp 1 --proposer tests.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
