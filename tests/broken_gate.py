@@ -7,7 +7,7 @@ A pytest plugin for measurement only (the gate never loads it)::
 registers one implementation per variant in tests/broken_ops.py and
 tests/broken_proposers.py (``broken:NAME``: the variant's ops or proposer,
 the core for the rest), and with ``MTP_BROKEN_PCP=NAME`` runs every PCP
-property on tests/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``;
+property (on ranks and on a group of one) on tests/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``;
 ``MTP_BROKEN_TP=NAME`` puts a variant of tests/broken_tp.py or tests/broken_sedp.py
 in place of the TP proposer it breaks (lm-head TP, shared-expert DP, or PCP
 with lm-head TP), and ``broken:NAME`` also takes tests/broken_paths.py's
@@ -69,6 +69,13 @@ if _PCP:
         return _check_pcp(*args, proposer=proposer or f"tests.broken_pcp:{_PCP}", **kwargs)
 
     sim.ranks.pcp.check_pcp = _broken_check_pcp
+
+    from mtp.pcp_proposer import PcpProposer
+    from tests import broken_pcp, test_group_of_one
+
+    # ... and on a group of one (tests/test_group_of_one.py), before it is collected.
+    _at = test_group_of_one.GROUPED.index(PcpProposer)
+    test_group_of_one.GROUPED[_at] = variants_of(broken_pcp, PcpProposer)[_PCP]
 
 
 # The TP path each kind of broken TP proposer replaces: (lmhead_tp, shared_expert_dp, with PCP).

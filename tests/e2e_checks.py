@@ -26,14 +26,16 @@ def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
     return cmd
 
 
-def check_scenario(scenario, device, name: str, ops=None, proposer_cls=None, rules=CORE, impl: str = "core"):
+def check_scenario(
+    scenario, device, name: str, ops=None, proposer_cls=None, rules=CORE, impl: str = "core", replay_args: str = ""
+):
+    """``replay_args``: what the replay command needs besides the device, ops and impl (``--pcp 1 ...``)."""
     report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules)
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])
-        raise AssertionError(
-            f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay_command(path, device, ops, impl)}"
-        )
+        replay = replay_command(path, device, ops, impl) + replay_args
+        raise AssertionError(f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay}")
     return report
 
 
