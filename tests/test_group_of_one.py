@@ -18,9 +18,11 @@ import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from mtp.collectives import END_STEP
 from mtp.pcp_proposer import PcpProposer
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
+from sim.serving.run import run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.broken_pcp import PaddingRowsWriteKv
 from tests.e2e_checks import check_scenario
@@ -67,3 +69,23 @@ def test_a_broken_grouped_proposer_fails_it(device):
     with pytest.raises(AssertionError, match="mismatches") as failed:
         check_group_of_one(device, PaddingRowsWriteKv, ODD_PREFILL, "broken-group-of-one")
     assert "--pcp 1 --proposer tests.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
+
+
+def test_the_closing_gather_comes_last_at_step_0(device):
+    """``close_collectives`` issues one more checked gather, its header at draft step ``END_STEP``:
+    a rank behind its peers meets it there (tests/test_tp.py, ranks at different collectives)."""
+    sent, made = [], []
+
+    def recording_gather(tensor):
+        sent.append(tensor.clone())
+        return tensor.clone()
+
+    def factory(*args, **kwargs):
+        made.append(PcpProposer(*args, rank=0, size=1, all_gather=recording_gather, **kwargs))
+        return made[0]
+
+    assert run_scenario(ODD_PREFILL, device, proposer_cls=factory).ok
+    proposer, issued = made[0], made[0].collectives
+    proposer.close_collectives()
+    assert proposer.collectives == issued + 1
+    assert sent[-2].tolist() == [issued + 1, END_STEP, 1], "the closing gather's header"
