@@ -28,7 +28,7 @@ from tests.broken_pcp import PaddingRowsWriteKv
 from tests.e2e_checks import check_scenario
 from tests.strategies.scenarios import scenarios
 
-pytestmark = pytest.mark.order(1)  # after the single-call properties, beside calls in sequence
+pytestmark = pytest.mark.order(2)  # whole serving runs: after the multi-rank cases every broken variant fails
 
 GROUPED = [PcpProposer, LmHeadTpProposer, SharedExpertDpProposer, SharedExpertDpLmHeadTpProposer]
 GROUP_OF_ONE = settings(max_examples=max(1, settings.default.max_examples // 8))
