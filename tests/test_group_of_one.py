@@ -42,9 +42,8 @@ def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
 def check_group_of_one(device, cls, scenario: Scenario, name: str) -> None:
     """``scenario`` served by ``cls`` on a group of one equals the reference; the failure says how to replay."""
     proposer_cls = functools.partial(cls, rank=0, size=1, all_gather=one_rank_gather)
-    replay_args = (
-        f" --pcp 1 --proposer {cls.__module__}:{cls.__name__}"  # the CLI's group of one: a real one-rank group
-    )
+    # The CLI replays it on a real one-rank group.
+    replay_args = f" --pcp 1 --proposer {cls.__module__}:{cls.__name__}"
     check_scenario(scenario, device, name, proposer_cls=proposer_cls, replay_args=replay_args)
 
 
