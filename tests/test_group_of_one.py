@@ -2,7 +2,7 @@
 
 A group of one runs a grouped proposer's own code (its checked gathers, the
 PCP split and restore, the lm-head vocabulary slices and their padding, the
-sequence-parallel split) in this process, with a one-rank all-gather: cheap
+sequence-parallel split, both groups of a P x T mesh) in this process, with a one-rank all-gather: cheap
 enough for the gate's fast part and for mutation testing (``tox -e mutate``),
 which leaves the multi-process suites out. Groups of 2 and 4 ranks are
 checked by ``tests/test_pcp.py`` and ``tests/test_tp.py``.
@@ -15,23 +15,32 @@ import functools
 
 import pytest
 import torch
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from mtp.collectives import END_STEP
 from mtp.pcp_proposer import PcpProposer
+from mtp.pcp_tp import PcpLmHeadTpProposer, PcpSharedExpertDpProposer, PcpTpRank
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.broken_pcp import PaddingRowsWriteKv
 from tests.e2e_checks import check_scenario
+from tests.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the multi-rank cases every broken variant fails
 
-GROUPED = [PcpProposer, LmHeadTpProposer, SharedExpertDpProposer, SharedExpertDpLmHeadTpProposer]
-GROUP_OF_ONE = settings(max_examples=max(1, settings.default.max_examples // 8))
+GROUPED = [
+    PcpProposer,
+    LmHeadTpProposer,
+    SharedExpertDpProposer,
+    SharedExpertDpLmHeadTpProposer,
+    PcpLmHeadTpProposer,  # the P x T mesh classes, on a 1 x 1 mesh
+    PcpSharedExpertDpProposer,
+]
+GROUP_OF_ONE = share(8)
 
 
 def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
@@ -41,7 +50,10 @@ def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
 
 def check_group_of_one(device, cls, scenario: Scenario, name: str) -> None:
     """``scenario`` served by ``cls`` on a group of one equals the reference; the failure says how to replay."""
-    proposer_cls = functools.partial(cls, rank=0, size=1, all_gather=one_rank_gather)
+    group = {"rank": 0, "size": 1, "all_gather": one_rank_gather}
+    if issubclass(cls, PcpTpRank):
+        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": one_rank_gather}
+    proposer_cls = functools.partial(cls, **group)
     # The CLI replays it on a real one-rank group.
     replay_args = f" --pcp 1 --proposer {cls.__module__}:{cls.__name__}"
     check_scenario(scenario, device, name, proposer_cls=proposer_cls, replay_args=replay_args)

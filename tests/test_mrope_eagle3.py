@@ -14,7 +14,7 @@ import dataclasses
 
 import pytest
 import torch
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from mtp.config import ProposerConfig
@@ -25,11 +25,12 @@ from sim.serving.run import build_models
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.e2e_checks import check_scenario
+from tests.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
-PATHS = settings(max_examples=max(1, settings.default.max_examples // 12))
+PATHS = share(12)
 VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"mrope": True, "method": "eagle3"}}
 
 

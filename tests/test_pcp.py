@@ -13,13 +13,14 @@ import time
 from dataclasses import asdict
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
 from sim.ranks.pool import CollectiveMismatch, RankFailure
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
+from tests.example_budget import share
 from tests.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
@@ -30,7 +31,7 @@ from tests.strategies.scenarios import scenarios
 # rest instead of alone at the end (README, "Ordering and speed").
 pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("pcp2")]
 
-PCP = settings(max_examples=max(1, settings.default.max_examples // 4))
+PCP = share(4, at_least=1)  # multi-process: left out of mutate
 SIZES = [
     pytest.param(2, id="2"),
     pytest.param(4, id="4", marks=[pytest.mark.xdist_group("pcp4"), pytest.mark.order(1)]),

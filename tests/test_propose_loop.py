@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given
 
 from sim.serving.scenario import GRAPH_MODES
 from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
+from tests.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call p
 # Scenarios cost ~0.2 s each: the ci profile's 200 examples per property
 # become 100 eager scenarios and 40 per graph mode (each mode also runs in
 # tests/test_broken_caught.py, and every graph example checks the padding).
-EAGER = settings(max_examples=max(1, settings.default.max_examples // 2))
-GRAPHS = settings(max_examples=max(1, settings.default.max_examples // 5))
+EAGER = share(2)
+GRAPHS = share(5)
 
 
 def _check(device, impl, scenario, padded, mode, name):

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import asdict
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from sim.ranks.pcp import PcpCase
@@ -24,12 +24,13 @@ from sim.ranks.pool import CollectiveMismatch
 from sim.ranks.tp import TpPool, check_tp
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.e2e_checks import FAILURE_DIR
+from tests.example_budget import share
 from tests.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
 pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("tp")]
 
-TP = settings(max_examples=max(1, settings.default.max_examples // 20))
+TP = share(20, at_least=1)  # multi-process: left out of mutate
 SIZES = [2, 4]
 
 

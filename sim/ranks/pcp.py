@@ -45,12 +45,15 @@ def _error_kind(exc: Exception) -> str:
     return "collective" if isinstance(exc, CollectiveError) else "crash"
 
 
-def _groups(tp: int, rank: int, size: int) -> dict:
-    """A rank's group arguments: the whole pool as one group, or, when ``tp`` TP ranks leave more
-    than one PCP rank, its place in the P x T mesh (``mtp.pcp_tp``)."""
+def _groups(cls: type, tp: int, rank: int, size: int) -> dict:
+    """A rank's group arguments: the whole pool as one group, or, for a proposer on a P x T mesh
+    (``mtp.pcp_tp``; a 1 x 1 mesh included), its place in the mesh."""
     from devices.collectives import all_gather_rows, mesh_groups
+    from mtp.pcp_tp import PcpTpRank
 
-    if tp in (1, size):
+    if not issubclass(cls, PcpTpRank):
+        if tp not in (1, size):
+            raise ValueError(f"tp={tp} of {size} ranks needs a P x T mesh proposer (mtp.pcp_tp), not {cls.__name__}")
         return {"rank": rank, "size": size, "all_gather": all_gather_rows}
     pcp_group, tp_group = mesh_groups(tp)
     return {
@@ -72,7 +75,7 @@ def serve_pcp(case: PcpCase, rank: int, size: int, device) -> RankResult:
 
     def factory(*args, **kwargs):
         cls = import_object(case.proposer) if case.proposer else PcpProposer
-        proposer = cls(*args, **_groups(case.scenario.get("tp", 1), rank, size), **kwargs)
+        proposer = cls(*args, **_groups(cls, case.scenario.get("tp", 1), rank, size), **kwargs)
         proposer.record(True)
         made.append(proposer)
         return proposer
