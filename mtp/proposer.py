@@ -150,8 +150,7 @@ class MtpProposer:
         self._num_reqs = b
         if self.trace is not None:
             self.trace.clear()
-        if self.mode is not GraphMode.EAGER and not self.graphs:
-            self.capture_all()
+        self._ensure_captured()
         rows = self._size(FIRST, n)
         self._load_first_pass(batch, prepared, rows)
         bound = self._first_bound(batch)
@@ -372,8 +371,14 @@ class MtpProposer:
         finally:
             self._may_capture = False
 
+    def _ensure_captured(self) -> None:
+        """Graph modes capture every graph before the first call or dummy run that needs one."""
+        if self.mode is not GraphMode.EAGER and not self.graphs and not self._may_capture:
+            self.capture_all()
+
     def dummy_run(self, size: int) -> None:
-        """Run a propose call's phases at ``size`` on inert inputs."""
+        """Run a propose call's phases at ``size`` on inert inputs (a warm-up before any call included)."""
+        self._ensure_captured()
         self._load_inert(size)
         self._num_reqs = self.cfg.max_num_reqs
         if size in self.sizes[FIRST] and self._graphed(FIRST):
@@ -387,6 +392,7 @@ class MtpProposer:
         """Inputs that write no KV, see no KV, and sample row 0."""
         self.slot_mapping.fill_(PADDING_SLOT)
         self.block_table.fill_(-1)
+        self._batch_width = self.max_blocks  # before any call (a warm-up) there is no batch's width
         self.seq_lens.zero_()
         self.query_start_loc.zero_()
         self.query_start_loc[1:] = size

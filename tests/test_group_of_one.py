@@ -18,13 +18,16 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from mtp.collectives import END_STEP
+from mtp.collectives import END_STEP, CollectiveError
+from mtp.ops import CoreOps
 from mtp.pcp_proposer import PcpProposer
 from mtp.pcp_tp import PcpLmHeadTpProposer, PcpSharedExpertDpProposer, PcpTpRank
+from mtp.proposer import FIRST, GraphMode
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
-from sim.serving.run import run_scenario
+from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
 from tests.broken_pcp import PaddingRowsWriteKv
 from tests.e2e_checks import check_scenario
 from tests.example_budget import share
@@ -82,21 +85,139 @@ def test_a_broken_grouped_proposer_fails_it(device):
     assert "--pcp 1 --proposer tests.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
 
 
-def test_the_closing_gather_comes_last_at_step_0(device):
-    """``close_collectives`` issues one more checked gather, its header at draft step ``END_STEP``:
-    a rank behind its peers meets it there (tests/test_tp.py, ranks at different collectives)."""
-    sent, made = [], []
+def _recording(sent: list):
+    """A one-rank all-gather that keeps a copy of everything sent through it."""
 
-    def recording_gather(tensor):
+    def gather(tensor):
         sent.append(tensor.clone())
         return tensor.clone()
 
+    return gather
+
+
+@pytest.mark.parametrize("cls", [PcpProposer, PcpLmHeadTpProposer], ids=lambda c: c.__name__)
+def test_the_closing_gathers_come_last_at_step_0(device, cls):
+    """Each group numbers its gathers 1, 2, ... in the order issued (eager: a header, then the rows),
+    and ``close_collectives`` issues one more on each group, its header at draft step ``END_STEP``:
+    a rank behind its peers meets it there (tests/test_tp.py, ranks at different collectives)."""
+    sent, made = {"group": []}, []
+    group = {"rank": 0, "size": 1, "all_gather": _recording(sent["group"])}
+    if issubclass(cls, PcpTpRank):
+        sent["tp"] = []
+        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": _recording(sent["tp"])}
+
     def factory(*args, **kwargs):
-        made.append(PcpProposer(*args, rank=0, size=1, all_gather=recording_gather, **kwargs))
+        made.append(cls(*args, **group, **kwargs))
         return made[0]
 
     assert run_scenario(ODD_PREFILL, device, proposer_cls=factory).ok
-    proposer, issued = made[0], made[0].collectives
+    proposer = made[0]
+    issued = {"group": proposer.collectives, "tp": getattr(proposer, "tp_collectives", 0)}
     proposer.close_collectives()
-    assert proposer.collectives == issued + 1
-    assert sent[-2].tolist() == [issued + 1, END_STEP, 1], "the closing gather's header"
+    for name, tensors in sent.items():
+        headers = [h.tolist() for h in tensors[0::2]]
+        assert [h[0] for h in headers] == list(range(1, issued[name] + 2)), f"{name} gathers' numbers"
+        assert headers[-1] == [issued[name] + 1, END_STEP, 1], f"{name}: the closing gather's header"
+        assert tensors[-1].tolist() == [0], f"{name}: the closing gather's payload"
+    assert proposer.collectives == issued["group"] + 1
+
+
+def _one_rank(cls, device, **core):
+    """``cls`` on a group of one (a 1 x 1 mesh for the mesh classes), serving ``ODD_PREFILL``'s config."""
+    model, target = build_models(ODD_PREFILL, device.torch_device)
+    group = {"rank": 0, "size": 1, "all_gather": one_rank_gather}
+    if issubclass(cls, PcpTpRank):
+        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": one_rank_gather}
+    return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group)
+
+
+@pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
+def test_a_grouped_proposer_keeps_the_core_arguments(device, cls):
+    """The ops, graph mode and capture sizes given reach the core (a broken ``ops`` must run)."""
+    if not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    ops = CoreOps()
+    proposer = _one_rank(cls, device, ops=ops, mode="piecewise", capture_sizes=[2, 4])
+    assert proposer.ops is ops
+    assert proposer.mode is GraphMode.PIECEWISE
+    assert proposer.sizes[FIRST].sizes == (2, 4)
+
+
+def test_a_mesh_rank_outside_its_tp_group_is_refused(device):
+    with pytest.raises(ValueError, match=r"^tp_rank=1: must lie in \[0, tp_size=1\)$"):
+        PcpLmHeadTpProposer(
+            None, None, device, rank=0, size=1, all_gather=one_rank_gather, tp_rank=1, tp_size=1, tp_all_gather=None
+        )
+
+
+def test_lm_head_tp_needs_a_sharded_lm_head(device):
+    with pytest.raises(ValueError, match=r"^model: lm-head TP needs compute_logits_shard\(hidden, rank, size\)$"):
+        LmHeadTpProposer(None, object(), device, rank=0, size=1, all_gather=one_rank_gather)
+
+
+def test_a_failing_tp_gather_names_the_collective_and_the_rank(device):
+    def gone(_):
+        raise RuntimeError("peer gone")
+
+    proposer = _one_rank(PcpLmHeadTpProposer, device)
+    proposer._tp_all_gather = gone
+    with pytest.raises(CollectiveError, match=r"^collective #1 on rank 0 failed: peer gone$"):
+        proposer.close_collectives()
+
+
+class AgreedRowsRecorded(LmHeadTpProposer):
+    """Lm-head TP noting, per call and per dummy run (those of a capture included), the rows each
+    vocabulary gather carried and the rows every rank must agree on: ``max_num_reqs`` in a dummy run
+    or with a prefill in the batch, else the batch's token count padded to the first pass's graph
+    size (``num_input_tokens`` in vLLM)."""
+
+    def __init__(self, *args, **kwargs):
+        self.calls: list[tuple[int, list[int]]] = []  # (agreed rows, rows of each gather), as they end
+        self._open: list[list[int]] = []  # gathers of the calls under way, innermost last
+        super().__init__(*args, **kwargs)
+
+    def _noted(self, agreed, run, *args):
+        self._open.append([])
+        try:
+            return run(*args)
+        finally:
+            self.calls.append((agreed(), self._open.pop()))
+
+    def propose(self, batch, sampled):
+        has_prefill = bool((batch.num_draft_tokens_cpu == 0).any())
+        agreed = lambda: self.cfg.max_num_reqs if has_prefill else self._size(FIRST, batch.num_tokens)  # noqa: E731
+        return self._noted(agreed, super().propose, batch, sampled)
+
+    def dummy_run(self, size):
+        return self._noted(lambda: self.cfg.max_num_reqs, super().dummy_run, size)
+
+    def tp_gather(self, tensor):
+        self._open[-1].append(tensor.shape[0])
+        return super().tp_gather(tensor)
+
+
+@GROUP_OF_ONE
+@given(
+    scenario=scenarios(max_reqs=4, max_iterations=6),
+    mode=st.sampled_from(["eager", "piecewise"]),
+    warm_up=st.booleans(),
+)
+def test_lm_head_gathers_carry_the_agreed_rows(device, scenario, mode, warm_up):
+    """Ranks of a data-parallel group hold different batches: every vocabulary gather must carry the
+    row count they all agree on, which one rank's drafts never show (the padding rows are cut)."""
+    if mode != "eager" and not device.supports_graphs:
+        mode = "eager"
+    made = []
+
+    def factory(*args, **kwargs):
+        made.append(AgreedRowsRecorded(*args, rank=0, size=1, all_gather=one_rank_gather, **kwargs))
+        if warm_up:  # graphs captured now, else at the first call
+            made[0].dummy_run(1)
+        return made[0]
+
+    assert run_scenario(dataclasses.replace(scenario, graph_mode=mode), device, proposer_cls=factory).ok
+    made[0].dummy_run(1)
+    for i, (agreed, rows) in enumerate(made[0].calls):
+        assert set(rows) <= {agreed}, f"call {i}: vocabulary gathers of {rows} rows, agreed {agreed}"
+    if scenario.num_spec_tokens > 1:  # draft steps 2..K sample in a dummy run
+        assert made[0].calls[-1][1], "the last dummy run gathered no vocabulary slices"

@@ -12,7 +12,8 @@ import dataclasses
 import pytest
 from hypothesis import event, given
 
-from sim.serving.scenario import GRAPH_MODES
+from mtp.proposer import MtpProposer
+from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
 from tests.example_budget import share
 from tests.strategies.scenarios import scenarios
@@ -60,3 +61,20 @@ def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
     if not device.supports_graphs:
         pytest.skip(f"device {device.name} lacks supports_graphs")
     check_dummy_run_matches_propose(device, impl.proposer_cls)
+
+
+@pytest.mark.order(0)
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):
+    """A server warms up (vLLM's profile run) with a dummy run before its first request, eager
+    included; the core's proposer must run it and then serve as if it had not."""
+    if mode != "eager" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+
+    def warmed_up(*args, **kwargs):
+        proposer = MtpProposer(*args, **kwargs)
+        proposer.dummy_run(1)
+        return proposer
+
+    scenario = Scenario(num_spec_tokens=3, graph_mode=mode, requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
+    check_scenario(scenario, device, f"warm-up-{mode}", proposer_cls=warmed_up)
