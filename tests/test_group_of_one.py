@@ -51,12 +51,17 @@ def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.clone()
 
 
+def group_of_one(cls, gather=one_rank_gather, tp_gather=one_rank_gather) -> dict:
+    """The group arguments of ``cls`` on a group of one rank (a 1 x 1 mesh for the mesh classes)."""
+    group = {"rank": 0, "size": 1, "all_gather": gather}
+    if issubclass(cls, PcpTpRank):
+        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": tp_gather}
+    return group
+
+
 def check_group_of_one(device, cls, scenario: Scenario, name: str) -> None:
     """``scenario`` served by ``cls`` on a group of one equals the reference; the failure says how to replay."""
-    group = {"rank": 0, "size": 1, "all_gather": one_rank_gather}
-    if issubclass(cls, PcpTpRank):
-        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": one_rank_gather}
-    proposer_cls = functools.partial(cls, **group)
+    proposer_cls = functools.partial(cls, **group_of_one(cls))
     # The CLI replays it on a real one-rank group.
     replay_args = f" --pcp 1 --proposer {cls.__module__}:{cls.__name__}"
     check_scenario(scenario, device, name, proposer_cls=proposer_cls, replay_args=replay_args)
@@ -100,11 +105,8 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls):
     """Each group numbers its gathers 1, 2, ... in the order issued (eager: a header, then the rows),
     and ``close_collectives`` issues one more on each group, its header at draft step ``END_STEP``:
     a rank behind its peers meets it there (tests/test_tp.py, ranks at different collectives)."""
-    sent, made = {"group": []}, []
-    group = {"rank": 0, "size": 1, "all_gather": _recording(sent["group"])}
-    if issubclass(cls, PcpTpRank):
-        sent["tp"] = []
-        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": _recording(sent["tp"])}
+    sent, made = {"group": [], "tp": []}, []
+    group = group_of_one(cls, _recording(sent["group"]), _recording(sent["tp"]))
 
     def factory(*args, **kwargs):
         made.append(cls(*args, **group, **kwargs))
@@ -114,7 +116,8 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls):
     proposer = made[0]
     issued = {"group": proposer.collectives, "tp": getattr(proposer, "tp_collectives", 0)}
     proposer.close_collectives()
-    for name, tensors in sent.items():
+    for name in ["group", "tp"] if issubclass(cls, PcpTpRank) else ["group"]:
+        tensors = sent[name]
         headers = [h.tolist() for h in tensors[0::2]]
         assert [h[0] for h in headers] == list(range(1, issued[name] + 2)), f"{name} gathers' numbers"
         assert headers[-1] == [issued[name] + 1, END_STEP, 1], f"{name}: the closing gather's header"
@@ -122,13 +125,10 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls):
     assert proposer.collectives == issued["group"] + 1
 
 
-def _one_rank(cls, device, **core):
-    """``cls`` on a group of one (a 1 x 1 mesh for the mesh classes), serving ``ODD_PREFILL``'s config."""
+def _one_rank(cls, device, tp_gather=one_rank_gather, **core):
+    """``cls`` on a group of one, configured for ``ODD_PREFILL``."""
     model, target = build_models(ODD_PREFILL, device.torch_device)
-    group = {"rank": 0, "size": 1, "all_gather": one_rank_gather}
-    if issubclass(cls, PcpTpRank):
-        group |= {"tp_rank": 0, "tp_size": 1, "tp_all_gather": one_rank_gather}
-    return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group)
+    return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group_of_one(cls, tp_gather=tp_gather))
 
 
 @pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
@@ -143,7 +143,9 @@ def test_a_grouped_proposer_keeps_the_core_arguments(device, cls):
     assert proposer.sizes[FIRST].sizes == (2, 4)
 
 
-def test_a_mesh_rank_outside_its_tp_group_is_refused(device):
+def test_a_rank_outside_its_group_is_refused(device):
+    with pytest.raises(ValueError, match=r"^rank=1: must lie in \[0, size=1\)$"):
+        PcpProposer(None, None, device, rank=1, size=1, all_gather=one_rank_gather)
     with pytest.raises(ValueError, match=r"^tp_rank=1: must lie in \[0, tp_size=1\)$"):
         PcpLmHeadTpProposer(
             None, None, device, rank=0, size=1, all_gather=one_rank_gather, tp_rank=1, tp_size=1, tp_all_gather=None
@@ -159,8 +161,7 @@ def test_a_failing_tp_gather_names_the_collective_and_the_rank(device):
     def gone(_):
         raise RuntimeError("peer gone")
 
-    proposer = _one_rank(PcpLmHeadTpProposer, device)
-    proposer._tp_all_gather = gone
+    proposer = _one_rank(PcpLmHeadTpProposer, device, tp_gather=gone)
     with pytest.raises(CollectiveError, match=r"^collective #1 on rank 0 failed: peer gone$"):
         proposer.close_collectives()
 
@@ -210,7 +211,7 @@ def test_lm_head_gathers_carry_the_agreed_rows(device, scenario, mode, warm_up):
     made = []
 
     def factory(*args, **kwargs):
-        made.append(AgreedRowsRecorded(*args, rank=0, size=1, all_gather=one_rank_gather, **kwargs))
+        made.append(AgreedRowsRecorded(*args, **group_of_one(LmHeadTpProposer), **kwargs))
         if warm_up:  # graphs captured now, else at the first call
             made[0].dummy_run(1)
         return made[0]
