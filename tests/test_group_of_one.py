@@ -125,10 +125,33 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls):
     assert proposer.collectives == issued["group"] + 1
 
 
-def _one_rank(cls, device, tp_gather=one_rank_gather, **core):
+def _one_rank(cls, device, gather=one_rank_gather, tp_gather=one_rank_gather, **core):
     """``cls`` on a group of one, configured for ``ODD_PREFILL``."""
     model, target = build_models(ODD_PREFILL, device.torch_device)
-    return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group_of_one(cls, tp_gather=tp_gather))
+    return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group_of_one(cls, gather, tp_gather))
+
+
+ATTENTION_DTYPES = {  # mtp.model.AttentionMeta's documented dtypes, which NPU kernels require
+    "query_start_loc": torch.int32,
+    "seq_lens": torch.int32,
+    "block_table": torch.int32,
+    "slot_mapping": torch.int64,
+}
+
+
+@pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
+def test_a_grouped_proposer_hands_the_model_the_documented_dtypes(device, cls):
+    """A rank's own rows (the PCP first pass) get their metadata built apart from the core's: one
+    rank's drafts cannot show its dtypes, the kernels on hardware can."""
+    seen = []
+
+    class Recorded(cls):
+        def model_forward(self, input_ids, positions, hidden_states, attn):
+            seen.append({name: getattr(attn, name).dtype for name in ATTENTION_DTYPES})
+            return super().model_forward(input_ids, positions, hidden_states, attn)
+
+    assert run_scenario(ODD_PREFILL, device, proposer_cls=functools.partial(Recorded, **group_of_one(cls))).ok
+    assert seen and all(dtypes == ATTENTION_DTYPES for dtypes in seen), seen
 
 
 @pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
@@ -157,11 +180,12 @@ def test_lm_head_tp_needs_a_sharded_lm_head(device):
         LmHeadTpProposer(None, object(), device, rank=0, size=1, all_gather=one_rank_gather)
 
 
-def test_a_failing_tp_gather_names_the_collective_and_the_rank(device):
+@pytest.mark.parametrize("failing", ["gather", "tp_gather"])
+def test_a_failing_gather_names_the_collective_and_the_rank(device, failing):
     def gone(_):
         raise RuntimeError("peer gone")
 
-    proposer = _one_rank(PcpLmHeadTpProposer, device, tp_gather=gone)
+    proposer = _one_rank(PcpLmHeadTpProposer, device, **{failing: gone})
     with pytest.raises(CollectiveError, match=r"^collective #1 on rank 0 failed: peer gone$"):
         proposer.close_collectives()
 
