@@ -70,12 +70,17 @@ SMALL_SEDP = dataclasses.replace(SMALL, lmhead_tp=False, shared_expert_dp=True)
 @pytest.mark.xdist_group("pcp2")  # scheduled with the PCP suite's first tests, not after the TP suite's wait
 @pytest.mark.parametrize(
     "scenario, ranks",
-    [(SMALL, 2), (dataclasses.replace(SMALL_SEDP, graph_mode="piecewise"), 2), (SMALL, 4)],
-    ids=["lmhead-2", "sedp-2-piecewise", "pcp2-lmhead-2"],
+    [
+        (SMALL, 2),
+        (dataclasses.replace(SMALL_SEDP, graph_mode="piecewise"), 2),
+        (dataclasses.replace(SMALL_SEDP, mrope=True), 2),
+        (SMALL, 4),
+    ],
+    ids=["lmhead-2", "sedp-2-piecewise", "sedp-2-mrope", "pcp2-lmhead-2"],
 )
 def test_cases_every_broken_variant_fails_equal_single_rank(device, pools, scenario, ranks):
     """Each TP path on the case its broken variants below fail on (shared-expert DP with graphs
-    captured: dummy runs included): run early, a TP bug fails within a minute, before the
+    captured: dummy runs included; and with M-RoPE's [3, N] positions, split along the rows): run early, a TP bug fails within a minute, before the
     properties draw (and shrink) scenarios."""
     if scenario.graph_mode != "eager" and not device.supports_graphs:
         scenario = dataclasses.replace(scenario, graph_mode="eager")
