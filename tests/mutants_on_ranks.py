@@ -11,7 +11,7 @@ with one rank (profile ``mutate``), stopping at the first failure; the unmutated
 tree must pass them first. Results go to ``mutants/ranks.json``;
 ``tests.mutation_score`` counts a mutant killed here as killed.
 
-    python -m tests.mutants_on_ranks            # every surviving mutant of the grouped modules
+    python -m tests.mutants_on_ranks            # every surviving mutant of the grouped modules not run yet
     python -m tests.mutants_on_ranks NAME ...   # these mutants
 """
 
@@ -54,9 +54,9 @@ def main(names: list[str]) -> int:
     if not MUTANTS.is_dir():
         print("no ./mutants: run `mutmut run` first (tox -e mutate)", file=sys.stderr)
         return 2
-    names = names or survivors()
-    run_on_ranks("")  # the unmutated tree passes, or nothing below means anything
     results = json.loads(RANKS.read_text()) if RANKS.exists() else {}
+    names = names or [n for n in survivors() if n not in results]  # a stopped run goes on where it was
+    run_on_ranks("")  # the unmutated tree passes, or nothing below means anything
     start = time.monotonic()
     for i, name in enumerate(names, 1):
         t0 = time.monotonic()
