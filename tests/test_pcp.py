@@ -106,11 +106,12 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools):
 
 @pytest.fixture(scope="module")
 def impatient_pool(device):
-    """Two ranks whose collectives give up after 2 s: a hung peer is named in seconds, not after the
-    20 s that shields the healthy pools from a busy machine."""
+    """Two ranks whose collectives give up after 5 s: a hung peer is named in seconds, not after the
+    20 s that shields the healthy pools from a busy machine (5 s still lets a peer started late
+    reach the first collective)."""
     if device.max_ranks < 2:
         pytest.skip(f"device {device.name} hosts {device.max_ranks} ranks, not 2")
-    pool = PcpPool(2, device.name, case_timeout_s=30, collective_timeout_s=2)
+    pool = PcpPool(2, device.name, case_timeout_s=30, collective_timeout_s=5)
     yield pool
     pool.close()
 
