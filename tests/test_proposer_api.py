@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from mtp.capture_sizes import CaptureSizes
 from mtp.proposer import MtpProposer
 from sim.cli import main as sim_main
 from sim.oracle.cases import to_batch
@@ -58,3 +59,11 @@ def test_failure_writes_a_case_that_replays(device, tmp_path, monkeypatch, capsy
     assert sim_main(argv) == 1
     assert "slot_mapping" in capsys.readouterr().out
     assert sim_main(argv[:4]) == 0  # the core itself passes the same case
+
+
+def test_the_default_capture_sizes_are_vllms():
+    """1, 2, 4, every multiple of 8 up to the limit, and the limit itself: vLLM's default capture
+    sizes below 256. A graph per size: more sizes cost graph memory, fewer cost padded rows."""
+    assert CaptureSizes.default(20).sizes == (1, 2, 4, 8, 16, 20)
+    assert CaptureSizes.default(32).sizes == (1, 2, 4, 8, 16, 24, 32)
+    assert CaptureSizes.default(3).sizes == (1, 2, 3)
