@@ -143,3 +143,14 @@ def check_discarded_samples_ignored(ops, case: BatchCase, device) -> None:
             f"{name} with a discarded sample listed", getattr(got.first, name), getattr(want.first, name).tolist(), case
         )
     _eq("input_ids with a discarded sample listed", got.input_ids, want.input_ids.tolist(), case)
+
+
+def check_int64_padded_ids_accepted(ops, case: BatchCase, device) -> None:
+    """Padded mode: sampled ids handed as int64 (the dtype of an argmax) give the same next ids,
+    int32 as documented, as the int32 ids ``SampledTokens`` documents."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded=True)
+    want = ops.prepare_call(cfg, batch, sampled)
+    got = ops.prepare_call(cfg, batch, dataclasses.replace(sampled, padded=sampled.padded.long()))
+    _dtypes(got.next, NEXT_DTYPES, case)
+    _eq("next_token_ids from int64 ids", got.next.next_token_ids, want.next.next_token_ids.tolist(), case)

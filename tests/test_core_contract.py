@@ -19,3 +19,8 @@ pytestmark = pytest.mark.order(0)
 def test_discarded_samples_are_ignored(device, impl, case):
     """A discarded request's sample listed anyway (vLLM may hand it) changes nothing."""
     core_checks.check_discarded_samples_ignored(impl.ops, case, device)
+
+
+@given(case=batch_cases())
+def test_int64_sampled_ids_are_accepted(device, impl, case):
+    core_checks.check_int64_padded_ids_accepted(impl.ops, case, device)
