@@ -65,5 +65,6 @@ def test_the_default_capture_sizes_are_vllms():
     """1, 2, 4, every multiple of 8 up to the limit, and the limit itself: vLLM's default capture
     sizes below 256. A graph per size: more sizes cost graph memory, fewer cost padded rows."""
     assert CaptureSizes.default(20).sizes == (1, 2, 4, 8, 16, 20)
+    assert CaptureSizes.default(17).sizes == (1, 2, 4, 8, 16, 17)
     assert CaptureSizes.default(32).sizes == (1, 2, 4, 8, 16, 24, 32)
     assert CaptureSizes.default(3).sizes == (1, 2, 3)
