@@ -12,10 +12,10 @@ import bisect
 
 class CaptureSizes:
     def __init__(self, sizes, limit: int):
-        sizes = sorted({int(s) for s in sizes if 0 < int(s) <= limit})
-        if not sizes:
+        kept = sorted({int(s) for s in sizes if 0 < int(s) <= limit})
+        if not kept:
             raise ValueError(f"capture_sizes={list(sizes)!r}: need at least one size in [1, {limit}]")
-        self.sizes = tuple(sizes)
+        self.sizes = tuple(kept)
 
     @classmethod
     def default(cls, limit: int) -> CaptureSizes:

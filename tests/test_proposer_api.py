@@ -68,3 +68,10 @@ def test_the_default_capture_sizes_are_vllms():
     assert CaptureSizes.default(17).sizes == (1, 2, 4, 8, 16, 17)
     assert CaptureSizes.default(32).sizes == (1, 2, 4, 8, 16, 24, 32)
     assert CaptureSizes.default(3).sizes == (1, 2, 3)
+
+
+def test_capture_sizes_outside_the_buffers_are_refused():
+    """A size of 0 or past the limit cannot be captured; none left is an error that names them."""
+    assert CaptureSizes([0, 4, 9], 8).sizes == (4,)
+    with pytest.raises(ValueError, match=r"^capture_sizes=\[0, 9\]: need at least one size in \[1, 8\]$"):
+        CaptureSizes([0, 9], 8)
