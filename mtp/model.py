@@ -85,7 +85,8 @@ class DraftModel(Protocol):
     def forward(
         self, input_ids: torch.Tensor, positions: torch.Tensor, hidden_states: torch.Tensor, attn: AttentionMeta
     ) -> torch.Tensor:
-        """[N] ids, [N] positions, [N, H] hidden -> [N, H] hidden; writes K/V at ``attn.slot_mapping``."""
+        """int32 [N] ids, int64 [N] positions ([3, N] under M-RoPE), float32 [N, H] hidden -> [N, H]
+        hidden; writes K/V at ``attn.slot_mapping``."""
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """[M, H] -> [M, V]."""

@@ -22,7 +22,7 @@ from mtp.collectives import END_STEP, CollectiveError
 from mtp.ops import CoreOps
 from mtp.pcp_proposer import PcpProposer
 from mtp.pcp_tp import PcpLmHeadTpProposer, PcpSharedExpertDpProposer, PcpTpRank
-from mtp.proposer import FIRST, GraphMode
+from mtp.proposer import FIRST, GraphMode, MtpProposer
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
 from sim.serving.run import build_models, run_scenario
@@ -139,7 +139,10 @@ def _one_rank(cls, device, gather=one_rank_gather, tp_gather=one_rank_gather, **
     return cls(ServingSim(ODD_PREFILL, target).config, model, device, **core, **group_of_one(cls, gather, tp_gather))
 
 
-ATTENTION_DTYPES = {  # mtp.model.AttentionMeta's documented dtypes, which NPU kernels require
+MODEL_DTYPES = {  # what mtp.model.DraftModel and AttentionMeta document, and NPU kernels require
+    "input_ids": torch.int32,
+    "positions": torch.int64,
+    "hidden_states": torch.float32,
     "query_start_loc": torch.int32,
     "seq_lens": torch.int32,
     "block_table": torch.int32,
@@ -147,19 +150,23 @@ ATTENTION_DTYPES = {  # mtp.model.AttentionMeta's documented dtypes, which NPU k
 }
 
 
-@pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
-def test_a_grouped_proposer_hands_the_model_the_documented_dtypes(device, cls):
-    """A rank's own rows (the PCP first pass) get their metadata built apart from the core's: one
-    rank's drafts cannot show its dtypes, the kernels on hardware can."""
+@pytest.mark.parametrize("cls", [MtpProposer, *GROUPED], ids=lambda c: c.__name__)
+def test_the_model_gets_the_documented_dtypes(device, cls):
+    """Every model call's inputs, in their documented dtypes: a float id or an int64 length equals
+    an int32 one by value, so no draft shows it, but kernels on hardware reject it. A PCP rank's
+    own rows get their metadata built apart from the core's."""
     seen = []
 
     class Recorded(cls):
         def model_forward(self, input_ids, positions, hidden_states, attn):
-            seen.append({name: getattr(attn, name).dtype for name in ATTENTION_DTYPES})
+            tensors = {"input_ids": input_ids, "positions": positions, "hidden_states": hidden_states}
+            tensors |= {name: getattr(attn, name) for name in MODEL_DTYPES if name not in tensors}
+            seen.append({name: t.dtype for name, t in tensors.items()})
             return super().model_forward(input_ids, positions, hidden_states, attn)
 
-    assert run_scenario(ODD_PREFILL, device, proposer_cls=functools.partial(Recorded, **group_of_one(cls))).ok
-    assert seen and all(dtypes == ATTENTION_DTYPES for dtypes in seen), seen
+    group = {} if cls is MtpProposer else group_of_one(cls)
+    assert run_scenario(ODD_PREFILL, device, proposer_cls=functools.partial(Recorded, **group)).ok
+    assert seen and all(dtypes == MODEL_DTYPES for dtypes in seen), seen
 
 
 @pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
