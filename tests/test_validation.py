@@ -15,6 +15,7 @@ def check_malformed_refused(ops, m) -> None:
         ops.prepare_call(m.config, m.batch, m.sampled)
     assert m.field in str(err.value), f"{m.mutation}: error does not name {m.field!r}: {err.value}"
     assert "=" in str(err.value), f"{m.mutation}: error does not show the value: {err.value}"
+    assert m.says in str(err.value), f"{m.mutation}: error does not say {m.says!r}: {err.value}"
 
 
 @given(m=malformed_inputs())

@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from mtp.batch import SampledTokens, VerifiedBatch
+from mtp.batch import NO_BACKUP, SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
@@ -23,6 +24,7 @@ class Malformed(NamedTuple):
     sampled: SampledTokens
     field: str  # what the ValueError must name
     mutation: str
+    says: str = ""  # more the ValueError must say: the value, or why it is wrong
 
 
 def _qsl_not_monotonic(cfg, b, s, r):
@@ -46,8 +48,39 @@ def _id_out_of_vocab(cfg, b, s, r):
 
 
 def _block_table_too_short(cfg, b, s, r):
-    table = b.block_table_cpu[:, :0]
+    """One column fewer than the furthest draft needs: drafts reach position seq_len + K - 2,
+    capped below max_model_len (overflowing positions write nothing)."""
+    last = np.minimum(b.seq_lens_cpu + cfg.num_spec_tokens - 2, cfg.max_model_len - 1)
+    table = b.block_table_cpu[:, : int((last // cfg.block_size).max())]
     return cfg, dataclasses.replace(b, block_table_cpu=table), s, "block_table"
+
+
+def _discarded_wrong_shape(cfg, b, s, r):
+    discarded = np.append(s.discarded, False)
+    return cfg, b, dataclasses.replace(s, discarded=discarded), "discarded.shape", f"=({b.num_reqs + 1},)"
+
+
+def _backup_wrong_shape(cfg, b, s, r):
+    backup = np.append(s.backup, 0)
+    return cfg, b, dataclasses.replace(s, backup=backup), "backup.shape", f"=({b.num_reqs + 1},)"
+
+
+def _no_backup(why):
+    """Request r has no backup (NO_BACKUP) where it may need one, because it is ``why``."""
+
+    def mutate(cfg, b, s, r):
+        backup, discarded = s.backup.copy(), s.discarded.copy()
+        backup[r], discarded[r] = NO_BACKUP, why == "discarded"
+        lists = [list(x) for x in s.lists]
+        if why == "empty list":
+            lists[r] = []
+        s = dataclasses.replace(s, backup=backup, discarded=discarded, lists=lists)
+        if why == "padded":
+            s = dataclasses.replace(s, lists=None, padded=torch.full((b.num_reqs, cfg.num_spec_tokens + 1), -1))
+        return cfg, b, s, f"backup[{r}]", f"({why})"
+
+    mutate.__name__ = f"_no_backup_{why.replace(' ', '_')}"
+    return mutate
 
 
 def _block_unallocated(cfg, b, s, r):
@@ -81,6 +114,11 @@ MUTATIONS = [
     _too_many_tokens,
     _too_many_drafts,
     _padded_k_mismatch,
+    _discarded_wrong_shape,
+    _backup_wrong_shape,
+    _no_backup("discarded"),
+    _no_backup("empty list"),
+    _no_backup("padded"),
 ]
 
 
@@ -91,5 +129,5 @@ def malformed_inputs(draw):
     # A one-token batch fits any buffer: it cannot hold too many tokens.
     mutate = draw(st.sampled_from([m for m in MUTATIONS if m is not _too_many_tokens or batch.num_tokens > 1]))
     r = draw(st.integers(0, len(case.requests) - 1))
-    cfg, batch, sampled, field = mutate(case.config, batch, sampled, r)
-    return Malformed(cfg, batch, sampled, field, mutate.__name__.strip("_"))
+    cfg, batch, sampled, field, *says = mutate(case.config, batch, sampled, r)
+    return Malformed(cfg, batch, sampled, field, mutate.__name__.strip("_"), *says)
