@@ -6,9 +6,13 @@ envs: whether an upstream proposer honours them is for its adapter to pin.
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 from hypothesis import given
 
+from sim.oracle.cases import to_batch
 from tests import core_checks
 from tests.strategies.batches import batch_cases
 
@@ -24,3 +28,18 @@ def test_discarded_samples_are_ignored(device, impl, case):
 @given(case=batch_cases())
 def test_int64_sampled_ids_are_accepted(device, impl, case):
     core_checks.check_int64_padded_ids_accepted(impl.ops, case, device)
+
+
+@given(case=batch_cases(max_reqs=8))
+def test_a_block_table_as_wide_as_the_drafts_reach_is_enough(device, impl, case):
+    """Drafts reach position seq_len + K - 2, capped below max_model_len: a table exactly that wide
+    is accepted, one column narrower is refused, naming the block table."""
+    cfg = case.config
+    batch, sampled = to_batch(case, device.torch_device, padded=False)
+    last = np.minimum(batch.seq_lens_cpu + cfg.num_spec_tokens - 2, cfg.max_model_len - 1)
+    width = int((last // cfg.block_size + 1).max())
+    exact = dataclasses.replace(batch, block_table_cpu=batch.block_table_cpu[:, :width])
+    impl.ops.prepare_call(cfg, exact, sampled)
+    short = dataclasses.replace(batch, block_table_cpu=batch.block_table_cpu[:, : width - 1])
+    with pytest.raises(ValueError, match=r"block_table\["):
+        impl.ops.prepare_call(cfg, short, sampled)
