@@ -225,7 +225,10 @@ class AgreedRowsRecorded(LmHeadTpProposer):
 
     def propose(self, batch, sampled):
         has_prefill = bool((batch.num_draft_tokens_cpu == 0).any())
-        agreed = lambda: self.cfg.max_num_reqs if has_prefill else self._size(FIRST, batch.num_tokens)  # noqa: E731
+
+        def agreed() -> int:
+            return self.cfg.max_num_reqs if has_prefill else self._size(FIRST, batch.num_tokens)
+
         return self._noted(agreed, super().propose, batch, sampled)
 
     def dummy_run(self, size):
