@@ -86,6 +86,10 @@ def _worker(
         import torch
 
         getattr(torch, device_name).set_device(rank)
+    else:  # one core per rank, round robin: with more ranks than cores, a gloo collective waits
+        # less for its peers to be scheduled (30 drawn cases on 4 ranks, 2 cores: 25 s unpinned, 17 s)
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     device = load_device(device_name)
     init_group(device_name, rank, size, init_method, collective_timeout_s)
     serve_case = import_object(serve)
