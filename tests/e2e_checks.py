@@ -44,7 +44,7 @@ def check_dummy_run_matches_propose(device, proposer_cls) -> None:
 
     Ranks that disagree on that count hang on hardware (bug class 7).
     """
-    scenario = Scenario(num_spec_tokens=3, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
+    scenario = Scenario(num_spec_tokens=4, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
     model, target = build_models(scenario, device.torch_device)
     sim = ServingSim(scenario, target)
     proposer = proposer_cls(sim.config, model, device, mode=scenario.graph_mode)

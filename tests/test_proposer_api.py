@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
+import numpy as np
 import pytest
 import torch
 
+from devices.base import GraphError
 from mtp.capture_sizes import CaptureSizes
-from mtp.proposer import MtpProposer
+from mtp.proposer import STEP, GraphNotCaptured, MtpProposer
 from sim.cli import main as sim_main
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
@@ -21,10 +24,21 @@ from tests.e2e_checks import check_scenario
 pytestmark = pytest.mark.order(1)
 
 
-def _first_iteration(scenario, device):
+def _first_iteration(scenario, device, mode="eager"):
     model, target = build_models(scenario, device.torch_device)
     sim = ServingSim(scenario, target)
-    return MtpProposer(sim.config, model, device), sim.step(0)
+    return MtpProposer(sim.config, model, device, mode=mode), sim.step(0)
+
+
+def _graph_mode_call(device, mrope=False):
+    """A piecewise proposer after one call, and that call's inputs."""
+    if not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    scenario = Scenario(mrope=mrope, requests=(RequestSpec(0, 9, 4), RequestSpec(0, 5, 4)))
+    proposer, it = _first_iteration(scenario, device, mode="piecewise")
+    batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
+    proposer.propose(batch, sampled)
+    return proposer, batch, sampled
 
 
 @pytest.mark.parametrize("padded", [True, False])
@@ -37,6 +51,55 @@ def test_bad_call_leaves_proposer_usable(device, padded):
     with pytest.raises(ValueError, match=r"seq_lens\[0\]=-1"):
         proposer.propose(bad_seq, sampled)
     assert torch.equal(proposer.propose(batch, sampled), want)
+
+
+@pytest.mark.parametrize("buffer, mrope", [("input_ids", False), ("block_table", False), ("mrope_positions", True)])
+def test_a_buffer_rebound_after_capture_is_refused_at_replay(device, buffer, mrope):
+    """A graph reads the addresses it was captured with: a buffer rebound to a fresh tensor would
+    be silently ignored on hardware, so the replay refuses it and names it (M-RoPE's rows included)."""
+    proposer, batch, sampled = _graph_mode_call(device, mrope)
+    setattr(proposer, buffer, getattr(proposer, buffer).clone())
+    with pytest.raises(GraphError, match=f"input '{buffer}' moved"):
+        proposer.propose(batch, sampled)
+
+
+def test_a_graph_missing_at_replay_is_named_not_captured_late(device):
+    """Graphs are captured only by ``capture_all``: a call that finds none at its size says which
+    sizes there are, rather than capturing one in the middle of serving."""
+    proposer, batch, sampled = _graph_mode_call(device)
+    size = proposer.sizes[STEP].pad(batch.num_reqs)
+    del proposer.graphs[(STEP, size)]
+    left = sorted(s for phase, s in proposer.graphs if phase == STEP)
+    with pytest.raises(GraphNotCaptured, match=re.escape(f"no step graph captured at size {size} (captured: {left})")):
+        proposer.propose(batch, sampled)
+
+
+def test_drafts_reach_the_host_as_ints(device):
+    proposer, it = _first_iteration(Scenario(requests=(RequestSpec(0, 6, 3),)), device)
+    drafts = proposer.propose(*to_batch(it.case, device.torch_device, True, it.hidden))
+    host = proposer.drafts_to_host(drafts)
+    assert host == drafts.tolist() and all(type(t) is int for row in host for t in row)
+
+
+def test_recording_is_on_by_default_and_can_be_turned_off(device):
+    proposer, _ = _first_iteration(Scenario(requests=(RequestSpec(0, 6, 3),)), device)
+    proposer.record()
+    assert proposer.trace == []
+    proposer.record(False)
+    assert proposer.trace is None
+
+
+def test_a_block_table_wider_than_the_proposer_holds_is_refused(device):
+    scenario = Scenario(requests=(RequestSpec(0, 6, 3),))
+    proposer, it = _first_iteration(scenario, device)
+    batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
+    wide = np.full((batch.num_reqs, proposer.max_blocks + 1), -1, dtype=batch.block_table_cpu.dtype)
+    wide[:, : batch.block_table_cpu.shape[1]] = batch.block_table_cpu
+    table = torch.from_numpy(wide).to(device=device.torch_device, dtype=batch.block_table.dtype)
+    too_wide = dataclasses.replace(batch, block_table=table, block_table_cpu=wide)
+    with pytest.raises(ValueError, match=rf"^block_table.shape\[1\]={proposer.max_blocks + 1}: the proposer holds "):
+        proposer.propose(too_wide, sampled)
+    assert torch.equal(proposer.propose(batch, sampled), proposer.propose(batch, sampled))
 
 
 def test_hidden_size_mismatch_is_named(device):
