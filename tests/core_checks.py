@@ -37,6 +37,12 @@ FIRST_DTYPES = {
     "slot_mapping": torch.int64,
     "sample_indices": torch.int64,
 }
+STEP_DTYPES = {"positions": torch.int64, "seq_lens": torch.int32, "slot_mapping": torch.int64}
+
+
+def _is_core(ops) -> bool:
+    """The core's ops (or a broken variant of them), not an adapter's."""
+    return type(ops).__module__.split(".")[0] in ("mtp", "tests")
 
 
 def _dtypes(got, want: dict, case: BatchCase) -> None:
@@ -53,7 +59,7 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device, rules: Rules = 
     batch, sampled = to_batch(case, device.torch_device, padded)
     got = ops.prepare_call(cfg, batch, sampled)
     want = reference.first_pass(case, padded, rules)
-    if type(ops).__module__.split(".")[0] in ("mtp", "tests"):  # the core (and its broken variants); not an adapter
+    if _is_core(ops):
         _dtypes(got.next, NEXT_DTYPES, case)
         _dtypes(got.first, FIRST_DTYPES, case)
     _eq("next_token_ids", got.next.next_token_ids, want.next_tokens, case)
@@ -77,16 +83,23 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device, rules: Rules = 
 
 
 def check_steps(ops, case: BatchCase, padded: bool, device, rules: Rules = CORE) -> None:
-    """Steps j = 2..K: positions, seq_lens and slots equal the reference."""
+    """Steps j = 2..K: positions, seq_lens and slots equal the reference (the core: their dtypes too)."""
     cfg = case.config
     batch, sampled = to_batch(case, device.torch_device, padded)
     prepared = ops.prepare_call(cfg, batch, sampled)
+    core = _is_core(ops)
     for j in range(2, cfg.num_spec_tokens + 1):
-        got = ops.advance_step(cfg, prepared.base_positions, prepared.first.accepted_seq_lens, batch.block_table, j)
         want = reference.step(case, j, padded, rules)
-        _eq(f"step {j} positions", got.positions, want.positions, case)
-        _eq(f"step {j} seq_lens", got.seq_lens, want.seq_lens, case)
-        _eq(f"step {j} slot_mapping", got.slot_mapping, want.slot_mapping, case)
+        # The step as a host int and, for the core, as the one-element device tensor its graphs read.
+        for step in (j, torch.tensor([j], device=device.torch_device)) if core else (j,):
+            got = ops.advance_step(
+                cfg, prepared.base_positions, prepared.first.accepted_seq_lens, batch.block_table, step
+            )
+            if core:
+                _dtypes(got, STEP_DTYPES, case)
+            _eq(f"step {j} positions", got.positions, want.positions, case)
+            _eq(f"step {j} seq_lens", got.seq_lens, want.seq_lens, case)
+            _eq(f"step {j} slot_mapping", got.slot_mapping, want.slot_mapping, case)
 
 
 def check_padded_matches_unpadded(ops, case: BatchCase, device, rules: Rules = CORE) -> None:
