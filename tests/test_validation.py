@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.strategies.malformed import malformed_inputs
+from tests.example_budget import share
+from tests.strategies.malformed import MUTATIONS, malformed_inputs
 
 pytestmark = pytest.mark.order(0)
 
@@ -18,6 +20,10 @@ def check_malformed_refused(ops, m) -> None:
     assert m.says in str(err.value), f"{m.mutation}: error does not say {m.says!r}: {err.value}"
 
 
-@given(m=malformed_inputs())
-def test_malformed_input_names_the_field(impl, m):
-    check_malformed_refused(impl.ops, m)
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.__name__.strip("_"))
+@share(len(MUTATIONS))
+@given(data=st.data())
+def test_malformed_input_names_the_field(impl, mutation, data):
+    """Each way of breaking a batch draws its own examples (the profile's count shared among them):
+    drawn from one pool, ten examples under ``mutate`` would leave most of them out."""
+    check_malformed_refused(impl.ops, data.draw(malformed_inputs(mutation)))

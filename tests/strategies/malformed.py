@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from mtp.batch import NO_BACKUP, SampledTokens, VerifiedBatch
@@ -57,12 +58,35 @@ def _block_table_too_short(cfg, b, s, r):
 
 def _discarded_wrong_shape(cfg, b, s, r):
     discarded = np.append(s.discarded, False)
-    return cfg, b, dataclasses.replace(s, discarded=discarded), "discarded.shape", f"=({b.num_reqs + 1},)"
+    n = b.num_reqs
+    return cfg, b, dataclasses.replace(s, discarded=discarded), "discarded.shape", f"=({n + 1},): expected ({n},)"
 
 
 def _backup_wrong_shape(cfg, b, s, r):
     backup = np.append(s.backup, 0)
-    return cfg, b, dataclasses.replace(s, backup=backup), "backup.shape", f"=({b.num_reqs + 1},)"
+    n = b.num_reqs
+    return cfg, b, dataclasses.replace(s, backup=backup), "backup.shape", f"=({n + 1},): expected ({n},)"
+
+
+def _backup_not_a_token(cfg, b, s, r):
+    """A backup past the vocabulary (its first id past it) or negative but not NO_BACKUP."""
+    backup = s.backup.copy()
+    backup[r] = cfg.vocab_size if r % 2 == 0 else NO_BACKUP - 1
+    says = f"={backup[r]}: not a token id in [0, {cfg.vocab_size}), nor NO_BACKUP (-1)"
+    return cfg, b, dataclasses.replace(s, backup=backup), f"backup[{r}]", says
+
+
+def _discarded_with_drafts(cfg, b, s, r):
+    """A request that verified drafts marked discarded (only a partial prefill discards);
+    one with a single draft first, the boundary."""
+    with_drafts = np.flatnonzero(b.num_draft_tokens_cpu > 0)
+    r = int(sorted(with_drafts, key=lambda i: (b.num_draft_tokens_cpu[i] != 1, i))[r % len(with_drafts)])
+    backup, discarded = s.backup.copy(), s.discarded.copy()
+    discarded[r] = True
+    if backup[r] == NO_BACKUP:  # a discarded request needs one: not the error under test
+        backup[r] = 0
+    says = "=True: only a partial prefill (no drafts verified) discards its sampled token"
+    return cfg, b, dataclasses.replace(s, backup=backup, discarded=discarded), f"discarded[{r}]", says
 
 
 def _no_backup(why):
@@ -77,7 +101,7 @@ def _no_backup(why):
         s = dataclasses.replace(s, backup=backup, discarded=discarded, lists=lists)
         if why == "padded":
             s = dataclasses.replace(s, lists=None, padded=torch.full((b.num_reqs, cfg.num_spec_tokens + 1), -1))
-        return cfg, b, s, f"backup[{r}]", f"({why})"
+        return cfg, b, s, f"backup[{r}]", f"=-1: no backup, but request {r} may continue from it ({why})"
 
     mutate.__name__ = f"_no_backup_{why.replace(' ', '_')}"
     return mutate
@@ -116,18 +140,34 @@ MUTATIONS = [
     _padded_k_mismatch,
     _discarded_wrong_shape,
     _backup_wrong_shape,
+    _backup_not_a_token,
+    _discarded_with_drafts,
     _no_backup("discarded"),
     _no_backup("empty list"),
     _no_backup("padded"),
 ]
 
 
+def applies(mutate, batch: VerifiedBatch) -> bool:
+    """Whether ``mutate`` can break ``batch``: a one-token batch fits any buffer, and only a
+    batch that verified drafts has a request that must not be discarded."""
+    if mutate is _too_many_tokens:
+        return batch.num_tokens > 1
+    if mutate is _discarded_with_drafts:
+        return bool((batch.num_draft_tokens_cpu > 0).any())
+    return True
+
+
 @st.composite
-def malformed_inputs(draw):
+def malformed_inputs(draw, mutation=None):
+    """A batch broken by ``mutation`` (one of ``MUTATIONS``), or by one drawn among those that apply."""
     case = draw(batch_cases(max_reqs=8))
     batch, sampled = to_batch(case, torch.device("cpu"), padded=False)
-    # A one-token batch fits any buffer: it cannot hold too many tokens.
-    mutate = draw(st.sampled_from([m for m in MUTATIONS if m is not _too_many_tokens or batch.num_tokens > 1]))
+    if mutation is None:
+        mutate = draw(st.sampled_from([m for m in MUTATIONS if applies(m, batch)]))
+    else:
+        assume(applies(mutation, batch))
+        mutate = mutation
     r = draw(st.integers(0, len(case.requests) - 1))
     cfg, batch, sampled, field, *says = mutate(case.config, batch, sampled, r)
     return Malformed(cfg, batch, sampled, field, mutate.__name__.strip("_"), *says)
