@@ -150,8 +150,12 @@ MODEL_DTYPES = {  # what mtp.model.DraftModel and AttentionMeta document, and NP
 }
 
 
-@pytest.mark.parametrize("cls", [MtpProposer, *GROUPED], ids=lambda c: c.__name__)
-def test_the_model_gets_the_documented_dtypes(device, cls):
+@pytest.mark.parametrize(
+    "cls, mrope",
+    [(MtpProposer, False), (MtpProposer, True), (PcpProposer, True), *((c, False) for c in GROUPED)],
+    ids=lambda v: v.__name__ if isinstance(v, type) else ("mrope" if v else ""),
+)
+def test_the_model_gets_the_documented_dtypes(device, cls, mrope):
     """Every model call's inputs, in their documented dtypes: a float id or an int64 length equals
     an int32 one by value, so no draft shows it, but kernels on hardware reject it. A PCP rank's
     own rows get their metadata built apart from the core's."""
@@ -165,7 +169,8 @@ def test_the_model_gets_the_documented_dtypes(device, cls):
             return super().model_forward(input_ids, positions, hidden_states, attn)
 
     group = {} if cls is MtpProposer else group_of_one(cls)
-    assert run_scenario(ODD_PREFILL, device, proposer_cls=functools.partial(Recorded, **group)).ok
+    scenario = dataclasses.replace(ODD_PREFILL, mrope=mrope)
+    assert run_scenario(scenario, device, proposer_cls=functools.partial(Recorded, **group)).ok
     assert seen and all(dtypes == MODEL_DTYPES for dtypes in seen), seen
 
 

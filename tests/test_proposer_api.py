@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import types
 
 import numpy as np
 import pytest
@@ -100,6 +101,25 @@ def test_a_block_table_wider_than_the_proposer_holds_is_refused(device):
     with pytest.raises(ValueError, match=rf"^block_table.shape\[1\]={proposer.max_blocks + 1}: the proposer holds "):
         proposer.propose(too_wide, sampled)
     assert torch.equal(proposer.propose(batch, sampled), proposer.propose(batch, sampled))
+
+
+def test_logit_computations_are_counted_from_zero(device):
+    """One per phase run: K on a fresh proposer after one call (PCP ranks compare this count)."""
+    scenario = Scenario(num_spec_tokens=3, requests=(RequestSpec(0, 6, 3),))
+    proposer, it = _first_iteration(scenario, device)
+    assert proposer.logits_calls == 0
+    proposer.propose(*to_batch(it.case, device.torch_device, True, it.hidden))
+    assert proposer.logits_calls == scenario.num_spec_tokens
+
+
+def test_an_eagle3_config_needs_a_model_that_combines_hidden_states(device):
+    scenario = Scenario(method="eagle3", requests=(RequestSpec(0, 4, 2),))
+    model, target = build_models(scenario, device.torch_device)
+    cfg = ServingSim(scenario, target).config
+    plain = types.SimpleNamespace(hidden_size=model.hidden_size, forward=model.forward)  # an MTP layer's interface
+    with pytest.raises(ValueError, match="^method='eagle3': the draft model has no combine_hidden_states$"):
+        MtpProposer(cfg, plain, device)
+    assert MtpProposer(cfg, model, device).cfg.method == "eagle3"
 
 
 def test_hidden_size_mismatch_is_named(device):
