@@ -129,6 +129,13 @@ def _padded_k_mismatch(cfg, b, s, r):
     return cfg, b, dataclasses.replace(s, padded=padded, lists=None), "sampled_token_ids.shape"
 
 
+def _both_forms(cfg, b, s, r):
+    """Sampled tokens given as lists and as a padded tensor at once."""
+    padded = torch.full((b.num_reqs, cfg.num_spec_tokens + 1), -1, dtype=torch.int32)
+    says = "='padded and lists': exactly one of the two forms must be given"
+    return cfg, b, dataclasses.replace(s, padded=padded), "sampled", says
+
+
 MUTATIONS = [
     _qsl_not_monotonic,
     _negative_seq_len,
@@ -138,6 +145,7 @@ MUTATIONS = [
     _too_many_tokens,
     _too_many_drafts,
     _padded_k_mismatch,
+    _both_forms,
     _discarded_wrong_shape,
     _backup_wrong_shape,
     _backup_not_a_token,
