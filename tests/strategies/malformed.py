@@ -23,7 +23,7 @@ class Malformed(NamedTuple):
     config: ProposerConfig
     batch: VerifiedBatch
     sampled: SampledTokens
-    field: str  # what the ValueError must name
+    field: str  # what the ValueError must begin with
     mutation: str
     says: str = ""  # more the ValueError must say: the value, or why it is wrong
 
@@ -126,7 +126,9 @@ def _too_many_drafts(cfg, b, s, r):
 def _padded_k_mismatch(cfg, b, s, r):
     extra = torch.full((b.num_reqs, 1), -1, dtype=torch.int32)
     padded = torch.cat([torch.full((b.num_reqs, cfg.num_spec_tokens + 1), -1, dtype=torch.int32), extra], dim=1)
-    return cfg, b, dataclasses.replace(s, padded=padded, lists=None), "sampled_token_ids.shape"
+    n, k = b.num_reqs, cfg.num_spec_tokens
+    says = f"=({n}, {k + 2}): expected ({n}, {k + 1}) for K={k}"
+    return cfg, b, dataclasses.replace(s, padded=padded, lists=None), "sampled_token_ids.shape", says
 
 
 def _both_forms(cfg, b, s, r):
