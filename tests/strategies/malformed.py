@@ -188,11 +188,15 @@ def _backup_not_a_token(cfg, b, s, r):
     return cfg, b, dataclasses.replace(s, backup=backup), f"backup[{r}]", says
 
 
-def _discarded_with_drafts(cfg, b, s, r):
-    """A request that verified drafts marked discarded (only a partial prefill discards);
-    one with a single draft first, the boundary."""
+def _with_drafts(b, r) -> int:
+    """The r-th request (cyclically) among those that verified drafts, those with one draft first."""
     with_drafts = np.flatnonzero(b.num_draft_tokens_cpu > 0)
-    r = int(sorted(with_drafts, key=lambda i: (b.num_draft_tokens_cpu[i] != 1, i))[r % len(with_drafts)])
+    return int(sorted(with_drafts, key=lambda i: (b.num_draft_tokens_cpu[i] != 1, i))[r % len(with_drafts)])
+
+
+def _discarded_with_drafts(cfg, b, s, r):
+    """A request that verified drafts marked discarded (only a partial prefill discards)."""
+    r = _with_drafts(b, r)
     backup, discarded = s.backup.copy(), s.discarded.copy()
     discarded[r] = True
     if backup[r] == NO_BACKUP:  # a discarded request needs one: not the error under test
@@ -247,6 +251,33 @@ def _padded_k_mismatch(cfg, b, s, r):
     return cfg, b, dataclasses.replace(s, padded=padded, lists=None), "sampled_token_ids.shape", says
 
 
+def _lists_one_short(cfg, b, s, r):
+    """One list fewer than requests (every backup real, so that only the count is wrong)."""
+    backup = np.where(s.backup == NO_BACKUP, 0, s.backup)
+    says = f"={b.num_reqs - 1}: expected {b.num_reqs}"
+    return cfg, b, dataclasses.replace(s, lists=s.lists[:-1], backup=backup), "len(sampled_token_ids)", says
+
+
+def _too_many_sampled(cfg, b, s, r):
+    """Two more sampled ids than drafts verified (one more, the bonus token, is the most)."""
+    lists, discarded = [list(x) for x in s.lists], s.discarded.copy()
+    d = int(b.num_draft_tokens_cpu[r])
+    lists[r], discarded[r] = [0] * (d + 2), False
+    says = f"={lists[r]}: more than num_draft_tokens + 1 = {d + 1} tokens"
+    return cfg, b, dataclasses.replace(s, lists=lists, discarded=discarded), f"sampled_token_ids[{r}]", says
+
+
+def _none_sampled_after_drafts(cfg, b, s, r):
+    """A request that verified drafts but sampled nothing (its backup real)."""
+    r = _with_drafts(b, r)
+    lists, backup = [list(x) for x in s.lists], s.backup.copy()
+    lists[r] = []
+    backup[r] = max(backup[r], 0)
+    d = int(b.num_draft_tokens_cpu[r])
+    says = f"=[]: a request verifying {d} drafts samples at least one token"
+    return cfg, b, dataclasses.replace(s, lists=lists, backup=backup), f"sampled_token_ids[{r}]", says
+
+
 def _both_forms(cfg, b, s, r):
     """Sampled tokens given as lists and as a padded tensor at once."""
     padded = torch.full((b.num_reqs, cfg.num_spec_tokens + 1), -1, dtype=torch.int32)
@@ -279,6 +310,9 @@ MUTATIONS = [
     _too_many_drafts,
     _padded_k_mismatch,
     _both_forms,
+    _lists_one_short,
+    _too_many_sampled,
+    _none_sampled_after_drafts,
     _discarded_wrong_shape,
     _backup_wrong_shape,
     _backup_not_a_token,
@@ -299,7 +333,7 @@ def applies(mutate, batch: VerifiedBatch, cfg: ProposerConfig) -> bool:
         return batch.num_reqs > 1
     if mutate is _query_shorter_than_drafts:
         return bool((np.diff(batch.query_start_loc_cpu) <= cfg.num_spec_tokens).any())
-    if mutate is _discarded_with_drafts:
+    if mutate in (_discarded_with_drafts, _none_sampled_after_drafts):
         return bool((batch.num_draft_tokens_cpu > 0).any())
     return True
 
