@@ -29,8 +29,13 @@ class Malformed(NamedTuple):
 
 
 def _qsl_not_monotonic(cfg, b, s, r):
+    """Request r given no tokens, the one before it (where there is one) a single token: the
+    boundary, so that the error must name the empty request, not the one-token one."""
     qsl = b.query_start_loc_cpu.copy()
-    qsl[r + 1] = qsl[r]  # request r gets length 0, or r+1 goes backwards
+    if b.num_reqs > 1:
+        r = max(r, 1)
+        qsl[r] = qsl[r - 1] + 1
+    qsl[r + 1] = qsl[r]  # request r gets length 0, r + 1 (if any) the tokens it gave up
     field = f"query_start_loc[{r}:{r + 2}]"
     return (
         cfg,
