@@ -122,6 +122,17 @@ def test_an_eagle3_config_needs_a_model_that_combines_hidden_states(device):
     assert MtpProposer(cfg, model, device).cfg.method == "eagle3"
 
 
+def test_eagle3_takes_the_targets_hidden_states_in_any_float_dtype(device):
+    """The auxiliary hidden states are combined in the draft's dtype: float64 ones (or a target
+    in bf16) give the drafts that float32 ones give."""
+    scenario = Scenario(method="eagle3", requests=(RequestSpec(0, 6, 3), RequestSpec(0, 4, 3)))
+    proposer, it = _first_iteration(scenario, device)
+    batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
+    want = proposer.propose(batch, sampled)
+    wide = dataclasses.replace(batch, hidden_states=batch.hidden_states.to(torch.float64))
+    assert torch.equal(proposer.propose(wide, sampled), want)
+
+
 def test_hidden_size_mismatch_is_named(device):
     scenario = Scenario(requests=(RequestSpec(0, 4, 2),))
     model, target = build_models(scenario, device.torch_device)
