@@ -1,6 +1,8 @@
 """Malformed propose inputs: a valid batch with one field broken.
 
-Each draw returns the broken inputs and the field name the error must carry.
+Each draw returns the broken inputs, the field the error must begin with, and
+what it must say of it (the value, and why it is wrong). ``MUTATIONS`` holds
+one way of breaking a batch per check of ``mtp/validate.py``.
 """
 
 from __future__ import annotations
