@@ -94,13 +94,14 @@ def test_a_block_table_wider_than_the_proposer_holds_is_refused(device):
     scenario = Scenario(requests=(RequestSpec(0, 6, 3),))
     proposer, it = _first_iteration(scenario, device)
     batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
+    want = proposer.propose(batch, sampled)
     wide = np.full((batch.num_reqs, proposer.max_blocks + 1), -1, dtype=batch.block_table_cpu.dtype)
     wide[:, : batch.block_table_cpu.shape[1]] = batch.block_table_cpu
     table = torch.from_numpy(wide).to(device=device.torch_device, dtype=batch.block_table.dtype)
     too_wide = dataclasses.replace(batch, block_table=table, block_table_cpu=wide)
     with pytest.raises(ValueError, match=rf"^block_table.shape\[1\]={proposer.max_blocks + 1}: the proposer holds "):
         proposer.propose(too_wide, sampled)
-    assert torch.equal(proposer.propose(batch, sampled), proposer.propose(batch, sampled))
+    assert torch.equal(proposer.propose(batch, sampled), want)  # and the proposer is still usable
 
 
 def test_logit_computations_are_counted_from_zero(device):
@@ -123,8 +124,8 @@ def test_an_eagle3_config_needs_a_model_that_combines_hidden_states(device):
 
 
 def test_eagle3_takes_the_targets_hidden_states_in_any_float_dtype(device):
-    """The auxiliary hidden states are combined in the draft's dtype: float64 ones (or a target
-    in bf16) give the drafts that float32 ones give."""
+    """The auxiliary hidden states are converted to the draft's dtype before they are combined:
+    float64 ones give the drafts that float32 ones give."""
     scenario = Scenario(method="eagle3", requests=(RequestSpec(0, 6, 3), RequestSpec(0, 4, 3)))
     proposer, it = _first_iteration(scenario, device)
     batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
