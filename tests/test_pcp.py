@@ -126,3 +126,20 @@ def test_a_failing_rank_is_named_in_bounded_time(device, pools, impatient_pool, 
     with pytest.raises(RankFailure, match=message):
         pool.run(case)
     assert time.monotonic() - start < 60
+
+
+def test_a_single_rank_run_that_raises_leaves_the_pool_ready(device, pools, monkeypatch):
+    """The ranks serve a case while this process runs it on one rank: if that run raises, the ranks'
+    answer must not be read as the next case's."""
+    import sim.ranks.pcp
+
+    def raising(*_args):
+        raise RuntimeError("single rank broke")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sim.ranks.pcp, "single_rank", raising)
+        with pytest.raises(RuntimeError, match="single rank broke"):
+            check_pcp(SMALL, pools(2), device)
+    broken = dataclasses.replace(SMALL, seed=SMALL.seed + 1)
+    assert check_pcp(broken, pools(2), device, ops="tests.broken_ops:SlotPlusOne")
+    assert check_pcp(SMALL, pools(2), device) == []

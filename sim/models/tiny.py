@@ -139,7 +139,8 @@ class TinyMtp(nn.Module):
         if attn.kv_gather is None:
             self.cache.write(attn.slot_mapping, k, v)
         else:
-            self.cache.write(attn.kv_gather(attn.slot_mapping), attn.kv_gather(k), attn.kv_gather(v))
+            kv = attn.kv_gather(torch.stack([k, v], dim=1))  # K and V in one collective
+            self.cache.write(attn.kv_gather(attn.slot_mapping), kv[:, 0], kv[:, 1])
         out = self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
         return out if sp is None else sp.shard(out)
 

@@ -131,11 +131,17 @@ def check_pcp(
     scenario: Scenario, pool: PcpPool, device, proposer: str | None = None, ops: str | None = None
 ) -> list[str]:
     """Problems found running ``scenario`` on ``pool``'s ranks; empty if PCP equals one rank."""
-    single, traces = single_rank(scenario, device)
+    pool.submit(PcpCase(asdict(scenario), proposer=proposer, ops=ops))  # the ranks serve while this runs one rank
+    try:
+        single, traces = single_rank(scenario, device)
+    except BaseException:
+        pool.close()  # the ranks' answer would be read as the next case's
+        raise
     if not single.ok:
+        pool.close()
         return [f"single rank differs from the reference: {single.mismatches[0]}"]
     problems = []
-    for result in pool.run(PcpCase(asdict(scenario), proposer=proposer, ops=ops)):
+    for result in pool.collect():
         r = result.rank
         for it, (want, got) in enumerate(zip(single.drafts, result.drafts)):
             if want != got:

@@ -49,6 +49,7 @@ class RankResult:
 # What a simulator rank needs, imported once by the fork server instead of once per rank.
 _PRELOAD = [
     "torch.distributed",
+    "torch._dynamo",  # first imported by the first graph capture: ~2 s of CPU in every rank otherwise
     "devices.sim",
     "devices.collectives",
     "sim.ranks.pcp",
@@ -86,9 +87,10 @@ def _worker(
         import torch
 
         getattr(torch, device_name).set_device(rank)
-    else:  # one core per rank, round robin: with more ranks than cores, a gloo collective waits
-        # less for its peers to be scheduled (30 drawn cases on 4 ranks, 2 cores: 25 s unpinned, 17 s)
-        cpus = sorted(os.sched_getaffinity(0))
+    elif size > len(cpus := sorted(os.sched_getaffinity(0))):
+        # More ranks than cores: one core per rank, round robin, so that a gloo collective waits less
+        # for its peers to be scheduled (2 cores, 4 ranks: 2.0 ms per all-gather pinned, 3.7 ms not).
+        # With a core each, pinning only keeps gloo's own thread off another core (0.3 ms -> 0.9 ms).
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     device = load_device(device_name)
     init_group(device_name, rank, size, init_method, collective_timeout_s)
@@ -156,11 +158,19 @@ class RankPool:
 
     def run(self, case) -> list[RankResult]:
         """Every rank's result for ``case``; ``RankFailure`` if any rank fails."""
+        self.submit(case)
+        return self.collect()
+
+    def submit(self, case) -> None:
+        """Hand ``case`` to every rank; ``collect`` its results (or ``close`` the pool) before the next."""
         if not self.procs or not all(p.is_alive() for p in self.procs):
             self.close()
             self.start()
         for q in self.tasks:
             q.put(case)
+
+    def collect(self) -> list[RankResult]:
+        """Every rank's result for the case submitted last; ``RankFailure`` if any rank fails."""
         try:
             return self._collect()
         except RankFailure:
