@@ -74,7 +74,9 @@ class SyncLog:
         return sum(self.counts.values())
 
 
-class _Dispatch(TorchDispatchMode):
+class SyncDispatchMode(TorchDispatchMode):
+    """Records the aten ops that read a tensor back (``SyncLog.record``)."""
+
     def __init__(self, log: SyncLog):
         super().__init__()
         self.log = log
@@ -88,7 +90,9 @@ class _Dispatch(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-class _Function(TorchFunctionMode):
+class SyncFunctionMode(TorchFunctionMode):
+    """Records the tensor methods that read a tensor back without an aten op."""
+
     def __init__(self, log: SyncLog):
         super().__init__()
         self.log = log
@@ -114,5 +118,5 @@ def watch_host_syncs(forbid: str | None = None):
     operation, its call site and the reason instead.
     """
     log = SyncLog(forbid=forbid)
-    with _Function(log), _Dispatch(log):
+    with SyncFunctionMode(log), SyncDispatchMode(log):
         yield log
