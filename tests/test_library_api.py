@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devices.eager import EagerDevice
-from mtp.batch import NO_BACKUP, VerifiedBatch
+from mtp.batch import NO_BACKUP, SampledTokens, VerifiedBatch
 from mtp.proposer import MtpProposer
 from sim.oracle.cases import to_batch, valid_ids
 from sim.serving.run import build_models, run_scenario
@@ -48,6 +48,21 @@ def test_batch_from_requests_defaults_to_the_hidden_states_device():
     )
     assert batch.token_ids.dtype == torch.int32 and batch.positions.dtype == torch.int64
     assert batch.query_start_loc_cpu.tolist() == [0, 2] and batch.hidden_states.device == CPU
+
+
+def test_sampled_tokens_from_requests_take_the_documented_dtypes_and_defaults():
+    """Whatever integer types the lists arrive in: an int32 padded tensor on the CPU by default, bool
+    ``discarded`` (none discarded when omitted), int64 backups; the unpadded form keeps Python lists."""
+    rows = [[5, -1, -1], [np.int16(6), 7, -1]]
+    padded = SampledTokens.from_requests(rows, padded=True, backup=np.array([4, 9], dtype=np.int32))
+    assert padded.padded.dtype == torch.int32 and padded.padded.device == CPU
+    assert padded.padded.tolist() == [[5, -1, -1], [6, 7, -1]] and padded.lists is None
+    assert padded.discarded.dtype == bool and padded.discarded.tolist() == [False, False]
+    assert padded.backup.dtype == np.int64 and padded.backup.tolist() == [4, 9]
+    assert SampledTokens.from_requests(rows, padded=True, backup=[4, 9], device="meta").padded.is_meta
+    lists = SampledTokens.from_requests([[5], []], padded=False, backup=[4, 9], discarded=[0, 1])
+    assert lists.padded is None and lists.lists == [[5], []]
+    assert lists.discarded.dtype == bool and lists.discarded.tolist() == [False, True]
 
 
 def _backup_unusable(case) -> np.ndarray:

@@ -135,6 +135,14 @@ def _mrope_missing(cfg, b, s, r):
     return cfg, dataclasses.replace(b, mrope_positions=None), s, "mrope_positions.shape", says
 
 
+def _mrope_one_row_short(cfg, b, s, r):
+    """M-RoPE rows given, one token's column missing: the error must show the shape it got."""
+    mrope = b.positions.expand(3, -1)[:, :-1].clone()
+    says = f"={(3, b.num_tokens - 1)}: expected (3, {b.num_tokens}): the config uses M-RoPE"
+    cfg = dataclasses.replace(cfg, uses_mrope=True)
+    return cfg, dataclasses.replace(b, mrope_positions=mrope), s, "mrope_positions.shape", says
+
+
 def _mrope_unexpected(cfg, b, s, r):
     mrope = b.positions.expand(3, -1).clone()
     says = f"={(3, b.num_tokens)}: given, but the config does not use M-RoPE"
@@ -307,6 +315,7 @@ MUTATIONS = [
     _rows_short("positions"),
     _rows_short("hidden_states"),
     _mrope_missing,
+    _mrope_one_row_short,
     _mrope_unexpected,
     _slot_mapping_short,
     _block_table_extra_row,
