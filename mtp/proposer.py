@@ -81,6 +81,7 @@ class MtpProposer:
         self.logits_calls = 0  # logit computations issued (phase runs that sample)
         self.trace: list[StepRecord] | None = None
         self._may_capture = False
+        self._captured = False  # set once capture_all has run, even if it captured nothing
         self.in_capture = False  # inside a device capture: no host reads allowed
         self._batch_width = 0  # block-table columns of the current batch
         self._num_reqs = cfg.max_num_reqs  # requests of the current batch (a dummy run: every row)
@@ -145,12 +146,12 @@ class MtpProposer:
         if width > self.max_blocks:
             raise ValueError(f"block_table.shape[1]={width}: the proposer holds {self.max_blocks} blocks per request")
         prepared = self.ops.prepare_call(self.cfg, batch, sampled)
+        self._ensure_captured()  # before this call's state: the capture's dummy runs set their own
         self._batch_width = width
         b, n = batch.num_reqs, prepared.first.num_tokens
         self._num_reqs = b
         if self.trace is not None:
             self.trace.clear()
-        self._ensure_captured()
         rows = self._size(FIRST, n)
         self._load_first_pass(batch, prepared, rows)
         bound = self._first_bound(batch)
@@ -370,10 +371,12 @@ class MtpProposer:
                 self.dummy_run(size)
         finally:
             self._may_capture = False
+        self._captured = True
 
     def _ensure_captured(self) -> None:
-        """Graph modes capture every graph before the first call or dummy run that needs one."""
-        if self.mode is not GraphMode.EAGER and not self.graphs and not self._may_capture:
+        """Graph modes capture every graph before the first call or dummy run, once (a proposer whose
+        phases all run eagerly, a PCP one with K=1, captures nothing)."""
+        if self.mode is not GraphMode.EAGER and not self._captured and not self._may_capture:
             self.capture_all()
 
     def dummy_run(self, size: int) -> None:

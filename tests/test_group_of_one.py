@@ -22,7 +22,7 @@ from mtp.collectives import END_STEP, CollectiveError
 from mtp.ops import CoreOps
 from mtp.pcp_proposer import PcpProposer
 from mtp.pcp_tp import PcpLmHeadTpProposer, PcpSharedExpertDpProposer, PcpTpRank
-from mtp.proposer import FIRST, GraphMode, MtpProposer
+from mtp.proposer import FIRST, STEP, GraphMode, MtpProposer
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
 from sim.serving.run import build_models, run_scenario
@@ -264,8 +264,47 @@ def test_lm_head_gathers_carry_the_agreed_rows(device, scenario, mode, warm_up):
         return made[0]
 
     assert run_scenario(dataclasses.replace(scenario, graph_mode=mode), device, proposer_cls=factory).ok
-    made[0].dummy_run(1)
+    made[0].dummy_run(min(made[0].sizes[STEP]))  # a size the steps have graphs (or, eagerly, buffers) for
     for i, (agreed, rows) in enumerate(made[0].calls):
         assert set(rows) <= {agreed}, f"call {i}: vocabulary gathers of {rows} rows, agreed {agreed}"
     if scenario.num_spec_tokens > 1:  # draft steps 2..K sample in a dummy run
         assert made[0].calls[-1][1], "the last dummy run gathered no vocabulary slices"
+
+
+@pytest.mark.parametrize("cls", [PcpProposer, PcpLmHeadTpProposer], ids=lambda c: c.__name__)
+def test_a_proposer_with_nothing_to_capture_warms_up_once(device, cls):
+    """K=1 under PCP: the first pass runs eagerly and there are no steps, so piecewise graphs capture
+    nothing. The dummy runs of that (empty) capture happen once, in the first call, and leave that
+    call's own request count alone: lm-head TP, whose agreed size is the decode's token count, found
+    one request sampled as ``max_num_reqs`` rows otherwise."""
+    if not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    dummy_runs, made = [], []
+
+    def factory(*args, **kwargs):
+        proposer = cls(*args, **group_of_one(cls), **kwargs)
+        proposer.dummy_run = functools.partial(_counted, proposer.dummy_run, dummy_runs)
+        made.append(proposer)
+        return proposer
+
+    scenario = Scenario(
+        num_spec_tokens=1,
+        block_size=1,
+        max_model_len=12,
+        token_budget=3,
+        max_num_reqs=3,
+        padded=False,
+        graph_mode="piecewise",
+        accept="greedy",
+        vocab_size=32,
+        max_iterations=10,
+        requests=(RequestSpec(0, 1, 2),),
+    )
+    report = check_scenario(scenario, device, f"nothing-to-capture-{cls.__name__}", proposer_cls=factory)
+    assert report.iterations > 1 and made[0].graphs == {}
+    assert len(dummy_runs) == len(set(made[0].sizes["first"]) | set(made[0].sizes["step"]))
+
+
+def _counted(run, calls, size):
+    calls.append(size)
+    return run(size)

@@ -120,16 +120,23 @@ class LogitRows(torch.nn.Module):
         return self.model.compute_logits(hidden)
 
 
-def test_eager_first_pass_computes_logits_for_the_batch_rows_only(device):
+@pytest.mark.parametrize("mode", ["eager", "piecewise"])
+def test_a_first_call_computes_logits_for_the_batch_rows_only(device, mode):
+    """Eagerly, and outside piecewise graphs, logits are computed for the batch's requests only: in
+    the first call too, whose capture's dummy runs (which sample every request row) come first."""
+    if mode != "eager" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
     scenario = Scenario(requests=(RequestSpec(0, 9, 4), RequestSpec(0, 5, 4)))
     model, target = build_models(scenario, device.torch_device)
     sim = ServingSim(scenario, target)
     assert sim.config.max_num_reqs > 2, "the check needs buffers larger than the batch"
     counting = LogitRows(model)
-    proposer = MtpProposer(sim.config, counting, device)
+    proposer = MtpProposer(sim.config, counting, device, mode=mode)
     it = sim.step(0)
     proposer.propose(*to_batch(it.case, device.torch_device, scenario.padded, it.hidden))
-    assert counting.rows == [len(it.case.requests)] * scenario.num_spec_tokens
+    k = scenario.num_spec_tokens
+    assert counting.rows[-k:] == [len(it.case.requests)] * k
+    assert mode != "eager" or len(counting.rows) == k
 
 
 @pytest.mark.parametrize("padded", [True, False])

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import event, given
 
 from mtp.proposer import MtpProposer
+from sim.serving.run import run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
 from tests.example_budget import share
@@ -78,3 +79,29 @@ def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):
 
     scenario = Scenario(num_spec_tokens=3, graph_mode=mode, requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
     check_scenario(scenario, device, f"warm-up-{mode}", proposer_cls=warmed_up)
+
+
+@pytest.mark.order(0)
+def test_a_scenario_captures_graphs_at_its_capture_sizes(device):
+    """The sizes a scenario names, in any order, are the ones its proposer captures at (each phase up
+    to its buffers), and the run equals the reference, a first pass past the largest size included."""
+    if not device.supports_graphs:
+        pytest.skip(f"device {device.name} lacks supports_graphs")
+    captured, rows = set(), []
+
+    def seen(_report, _sim, proposer):
+        captured.update(proposer.graphs)
+        rows.extend(r.rows for r in proposer.trace if r.step == 1)
+
+    scenario = Scenario(
+        num_spec_tokens=2,
+        max_num_reqs=2,
+        token_budget=16,
+        graph_mode="piecewise",
+        capture_sizes=(4, 1),
+        requests=(RequestSpec(0, 12, 3), RequestSpec(1, 2, 3)),
+    )
+    report = run_scenario(scenario, device, on_iteration=seen)
+    assert report.ok, report.mismatches[:3]
+    assert captured == {("first", 1), ("first", 4), ("step", 1)}
+    assert max(rows) > 4

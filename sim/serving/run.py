@@ -92,7 +92,10 @@ def run_scenario(
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     sim = ServingSim(scenario, target)
-    proposer = (proposer_cls or MtpProposer)(sim.config, model, device, ops=ops, mode=scenario.graph_mode)
+    # Capture sizes matter to graph modes only; eager-only adapters take none.
+    graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
+    sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
+    proposer = (proposer_cls or MtpProposer)(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     if check:
         proposer.record(True)
     report = RunReport(scenario)

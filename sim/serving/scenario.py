@@ -39,6 +39,9 @@ class Scenario:
     paths, and compared with one rank: ``lmhead_tp`` (the lm head's
     vocabulary split over them) and/or ``shared_expert_dp`` (the draft layer
     sequence parallel over them). One rank serves a scenario with tp 1.
+    capture_sizes: the batch sizes graph modes capture at, in any order (a
+    batch past the largest runs eagerly), at least one of them a step's
+    ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
     """
 
     seed: int = 0
@@ -59,6 +62,7 @@ class Scenario:
     tp: int = 1
     lmhead_tp: bool = False
     shared_expert_dp: bool = False
+    capture_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -83,6 +87,20 @@ class Scenario:
         for r in self.requests:
             if not 1 <= r.prompt_len < self.max_model_len:
                 raise ValueError(f"prompt_len={r.prompt_len!r}: must lie in [1, max_model_len={self.max_model_len})")
+        if self.capture_sizes is not None:
+            self._check_capture_sizes()
+
+    def _check_capture_sizes(self) -> None:
+        sizes = self.capture_sizes
+        if not isinstance(sizes, list | tuple) or not sizes or any(type(n) is not int for n in sizes):
+            raise ValueError(f"capture_sizes={sizes!r}: expected a non-empty list of ints, or None")
+        if any(not 1 <= n <= self.token_budget for n in sizes):
+            raise ValueError(f"capture_sizes={list(sizes)!r}: each must lie in [1, token_budget={self.token_budget}]")
+        if min(sizes) > self.max_num_reqs:
+            raise ValueError(
+                f"capture_sizes={list(sizes)!r}: none is at most max_num_reqs={self.max_num_reqs}, the steps' largest batch"
+            )
+        object.__setattr__(self, "capture_sizes", tuple(sizes))  # JSON gives a list; a scenario stays hashable
 
     @property
     def num_blocks(self) -> int:

@@ -32,13 +32,16 @@ def scenarios(draw, padded: bool | None = None, max_k: int = 4, max_reqs: int = 
             max_size=max_reqs,
         )
     )
+    budget = draw(st.integers(k + 1, 40))
+    num_reqs = draw(st.integers(1, min(max_reqs, budget)))  # vLLM: max_num_batched_tokens >= max_num_seqs
     return Scenario(
         seed=draw(st.integers(0, 2**16)),
         num_spec_tokens=k,
         block_size=draw(st.sampled_from([1, 2, 3, 4, 5, 8, 16])),
         max_model_len=mml,
-        token_budget=draw(st.integers(k + 1, 40)),
-        max_num_reqs=draw(st.integers(1, max_reqs)),
+        token_budget=budget,
+        max_num_reqs=num_reqs,
+        capture_sizes=draw(capture_sizes(budget, num_reqs)),
         padded=draw(st.booleans()) if padded is None else padded,
         accept=draw(st.sampled_from(ACCEPT_POLICIES)),
         vocab_size=draw(st.sampled_from([32, 96])),
@@ -46,3 +49,13 @@ def scenarios(draw, padded: bool | None = None, max_k: int = 4, max_reqs: int = 
         max_iterations=max_iterations,
         requests=tuple(reqs),
     )
+
+
+def capture_sizes(max_num_tokens: int, max_num_reqs: int) -> st.SearchStrategy[tuple[int, ...] | None]:
+    """None (vLLM's default list, up to eight sizes here) or one to three sizes in any order, one of
+    them small enough for the steps: fewer graphs to capture, more padding, more batches past the
+    largest graph (run eagerly)."""
+    step = st.integers(1, min(max_num_reqs, max_num_tokens))
+    more = st.lists(st.integers(1, max_num_tokens), max_size=2)
+    drawn = st.tuples(step, more).map(lambda t: tuple(dict.fromkeys([t[0], *t[1]])))
+    return st.none() | drawn
