@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -63,6 +64,54 @@ def test_sampled_tokens_from_requests_take_the_documented_dtypes_and_defaults():
     lists = SampledTokens.from_requests([[5], []], padded=False, backup=[4, 9], discarded=[0, 1])
     assert lists.padded is None and lists.lists == [[5], []]
     assert lists.discarded.dtype == bool and lists.discarded.tolist() == [False, True]
+
+
+def test_batch_from_requests_takes_the_documented_dtypes_on_the_device_asked():
+    """Host copies int64 and device tensors of the documented dtypes whatever integer type the
+    inputs arrive in (int32 arrays here), on ``device`` (the meta device: nothing stays behind)."""
+    i32 = functools.partial(np.array, dtype=np.int32)
+    batch = VerifiedBatch.from_requests(
+        query_lens=i32([2, 1]),
+        seq_lens=i32([5, 3]),
+        num_draft_tokens=i32([1, 0]),
+        block_tables=[i32([3, 1]), i32([2])],
+        token_ids=i32([7, 8, 9]),
+        positions=i32([3, 4, 2]),
+        slot_mapping=i32([13, 14, 10]),
+        hidden_states=torch.zeros(3, 4),
+        mrope_positions=i32([[3, 4, 2]] * 3),
+        device="meta",
+    )
+    for name in ("query_start_loc", "seq_lens", "num_draft_tokens", "block_table"):
+        assert getattr(batch, f"{name}_cpu").dtype == np.int64, name
+        assert getattr(batch, name).dtype == torch.int32 and getattr(batch, name).is_meta, name
+    assert batch.block_table_cpu.tolist() == [[3, 1], [2, -1]]
+    assert batch.token_ids.dtype == torch.int32
+    for name in ("positions", "slot_mapping", "mrope_positions"):
+        assert getattr(batch, name).dtype == torch.int64, name
+    for name in ("token_ids", "positions", "slot_mapping", "mrope_positions", "hidden_states"):
+        assert getattr(batch, name).is_meta, name
+
+
+def test_a_batch_of_no_requests_builds_and_is_refused_by_name(device):
+    """``from_requests`` checks nothing, even an empty batch; the proposer refuses it by name."""
+    batch = VerifiedBatch.from_requests(
+        query_lens=[],
+        seq_lens=[],
+        num_draft_tokens=[],
+        block_tables=[],
+        token_ids=[],
+        positions=[],
+        slot_mapping=[],
+        hidden_states=torch.zeros(0, 32),
+    )
+    assert batch.block_table_cpu.shape == (0, 0) and batch.query_start_loc_cpu.tolist() == [0]
+    scenario = Scenario()
+    model, target = build_models(scenario, device.torch_device)
+    proposer = MtpProposer(ServingSim(scenario, target).config, model, device)
+    sampled = SampledTokens.from_requests([], padded=False, backup=[])
+    with pytest.raises(ValueError, match=r"^query_start_loc=\[0\]: needs shape"):
+        proposer.propose(batch, sampled)
 
 
 def _backup_unusable(case) -> np.ndarray:

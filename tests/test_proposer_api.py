@@ -13,6 +13,7 @@ import torch
 
 from devices.base import GraphError
 from mtp.capture_sizes import CaptureSizes
+from mtp.config import ProposerConfig
 from mtp.proposer import STEP, GraphNotCaptured, MtpProposer
 from sim.cli import main as sim_main
 from sim.oracle.cases import to_batch
@@ -170,3 +171,29 @@ def test_capture_sizes_outside_the_buffers_are_refused():
     assert CaptureSizes([0, 4, 9], 8).sizes == (4,)
     with pytest.raises(ValueError, match=r"^capture_sizes=\[0, 9\]: need at least one size in \[1, 8\]$"):
         CaptureSizes([0, 9], 8)
+
+
+CONFIG = ProposerConfig(
+    num_spec_tokens=3, vocab_size=96, block_size=4, max_model_len=96, max_num_tokens=64, max_num_reqs=8
+)
+SIZES = (
+    "num_spec_tokens",
+    "vocab_size",
+    "block_size",
+    "max_model_len",
+    "max_num_tokens",
+    "max_num_reqs",
+    "hidden_size",
+)
+
+
+@pytest.mark.parametrize("name", SIZES)
+@pytest.mark.parametrize("value", [0, -1, 2.0, "8"], ids=repr)
+def test_a_config_size_that_is_not_a_positive_int_is_refused_by_name(name, value):
+    with pytest.raises(ValueError, match=f"^{name}={re.escape(repr(value))}: must be a positive int$"):
+        dataclasses.replace(CONFIG, **{name: value})
+
+
+def test_a_config_mrope_flag_that_is_not_a_bool_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^uses_mrope=1: must be a bool$"):
+        dataclasses.replace(CONFIG, uses_mrope=1)
