@@ -93,6 +93,30 @@ def test_divergences_show_up_in_a_run(device):
     assert seen["overflow-restart"] > 0 and seen["stale-last-row"] > 0, seen
 
 
+def test_a_run_starts_from_a_fresh_proposers_buffers(device):
+    """The vLLM proposer is shared between runs (built once per hidden size). A run starts from the
+    zeros a newly built one holds, whatever the last run left: here an id past this run's vocabulary
+    in the row vLLM reads before writing it (``stale-last-row``), which crashed the tiny model."""
+    from sim.impls.vllm.eagle import eagle_proposer
+
+    scenario = Scenario(
+        seed=10,
+        num_spec_tokens=1,
+        block_size=1,
+        max_model_len=32,
+        token_budget=2,
+        max_num_reqs=1,
+        padded=True,
+        accept="greedy",
+        vocab_size=32,
+        max_iterations=24,
+        requests=(RequestSpec(0, 1, 2),),
+    )
+    eagle_proposer(scenario.hidden_size).input_ids.fill_(90)  # as a run with 96 ids may leave it
+    bad, _ = run_classified(scenario, device)
+    assert not bad, "\n".join(bad[:6])
+
+
 def _at_the_end(k: int = 3, mml: int = 16, bs: int = 4) -> BatchCase:
     """One decode whose k drafts were all accepted at the last position: step 2 overflows."""
     from mtp.config import ProposerConfig

@@ -27,7 +27,7 @@ from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.vllm import interop
 from sim.impls.vllm.divergences import GATE_SKIPS, RULES
-from sim.impls.vllm.eagle import configured, eagle_proposer
+from sim.impls.vllm.eagle import configured, eagle_proposer, start_fresh
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # vLLM reads nothing else of it in greedy drafting
@@ -132,6 +132,7 @@ class VllmProposer(EagerAdapter):
         super().__init__(cfg, model, device, ops, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = SnapshotAttnGroup()
+        start_fresh(_proposer(cfg))  # a serving run starts where a newly built vLLM proposer would
 
     def _vllm(self):
         p = _proposer(self.cfg)

@@ -87,6 +87,17 @@ def eagle_proposer(hidden_size: int):
     return eagle.EagleProposer(vllm_config=vllm_config, device=torch.device("cpu"))
 
 
+def start_fresh(proposer) -> None:
+    """Zero the persistent buffers a freshly built proposer starts with (``torch.zeros`` in its
+    constructor): the proposer is shared between serving runs, and a row that vLLM reads before it
+    writes it (divergence ``stale-last-row``) would otherwise hold the last run's token id, which
+    can lie past this run's vocabulary."""
+    for name in ("input_ids", "positions", "mrope_positions", "hidden_states"):
+        buffer = getattr(proposer, name, None)
+        if buffer is not None:
+            buffer.zero_()
+
+
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
     """The shared proposer, set to one call's sizes (``block_size`` is normally set by
     ``initialize_attn_backend``, which needs a loaded model)."""
