@@ -302,7 +302,7 @@ def test_a_proposer_with_nothing_to_capture_warms_up_once(device, cls):
     )
     report = check_scenario(scenario, device, f"nothing-to-capture-{cls.__name__}", proposer_cls=factory)
     assert report.iterations > 1 and made[0].graphs == {}
-    assert len(dummy_runs) == len(set(made[0].sizes["first"]) | set(made[0].sizes["step"]))
+    assert len(dummy_runs) == len(set(made[0].sizes[FIRST]) | set(made[0].sizes[STEP]))
 
 
 def _counted(run, calls, size):
