@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 from hypothesis import event, given
 
-from mtp.proposer import MtpProposer
+from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
@@ -103,5 +103,5 @@ def test_a_scenario_captures_graphs_at_its_capture_sizes(device):
     )
     report = run_scenario(scenario, device, on_iteration=seen)
     assert report.ok, report.mismatches[:3]
-    assert captured == {("first", 1), ("first", 4), ("step", 1)}
+    assert captured == {(FIRST, 1), (FIRST, 4), (STEP, 1)}
     assert max(rows) > 4
