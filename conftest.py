@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase  # noqa: E402
 
-pytest_plugins = ["pytester"]  # tests/test_gate_config.py runs a throwaway hanging test
+pytest_plugins = ["pytester"]  # tests/harness/test_gate_config.py runs a throwaway hanging test
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 # The example database: failures found by any run (a fuzz campaign included) replay first in the next.
@@ -57,7 +57,7 @@ settings.register_profile(
     phases=[Phase.generate],
     report_multiple_bugs=False,
     suppress_health_check=_QUIET,
-)  # used by tests that expect a failure: stop at the first one (tests/test_broken_caught.py adds derandomize)
+)  # used by tests that expect a failure: stop at the first one (tests/meta/test_broken_caught.py adds derandomize)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 

@@ -3,7 +3,7 @@
     python -m benchmarks.pcp [--device sim] [--cases 10]
 
 Each case is a serving scenario run on P gloo ranks and compared with one
-rank (which is itself checked against the reference), as tests/test_pcp.py
+rank (which is itself checked against the reference), as tests/properties/test_pcp.py
 does; the kill is a SIGKILL sent to rank 1 in the middle of a case.
 """
 

@@ -3,10 +3,10 @@
     python -m benchmarks.time_to_failure [--only NAME ...] [-- PYTEST ARGS]
 
 Runs the gate as ``tox -e sim`` does (``-n auto --dist loadgroup``, the ``ci``
-profile), once per deliberately broken core variant (``tests/broken_ops.py``,
-``tests/broken_proposers.py``, ``tests/broken_paths.py``, plugged in by
-``tests/broken_gate.py``), per broken PCP proposer (``tests/broken_pcp.py``)
-and per broken TP proposer (``tests/broken_tp.py``, ``tests/broken_sedp.py``), with ``-x``; prints the wall
+profile), once per deliberately broken core variant (``tests/meta/broken_ops.py``,
+``tests/meta/broken_proposers.py``, ``tests/meta/broken_paths.py``, plugged in by
+``tests/meta/broken_gate.py``), per broken PCP proposer (``tests/meta/broken_pcp.py``)
+and per broken TP proposer (``tests/meta/broken_tp.py``, ``tests/meta/broken_sedp.py``), with ``-x``; prints the wall
 time to the first failure of each, the median and the worst. Worker start-up
 is included, as a developer waiting on the gate sees it. A variant the gate
 does not catch is listed as such and makes the exit status 1.
@@ -28,10 +28,10 @@ from rich.table import Table
 from mtp.ops import CoreOps
 from mtp.pcp_proposer import PcpProposer
 from mtp.proposer import MtpProposer
-from tests import broken_ops, broken_paths, broken_pcp, broken_proposers
-from tests.broken_gate import tp_variants, variants_of
+from tests.meta import broken_ops, broken_paths, broken_pcp, broken_proposers
+from tests.meta.broken_gate import tp_variants, variants_of
 
-GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/vllm", "-n", "auto", "--dist", "loadgroup"]
+GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/impls", "-n", "auto", "--dist", "loadgroup"]
 
 
 def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -49,7 +49,7 @@ def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
 
 def time_to_failure(args: list[str], env: dict[str, str], extra: list[str]) -> tuple[float, bool, str]:
     """(seconds, caught, the first failing test) of one ``-x`` run of the gate."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "tests.broken_gate", "-x", "-q", "-rf", *GATE, *args, *extra]
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", "-rf", *GATE, *args, *extra]
     start = time.perf_counter()
     run = subprocess.run(cmd, env={**os.environ, "CI": "1", **env}, capture_output=True, text=True)
     seconds = time.perf_counter() - start

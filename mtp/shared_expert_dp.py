@@ -13,7 +13,7 @@ The seed does the split with ``maybe_pad_and_reduce``, a reduce-scatter: it
 sums the ranks' copies before splitting, which leaves each rank its chunk
 only when the copies are partial sums of the values. Positions and the
 target's hidden states are whole on every rank, so a literal reduce-scatter
-hands each rank T times its chunk (``tests/broken_sedp.py``
+hands each rank T times its chunk (``tests/meta/broken_sedp.py``
 ``ReduceScatteredLikeTheSeed``, caught by the gate).
 """
 

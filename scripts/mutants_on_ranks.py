@@ -6,13 +6,13 @@ or more ranks (which rows a rank pads, what its peers gather) survives it. This
 runs each surviving mutant of the grouped modules again in ./mutants, with
 ``MUTANT_UNDER_TEST`` set before pytest starts: the rank processes (forked from
 a server that pytest starts) run the mutant too. The suites are the cases and
-properties of ``tests/test_pcp.py`` and ``tests/test_tp.py`` that compare ranks
+properties of ``tests/properties/test_pcp.py`` and ``tests/properties/test_tp.py`` that compare ranks
 with one rank (profile ``mutate``), stopping at the first failure; the unmutated
 tree must pass them first. Results go to ``mutants/ranks.json``;
-``tests.mutation_score`` counts a mutant killed here as killed.
+``scripts.mutation_score`` counts a mutant killed here as killed.
 
-    python -m tests.mutants_on_ranks            # every surviving mutant of the grouped modules not run yet
-    python -m tests.mutants_on_ranks NAME ...   # these mutants
+    python -m scripts.mutants_on_ranks            # every surviving mutant of the grouped modules not run yet
+    python -m scripts.mutants_on_ranks NAME ...   # these mutants
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import subprocess
 import sys
 import time
 
-from tests.mutation_score import KILLED, MUTANTS, RANKS, mutmut_status
+from scripts.mutation_score import KILLED, MUTANTS, RANKS, mutmut_status
 
 GROUPED = ("mtp.pcp_proposer.", "mtp.pcp_tp.", "mtp.tp.", "mtp.shared_expert_dp.", "mtp.collectives.", "mtp.model.")
-SUITES = ["tests/test_pcp.py", "tests/test_tp.py", "-k", "equal"]
+SUITES = ["tests/properties/test_pcp.py", "tests/properties/test_tp.py", "-k", "equal"]
 TIMEOUT_S = 600
 
 

@@ -1,7 +1,7 @@
 """The mutation score of ``tox -e mutate``, from mutmut's own results.
 
 Reads ``mutmut results --all true`` (one ``NAME: status`` line per mutant), what
-``tests.mutants_on_ranks`` found running mutmut's survivors again on real ranks
+``scripts.mutants_on_ranks`` found running mutmut's survivors again on real ranks
 (``mutants/ranks.json``, if there), and the equivalent mutants listed in
 docs/MUTATION.md (``- `NAME`: reason``).
 Score = killed / (mutants run - equivalent ones); a timeout counts as killed
@@ -9,7 +9,7 @@ Score = killed / (mutants run - equivalent ones); a timeout counts as killed
 and mutants not run (a stopped run, a name glob) are counted apart. Prints the score and every
 survivor that is not listed as equivalent; exits 1 if there is any.
 
-    python -m tests.mutation_score            # after `mutmut run`, in the same directory
+    python -m scripts.mutation_score            # after `mutmut run`, in the same directory
 """
 
 from __future__ import annotations

@@ -10,5 +10,5 @@
 
 Imports run one way: ``models`` imports no other part of ``sim``; ``oracle``
 only ``models``; ``serving`` may use both; ``ranks`` and ``impls`` sit on top
-(tests/test_layout.py enforces it).
+(import-linter enforces it: ``[tool.importlinter]`` in pyproject.toml).
 """

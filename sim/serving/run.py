@@ -87,7 +87,7 @@ def run_scenario(
 
     ``count_syncs`` counts the host syncs of every propose call into ``host_syncs`` (the CLI's
     report). It is off by default: watching every torch op makes a run about twice as slow, and
-    the gate checks syncs on single calls instead (tests/core_checks.py).
+    the gate checks syncs on single calls instead (tests/checks/core_checks.py).
     """
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)

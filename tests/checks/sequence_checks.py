@@ -17,7 +17,7 @@ each call to what it would be as the proposer's first:
 
 The check takes the proposer class (and the ops it runs with), so the same
 check runs on ``MtpProposer`` (it must pass) and on broken variants
-(tests/broken_proposers.py; it must fail).
+(tests/meta/broken_proposers.py; it must fail).
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def test_failing_replay_exits_1_and_its_json_holds_the_mismatches(tmp_path):
         '{"block_size": 2, "accept": "all", "requests": [{"arrival": 0, "prompt_len": 7, "max_new_tokens": 12}]}',
     )
     out = tmp_path / "bad.json"
-    assert main(["replay", case, "--ops", "tests.broken_ops:SlotPlusOne", "--json", str(out)]) == 1
+    assert main(["replay", case, "--ops", "tests.meta.broken_ops:SlotPlusOne", "--json", str(out)]) == 1
     runs = json.loads(out.read_text())["runs"]
     assert not runs[0]["ok"] and runs[0]["mismatches"][0]["iteration"] >= 0
 
@@ -141,7 +141,7 @@ def test_a_replay_file_carries_its_tp_paths(capsys, tmp_path):
     )
     assert main(["replay", case]) == 0
     assert "shared-expert DP on 2 TP ranks equals one rank" in capsys.readouterr().out
-    assert main(["replay", case, "--proposer", "tests.broken_sedp:RowsInterleaved"]) == 1
+    assert main(["replay", case, "--proposer", "tests.meta.broken_sedp:RowsInterleaved"]) == 1
     capsys.readouterr()
     assert main(["replay", case, "--pcp", "2"]) == 0
     assert "shared-expert DP on 2 TP ranks x 2 PCP ranks equals one rank" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The differential suites of an adapter (tests/vllm, tests/vllm_ascend, ...) skip, with the reason,
+"""The differential suites of an adapter (tests/impls/vllm, tests/impls/vllm_ascend, ...) skip, with the reason,
 wherever that implementation cannot be imported; its tox env runs them."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Deliberately lax simulators: each forgives one thing an NPU does not.
 
-The device contract (tests/test_device_contract.py) must fail on every one,
+The device contract (tests/properties/test_device_contract.py) must fail on every one,
 or the simulator could let that class of graph bug through.
 """
 

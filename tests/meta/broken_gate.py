@@ -2,15 +2,15 @@
 
 A pytest plugin for measurement only (the gate never loads it)::
 
-    pytest -p tests.broken_gate --impl broken:SlotPlusOne -x ...
+    pytest -p tests.meta.broken_gate --impl broken:SlotPlusOne -x ...
 
-registers one implementation per variant in tests/broken_ops.py and
-tests/broken_proposers.py (``broken:NAME``: the variant's ops or proposer,
+registers one implementation per variant in tests/meta/broken_ops.py and
+tests/meta/broken_proposers.py (``broken:NAME``: the variant's ops or proposer,
 the core for the rest), and with ``MTP_BROKEN_PCP=NAME`` runs every PCP
-property (on ranks and on a group of one) on tests/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``;
-``MTP_BROKEN_TP=NAME`` puts a variant of tests/broken_tp.py or tests/broken_sedp.py
+property (on ranks and on a group of one) on tests/meta/broken_pcp.py's ``NAME`` instead of the real ``PcpProposer``;
+``MTP_BROKEN_TP=NAME`` puts a variant of tests/meta/broken_tp.py or tests/meta/broken_sedp.py
 in place of the TP proposer it breaks (lm-head TP, shared-expert DP, or PCP
-with lm-head TP), and ``broken:NAME`` also takes tests/broken_paths.py's
+with lm-head TP), and ``broken:NAME`` also takes tests/meta/broken_paths.py's
 M-RoPE and eagle3 variants.
 ``-x`` then stops at the first test that sees the bug: the time to the first
 failure (README, "Ordering and speed").
@@ -31,7 +31,7 @@ from mtp.proposer import MtpProposer
 from mtp.shared_expert_dp import SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
 from sim.impls import Implementation
-from tests import broken_ops, broken_paths, broken_proposers, broken_sedp, broken_tp
+from tests.meta import broken_ops, broken_paths, broken_proposers, broken_sedp, broken_tp
 
 
 def variants_of(module, base):
@@ -57,7 +57,7 @@ def _implementation(name: str) -> Implementation:
 
 
 for _name in [*variants_of(broken_ops, CoreOps), *_proposers()]:
-    sim.impls.BUILTIN[f"broken:{_name}"] = f"tests.broken_gate:{_name}"
+    sim.impls.BUILTIN[f"broken:{_name}"] = f"tests.meta.broken_gate:{_name}"
     globals()[_name] = functools.partial(_implementation, _name)
 
 _PCP = os.environ.get("MTP_BROKEN_PCP")
@@ -66,14 +66,15 @@ if _PCP:
 
     @functools.wraps(_check_pcp)
     def _broken_check_pcp(*args, proposer=None, **kwargs):
-        return _check_pcp(*args, proposer=proposer or f"tests.broken_pcp:{_PCP}", **kwargs)
+        return _check_pcp(*args, proposer=proposer or f"tests.meta.broken_pcp:{_PCP}", **kwargs)
 
     sim.ranks.pcp.check_pcp = _broken_check_pcp
 
     from mtp.pcp_proposer import PcpProposer
-    from tests import broken_pcp, test_group_of_one
+    from tests.meta import broken_pcp
+    from tests.properties import test_group_of_one
 
-    # ... and on a group of one (tests/test_group_of_one.py), before it is collected.
+    # ... and on a group of one (tests/properties/test_group_of_one.py), before it is collected.
     _at = test_group_of_one.GROUPED.index(PcpProposer)
     test_group_of_one.GROUPED[_at] = variants_of(broken_pcp, PcpProposer)[_PCP]
 

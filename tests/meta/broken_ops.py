@@ -1,6 +1,6 @@
 """Deliberately broken variants of the core, each a known upstream bug.
 
-The property suite must fail on every one of them (tests/test_broken_caught.py).
+The property suite must fail on every one of them (tests/meta/test_broken_caught.py).
 """
 
 from __future__ import annotations

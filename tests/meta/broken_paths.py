@@ -1,5 +1,5 @@
 """Deliberately broken proposers for M-RoPE and eagle3: each must fail the
-properties of tests/test_mrope_eagle3.py.
+properties of tests/properties/test_mrope_eagle3.py.
 """
 
 from __future__ import annotations

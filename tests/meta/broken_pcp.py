@@ -1,6 +1,6 @@
 """Deliberately broken PCP proposers: upstream PCP bugs of the MTP path.
 
-Each must make the PCP properties fail (tests/test_pcp.py).
+Each must make the PCP properties fail (tests/properties/test_pcp.py).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class LogitsOnceOnRank1(PcpProposer):
 class PaddingRowsWriteKv(PcpProposer):
     """The first pass's padding rows keep the slot of the row they stand in for (row 0) instead of
     the padding slot, so they overwrite its KV with their masked inputs. Visible on a group of one
-    too (a prefill of odd length is padded to 2P chunks): tests/test_group_of_one.py."""
+    too (a prefill of odd length is padded to 2P chunks): tests/properties/test_group_of_one.py."""
 
     def _attn(self, qsl, seq_lens, block_table, slots, bound):
         local = self.local

@@ -1,6 +1,6 @@
 """Deliberately broken proposers: graph and device bugs from upstream history.
 
-Each must make the suite fail (tests/test_broken_caught.py).
+Each must make the suite fail (tests/meta/test_broken_caught.py).
 """
 
 from __future__ import annotations

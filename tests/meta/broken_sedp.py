@@ -1,4 +1,4 @@
-"""Deliberately broken shared-expert DP proposers: each must fail tests/test_tp.py."""
+"""Deliberately broken shared-expert DP proposers: each must fail tests/properties/test_tp.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deliberately broken lm-head TP proposers: each must fail tests/test_tp.py."""
+"""Deliberately broken lm-head TP proposers: each must fail tests/properties/test_tp.py."""
 
 from __future__ import annotations
 

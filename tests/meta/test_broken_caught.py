@@ -24,14 +24,15 @@ from hypothesis import given, reject, settings
 from devices.base import GraphError
 from mtp.proposer import GraphNotCaptured, MtpProposer
 from sim.serving.run import run_scenario
-from tests import broken_devices, broken_ops, broken_proposers, core_checks, sequence_checks
-from tests import test_device_contract as contract
-from tests.e2e_checks import check_dummy_run_matches_propose
+from tests.checks import core_checks, sequence_checks
+from tests.meta import broken_devices, broken_ops, broken_proposers
+from tests.properties import test_device_contract as contract
+from tests.checks.e2e_checks import check_dummy_run_matches_propose
 from tests.strategies.batches import batch_cases
 from tests.strategies.malformed import malformed_inputs
 from tests.strategies.scenarios import scenarios
 from tests.strategies.sequences import call_sequences
-from tests.test_validation import check_malformed_refused
+from tests.properties.test_validation import check_malformed_refused
 
 pytestmark = pytest.mark.order(-1)
 
@@ -194,7 +195,7 @@ def test_lax_simulator_fails_the_device_contract(variant, check):
 
 def test_reversed_all_gather_fails_the_device_contract(device):
     with pytest.raises(AssertionError, match="all-gather gave"):
-        contract.check_all_gather(device, gather="tests.broken_devices:all_gather_rank_reversed")
+        contract.check_all_gather(device, gather="tests.meta.broken_devices:all_gather_rank_reversed")
 
 
 def test_missing_validation_is_caught():

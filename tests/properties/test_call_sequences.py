@@ -1,7 +1,7 @@
 """Several propose calls in a row on one proposer, each as if it were the first.
 
 Batches of different sizes, block-table widths and sampled-token modes, in
-eager, piecewise or full graph mode (tests/sequence_checks.py says what is
+eager, piecewise or full graph mode (tests/checks/sequence_checks.py says what is
 compared and why single-call properties cannot see it).
 """
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 
 from mtp.proposer import MtpProposer
-from tests import sequence_checks
+from tests.checks import sequence_checks
 from tests.strategies.sequences import call_sequences
 
 pytestmark = pytest.mark.order(1)

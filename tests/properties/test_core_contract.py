@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 
 from sim.oracle.cases import to_batch
-from tests import core_checks
+from tests.checks import core_checks
 from tests.strategies.batches import batch_cases
 
 pytestmark = pytest.mark.order(0)

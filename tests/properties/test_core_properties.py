@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from tests import core_checks
+from tests.checks import core_checks
 from tests.strategies.batches import batch_cases
 
 pytestmark = pytest.mark.order(0)  # cheap and sensitive: a broken core fails here first

@@ -126,7 +126,7 @@ def test_host_syncs_are_counted_per_call_site(device, buffers):
         x.tolist()
         x[x > 0]
     assert log.total == 3
-    assert all(site.startswith("tests/test_device_contract.py:") for _, site in log.counts)
+    assert all(site.startswith("tests/properties/test_device_contract.py:") for _, site in log.counts)
 
 
 def _gather_rank(rank: int, world: int, init: str, device_name: str, gather: str, out) -> None:

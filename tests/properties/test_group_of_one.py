@@ -5,7 +5,7 @@ PCP split and restore, the lm-head vocabulary slices and their padding, the
 sequence-parallel split, both groups of a P x T mesh) in this process, with a one-rank all-gather: cheap
 enough for the gate's fast part and for mutation testing (``tox -e mutate``),
 which leaves the multi-process suites out. Groups of 2 and 4 ranks are
-checked by ``tests/test_pcp.py`` and ``tests/test_tp.py``.
+checked by ``tests/properties/test_pcp.py`` and ``tests/properties/test_tp.py``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from mtp.tp import LmHeadTpProposer
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.broken_pcp import PaddingRowsWriteKv
-from tests.e2e_checks import check_scenario
-from tests.example_budget import share
+from tests.meta.broken_pcp import PaddingRowsWriteKv
+from tests.checks.e2e_checks import check_scenario
+from tests.checks.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the multi-rank cases every broken variant fails
@@ -74,7 +74,7 @@ def test_a_group_of_one_equals_the_reference(device, cls, scenario, mode, reques
     if mode != "eager" and not device.supports_graphs:
         mode = "eager"
     if mode == "full" and issubclass(cls, LmHeadTpProposer):
-        mode = "piecewise"  # lm-head TP refuses full graphs (tests/test_tp_plan.py)
+        mode = "piecewise"  # lm-head TP refuses full graphs (tests/properties/test_tp_plan.py)
     event(f"mode={mode}")
     check_group_of_one(device, cls, dataclasses.replace(scenario, graph_mode=mode), request.node.name)
 
@@ -87,7 +87,7 @@ ODD_PREFILL = Scenario(num_spec_tokens=3, block_size=2, requests=(RequestSpec(0,
 def test_a_broken_grouped_proposer_fails_it(device):
     with pytest.raises(AssertionError, match="mismatches") as failed:
         check_group_of_one(device, PaddingRowsWriteKv, ODD_PREFILL, "broken-group-of-one")
-    assert "--pcp 1 --proposer tests.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
+    assert "--pcp 1 --proposer tests.meta.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
 
 
 def _recording(sent: list):
@@ -109,7 +109,7 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls, mode):
     """Each group numbers its gathers 1, 2, ... in the order issued (outside a capture: a header,
     then the rows), the first at step 1 (a first pass; under piecewise graphs, that of the first
     capture's dummy run), and ``close_collectives`` issues one more on each group, its header at draft
-    step ``END_STEP``: a rank behind its peers meets it there (tests/test_tp.py)."""
+    step ``END_STEP``: a rank behind its peers meets it there (tests/properties/test_tp.py)."""
     if mode != "eager" and not device.supports_graphs:
         pytest.skip(f"device {device.name} lacks supports_graphs")
     sent, made = {"group": [], "tp": []}, []

@@ -24,8 +24,8 @@ from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.e2e_checks import check_scenario
-from tests.example_budget import share
+from tests.checks.e2e_checks import check_scenario
+from tests.checks.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -87,7 +87,7 @@ BROKEN = [
 @pytest.mark.parametrize("mode", ["eager", "full"])
 @pytest.mark.parametrize("name, fields_", BROKEN, ids=[b[0] for b in BROKEN])
 def test_broken_path_is_caught(device, name, fields_, mode):
-    import tests.broken_paths as broken
+    import tests.meta.broken_paths as broken
 
     scenario = dataclasses.replace(SMALL, graph_mode=_mode(device, mode), **fields_)
     with pytest.raises(AssertionError, match="mismatches"):

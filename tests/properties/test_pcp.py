@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
 from sim.ranks.pool import CollectiveMismatch, RankFailure
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
-from tests.e2e_checks import FAILURE_DIR
-from tests.example_budget import share
-from tests.rank_pools import module_pools
+from tests.checks.e2e_checks import FAILURE_DIR
+from tests.checks.example_budget import share
+from tests.checks.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
 # Multi-process: after every single-process property, before the meta-tests.
@@ -82,9 +82,9 @@ def test_pcp_equals_single_rank(device, pools, size, scenario, mode, request):
 
 
 BROKEN = [
-    ("tests.broken_pcp:DecodeFixedReshape", None),
-    ("tests.broken_pcp:GraphPaddingBeforeGather", None),
-    (None, "tests.broken_ops:SlotPlusOne"),
+    ("tests.meta.broken_pcp:DecodeFixedReshape", None),
+    ("tests.meta.broken_pcp:GraphPaddingBeforeGather", None),
+    (None, "tests.meta.broken_ops:SlotPlusOne"),
 ]
 
 
@@ -99,7 +99,7 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools):
         pools(2).run(
             PcpCase(
                 asdict(SMALL),
-                proposer="tests.broken_pcp:LogitsOnceOnRank1",
+                proposer="tests.meta.broken_pcp:LogitsOnceOnRank1",
             )
         )
 
@@ -141,5 +141,5 @@ def test_a_single_rank_run_that_raises_leaves_the_pool_ready(device, pools, monk
         with pytest.raises(RuntimeError, match="single rank broke"):
             check_pcp(SMALL, pools(2), device)
     broken = dataclasses.replace(SMALL, seed=SMALL.seed + 1)
-    assert check_pcp(broken, pools(2), device, ops="tests.broken_ops:SlotPlusOne")
+    assert check_pcp(broken, pools(2), device, ops="tests.meta.broken_ops:SlotPlusOne")
     assert check_pcp(SMALL, pools(2), device) == []

@@ -15,15 +15,15 @@ from hypothesis import event, given
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
-from tests.e2e_checks import check_dummy_run_matches_propose, check_scenario
-from tests.example_budget import share
+from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_scenario
+from tests.checks.example_budget import share
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
 # Scenarios cost ~0.2 s each: the ci profile's 200 examples per property
 # become 100 eager scenarios and 40 per graph mode (each mode also runs in
-# tests/test_broken_caught.py, and every graph example checks the padding).
+# tests/meta/test_broken_caught.py, and every graph example checks the padding).
 EAGER = share(2)
 GRAPHS = share(5)
 

@@ -20,8 +20,8 @@ from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.broken_ops import SlotPlusOne
-from tests.e2e_checks import check_scenario
+from tests.meta.broken_ops import SlotPlusOne
+from tests.checks.e2e_checks import check_scenario
 
 pytestmark = pytest.mark.order(1)
 
@@ -149,7 +149,7 @@ def test_failure_writes_a_case_that_replays(device, tmp_path, monkeypatch, capsy
     with pytest.raises(AssertionError) as err:
         check_scenario(scenario, device, "replay-me", ops=SlotPlusOne())
     command = str(err.value).split("replay: ")[-1]
-    assert command == "python -m sim replay failures/replay-me.json --device sim --ops tests.broken_ops:SlotPlusOne"
+    assert command == "python -m sim replay failures/replay-me.json --device sim --ops tests.meta.broken_ops:SlotPlusOne"
     assert Scenario.from_dict(json.loads((tmp_path / "failures/replay-me.json").read_text())) == scenario
     argv = command.split()[3:]
     assert sim_main(argv) == 1

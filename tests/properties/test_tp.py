@@ -23,9 +23,9 @@ from sim.ranks.pcp import PcpCase
 from sim.ranks.pool import CollectiveMismatch
 from sim.ranks.tp import TpPool, check_tp
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.e2e_checks import FAILURE_DIR
-from tests.example_budget import share
-from tests.rank_pools import module_pools
+from tests.checks.e2e_checks import FAILURE_DIR
+from tests.checks.example_budget import share
+from tests.checks.rank_pools import module_pools
 from tests.strategies.scenarios import scenarios
 
 pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("tp")]
@@ -125,7 +125,7 @@ def test_pcp_and_tp_on_one_mesh_equal_single_rank(device, pools, scenario, tp_pa
 
 def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
     with pytest.raises(AssertionError, match="drafts"):
-        _assert_tp(SMALL, pools(2), device, "broken-tp", proposer="tests.broken_tp:ShardsInRankOrderReversed")
+        _assert_tp(SMALL, pools(2), device, "broken-tp", proposer="tests.meta.broken_tp:ShardsInRankOrderReversed")
 
 
 @pytest.mark.parametrize(
@@ -134,12 +134,12 @@ def test_shards_joined_in_the_wrong_order_are_caught(device, pools):
 )
 def test_broken_shared_expert_dp_is_caught(device, pools, broken):
     with pytest.raises(AssertionError, match="drafts|metadata|raised|failed"):
-        _assert_tp(SMALL_SEDP, pools(2), device, f"broken-sedp-{broken}", proposer=f"tests.broken_sedp:{broken}")
+        _assert_tp(SMALL_SEDP, pools(2), device, f"broken-sedp-{broken}", proposer=f"tests.meta.broken_sedp:{broken}")
 
 
 def test_vocab_gathered_over_the_wrong_group_is_caught(device, pools):
     with pytest.raises(AssertionError, match="drafts"):
-        _assert_tp(SMALL, pools(4), device, "broken-pcp-tp", proposer="tests.broken_tp:VocabGatheredOverPcpGroup")
+        _assert_tp(SMALL, pools(4), device, "broken-pcp-tp", proposer="tests.meta.broken_tp:VocabGatheredOverPcpGroup")
 
 
 @pytest.mark.parametrize(
@@ -149,12 +149,12 @@ def test_ranks_issuing_different_collectives_are_reported(device, pools, broken,
     """A rank that sends fewer rows, or skips the split in its dummy runs, is reported, not hung."""
     if mode != "eager" and not device.supports_graphs:
         pytest.skip(f"device {device.name} cannot capture graphs")
-    case = PcpCase(asdict(dataclasses.replace(SMALL_SEDP, graph_mode=mode)), proposer=f"tests.broken_sedp:{broken}")
+    case = PcpCase(asdict(dataclasses.replace(SMALL_SEDP, graph_mode=mode)), proposer=f"tests.meta.broken_sedp:{broken}")
     with pytest.raises(CollectiveMismatch, match="different (numbers of )?collectives"):
         pools(2).run(case)
 
 
 def test_ranks_padding_to_different_sizes_are_reported(device, pools):
-    case = PcpCase(asdict(SMALL), proposer="tests.broken_tp:UnpaddedOnRank1")
+    case = PcpCase(asdict(SMALL), proposer="tests.meta.broken_tp:UnpaddedOnRank1")
     with pytest.raises(CollectiveMismatch, match="different collectives"):
         pools(2).run(case)

@@ -1,7 +1,7 @@
 """The single-process parts of tensor parallel: row splits, padding, the checked all-gather.
 
 What every TP rank computes on its own, checked without process groups (the
-multi-process suite, tests/test_tp.py, checks the ranks together); these run
+multi-process suite, tests/properties/test_tp.py, checks the ranks together); these run
 in the gate's fast part, mutation testing included.
 """
 
@@ -16,7 +16,7 @@ from mtp.collectives import END_STEP, CollectiveError, CollectiveMismatchError, 
 from mtp.model import SequenceParallel
 from mtp.tp import agreed_rows, pad_sample_rows
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.broken_tp import pad_truncating
+from tests.meta.broken_tp import pad_truncating
 
 
 class _Sent(Exception):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.example_budget import share
+from tests.checks.example_budget import share
 from tests.strategies.malformed import MUTATIONS, malformed_inputs
 
 pytestmark = pytest.mark.order(0)

@@ -1,6 +1,6 @@
 """Where vLLM 0.33.0's proposer differs from the core, by design: the one table.
 
-docs/DIVERGENCES.md explains each entry; tests/vllm/ pins each one (the test
+docs/DIVERGENCES.md explains each entry; tests/impls/vllm/ pins each one (the test
 named in ``pinned_by`` asserts that the difference exists, exactly where the
 entry says). A property of the gate that cannot hold for vLLM is skipped under
 ``--impl vllm`` with the divergence as its reason (``GATE_SKIPS``).
@@ -18,7 +18,7 @@ class Divergence(NamedTuple):
     where: str  # vLLM function
     core: str
     vllm: str
-    pinned_by: str  # tests/vllm/MODULE.py::TEST
+    pinned_by: str  # tests/impls/vllm/MODULE.py::TEST
 
 
 DIVERGENCES = {
@@ -91,7 +91,7 @@ DIVERGENCES = {
 def reason(*ids: str) -> str:
     """A skip reason naming divergences and where they are pinned."""
     return "; ".join(
-        f"divergence {i} (docs/DIVERGENCES.md, pinned by tests/vllm/{DIVERGENCES[i].pinned_by})" for i in ids
+        f"divergence {i} (docs/DIVERGENCES.md, pinned by tests/impls/vllm/{DIVERGENCES[i].pinned_by})" for i in ids
     )
 
 

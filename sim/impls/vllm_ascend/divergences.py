@@ -1,7 +1,7 @@
 """Where vllm-ascend 0.23.0's proposer differs from the core, by design or by defect: the one table.
 
 docs/DIVERGENCES-vllm-ascend.md explains each entry (what it does to drafts and
-to KV); tests/vllm_ascend/ pins each one (the test named in ``pinned_by``
+to KV); tests/impls/vllm_ascend/ pins each one (the test named in ``pinned_by``
 asserts the difference exists, exactly where the entry says). A gate property
 that cannot hold under ``--impl vllm_ascend`` is skipped with the divergence as
 its reason (``GATE_SKIPS``).
@@ -75,7 +75,7 @@ DIVERGENCES = {
 def reason(*ids: str) -> str:
     """A skip reason naming divergences and where they are pinned."""
     return "; ".join(
-        f"divergence {i} (docs/DIVERGENCES-vllm-ascend.md, pinned by tests/vllm_ascend/{DIVERGENCES[i].pinned_by})"
+        f"divergence {i} (docs/DIVERGENCES-vllm-ascend.md, pinned by tests/impls/vllm_ascend/{DIVERGENCES[i].pinned_by})"
         for i in ids
     )
 

@@ -1,7 +1,7 @@
 """Where vllm-ascend 0.13.0's ``MtpProposer`` differs from the core, by design or by defect: the one table.
 
 docs/DIVERGENCES-vllm-ascend-0.13.md explains each entry (what it does to drafts and KV);
-tests/vllm_ascend_0_13/ pins each one (the test named in ``pinned_by`` asserts the difference
+tests/impls/vllm_ascend_0_13/ pins each one (the test named in ``pinned_by`` asserts the difference
 exists, exactly where the entry says). The first four are the seed's defects (DESIGN.md);
 ``RULES`` models them in the reference so the gate's properties run on 0.13.
 """

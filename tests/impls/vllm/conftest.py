@@ -1,10 +1,10 @@
-"""tests/vllm: vLLM 0.33.0 as a second oracle, run by ``tox -e vllm``."""
+"""tests/impls/vllm: vLLM 0.33.0 as a second oracle, run by ``tox -e vllm``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.adapter_suites import skip_unless_importable
+from tests.impls.suites import skip_unless_importable
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,7 +10,7 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
-from tests.vllm.cases import CORE, CPU
+from tests.impls.vllm.cases import CORE, CPU
 
 
 def _same(a, b) -> bool:

@@ -10,7 +10,7 @@ from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
-from tests.vllm.cases import CORE, CPU, VLLM, both
+from tests.impls.vllm.cases import CORE, CPU, VLLM, both
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "slot_mapping", "sample_indices")
 
@@ -58,7 +58,7 @@ def test_stale_last_row_divergence(padded, case):
 
 def test_cpu_seq_lens_alias():
     """cpu-seq-lens-alias: on CPU, prepare_inputs returns seq_lens as the very tensor of its host bound."""
-    from tests.vllm.test_step_one import _one_decode
+    from tests.impls.vllm.test_step_one import _one_decode
 
     case = _one_decode(16, [3])
     batch, sampled = to_batch(case, CPU, padded=False)

@@ -22,7 +22,7 @@ from sim.serving.run import build_models, serve
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.strategies.scenarios import scenarios
-from tests.vllm.cases import CPU, vllm_step_expected
+from tests.impls.vllm.cases import CPU, vllm_step_expected
 
 
 def run_classified(scenario: Scenario, device) -> tuple[list[str], dict[str, int]]:

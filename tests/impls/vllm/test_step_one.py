@@ -11,7 +11,7 @@ from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
-from tests.vllm.cases import CORE, CPU, VLLM
+from tests.impls.vllm.cases import CORE, CPU, VLLM
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

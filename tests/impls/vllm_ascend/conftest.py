@@ -1,10 +1,10 @@
-"""tests/vllm_ascend: vllm-ascend 0.23.0's proposer against the core, run by ``tox -e vllm_ascend``."""
+"""tests/impls/vllm_ascend: vllm-ascend 0.23.0's proposer against the core, run by ``tox -e vllm_ascend``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.adapter_suites import skip_unless_importable
+from tests.impls.suites import skip_unless_importable
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
-from tests import core_checks
+from tests.checks import core_checks
 from tests.strategies.batches import batch_cases
 
 

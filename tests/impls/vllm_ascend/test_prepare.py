@@ -11,7 +11,7 @@ from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
-from tests.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
+from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")
 
@@ -31,7 +31,7 @@ def test_prepare_matches_core(padded, ops, case):
 
 def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
     """The Triton path really launches vllm-ascend's prepare_inputs_padded_kernel (not the fallback)."""
-    from tests.vllm.test_step_one import _one_decode
+    from tests.impls.vllm.test_step_one import _one_decode
 
     module = __import__("vllm_ascend.spec_decode.llm_base_proposer", fromlist=["x"])
     kernel, grids = module.prepare_inputs_padded_kernel, []

@@ -14,7 +14,7 @@ from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.vllm_ascend.cases import CPU
+from tests.impls.vllm_ascend.cases import CPU
 
 REJECTING = Scenario(
     num_spec_tokens=3,
@@ -40,7 +40,7 @@ def test_padded_drafts_after_the_first_read_rejected_kv(device):
 
 def test_steps_run_at_first_pass_rows(device):
     """mtp-steps-run-padded-rows: steps 2..K run at the first pass's row count; the rows past B write no KV."""
-    from tests.vllm.test_propose import _at_the_end
+    from tests.impls.vllm.test_propose import _at_the_end
 
     case = _at_the_end()
     scenario = Scenario(num_spec_tokens=3, block_size=4, max_model_len=16, requests=(RequestSpec(0, 4, 4),))

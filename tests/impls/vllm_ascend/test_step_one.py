@@ -11,7 +11,7 @@ from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.strategies.batches import batch_cases
-from tests.vllm_ascend.cases import ASCEND, CORE, CPU
+from tests.impls.vllm_ascend.cases import ASCEND, CORE, CPU
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
@@ -47,7 +47,7 @@ def test_backup_token_divergence(case):
 
 def test_discard_is_by_index_and_count():
     """Only the first ``num_discarded_requests`` indices are discarded: a count of 0 discards nothing."""
-    from tests.vllm.test_step_one import _one_decode
+    from tests.impls.vllm.test_step_one import _one_decode
 
     case = _one_decode(16, [3, 4])
     batch, sampled = to_batch(case, CPU, padded=True)

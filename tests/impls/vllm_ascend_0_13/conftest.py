@@ -1,10 +1,10 @@
-"""tests/vllm_ascend_0_13: vllm-ascend 0.13.0's MtpProposer against the core, run by ``tox -e vllm_ascend_0_13``."""
+"""tests/impls/vllm_ascend_0_13: vllm-ascend 0.13.0's MtpProposer against the core, run by ``tox -e vllm_ascend_0_13``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.adapter_suites import skip_unless_importable
+from tests.impls.suites import skip_unless_importable
 
 
 def pytest_collection_modifyitems(config, items):

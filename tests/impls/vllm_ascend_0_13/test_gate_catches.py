@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
 from sim.impls.vllm_ascend_0_13.build import mtp_proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
-from tests import core_checks
+from tests.checks import core_checks
 from tests.strategies.batches import batch_cases
 
 

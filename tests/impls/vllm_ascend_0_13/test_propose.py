@@ -11,7 +11,7 @@ from sim.impls.vllm_ascend_0_13.mla_metadata import rope_positions
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.vllm_ascend_0_13.cases import CPU, one_decode
+from tests.impls.vllm_ascend_0_13.cases import CPU, one_decode
 
 CHUNKED = Scenario(
     num_spec_tokens=3,

@@ -24,7 +24,7 @@ from sim.oracle.cases import to_batch
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.strategies.batches import batch_cases
-from tests.vllm_ascend_0_13.cases import ASCEND, CPU, both, one_decode
+from tests.impls.vllm_ascend_0_13.cases import ASCEND, CPU, both, one_decode
 
 # Blocks far apart: a draft crossing a block boundary lands in a block that is not the next one.
 CROSSING = one_decode(num_computed=2, blocks=[7, 2, 5])  # positions 2..5 verified, drafts at 6, 7, 8
