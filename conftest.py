@@ -19,6 +19,8 @@ import os
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # before torch: see devices/accelerator.py
 
+import warnings  # noqa: E402
+
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase  # noqa: E402
@@ -96,16 +98,28 @@ def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
     return [
         f"device: {config.mtp_device.describe()}, implementation under test: {config.mtp_impl.name}",
-        f"hypothesis profile: {settings._current_profile}, seed: {seed if seed is not None else 'random per test'}",
+        f"hypothesis profile: {settings.get_current_profile_name()}, "
+        f"seed: {seed if seed is not None else 'random per test'}",
     ]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: a key is checked against every collected test
+def pytest_collection_modifyitems(config, items):
+    """An implementation's skip key that names no collected test is a stale entry: warn, naming it."""
+    impl = config.mtp_impl
+    if not impl.skips or not items:
+        return
+    names = {item.name for item in items} | {item.originalname for item in items}
+    for key in sorted(set(impl.skips) - names):
+        warnings.warn(pytest.PytestWarning(f"{impl.name}: skip key {key!r} matches no collected test"), stacklevel=1)
 
 
 def pytest_runtest_setup(item):
     impl = item.config.mtp_impl
-    reason = impl.skips.get(item.name) or impl.skips.get(item.originalname)  # one parametrization, or all
-    if reason:
-        pytest.skip(f"{impl.name}: {reason}")
     device = item.config.mtp_device
+    reason = impl.skip_for((item.name, item.originalname), device.name)  # one parametrization, or all
+    if reason:
+        pytest.skip(f"{impl.name} on {device.name}: {reason}")
     for mark in item.iter_markers("needs"):
         for capability in mark.args:
             if not getattr(device, capability, False):

@@ -15,7 +15,7 @@ class ProposerConfig:
     num_spec_tokens: K, drafts per request per propose call.
     vocab_size:      valid token ids are ``0 <= id < vocab_size``.
     block_size:      tokens per KV-cache block.
-    max_model_len:   draft positions at or past it are garbage (DESIGN step 4).
+    max_model_len:   draft positions at or past it are garbage (docs/DESIGN.md step 4).
     max_num_tokens:  capacity of the flattened token buffers.
     max_num_reqs:    capacity of the per-request buffers.
     hidden_size:     width of the hidden states handed between passes.

@@ -31,7 +31,7 @@ class PreparedCall:
 
 
 class CoreOps:
-    """Steps 1-4 of a propose call (DESIGN.md), each overridable."""
+    """Steps 1-4 of a propose call (docs/DESIGN.md), each overridable."""
 
     def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
         if sampled.is_padded:

@@ -1,6 +1,6 @@
 """The MTP proposer: K drafts per request from one verified batch.
 
-``CoreOps`` prepares the inputs (DESIGN.md steps 1-3) into persistent
+``CoreOps`` prepares the inputs (docs/DESIGN.md steps 1-3) into persistent
 buffers sized from the config. The first pass runs the draft model over every
 kept row and drafts token 1 at each request's sample row; steps 2..K run one
 row per request. Three graph modes run the same phase functions:
@@ -30,7 +30,7 @@ from mtp.model import AttentionMeta, DraftModel
 from mtp.mrope import advance_mrope
 from mtp.ops import CoreOps
 from mtp.prepare import PADDING_SLOT
-from mtp.trace import StepRecord
+from mtp.trace import Phase, StepRecord
 
 if TYPE_CHECKING:
     from devices import Device
@@ -46,7 +46,7 @@ class GraphMode(str, Enum):
     FULL = "full"
 
 
-FIRST, STEP = "first", "step"
+FIRST, STEP = Phase.FIRST, Phase.STEP
 
 
 class MtpProposer:
@@ -170,6 +170,14 @@ class MtpProposer:
     def _set_step(self, step: int) -> None:
         """The step number lives on the device, so a graph reads it at replay."""
         self.step_no.fill_(step)
+
+    def captured_sizes(self) -> dict[Phase, list[int]]:
+        """Per phase, the sizes graphs were captured at, ascending (``ProposerUnderTest``)."""
+        return {phase: sorted(s for p, s in self.graphs if p == phase) for phase in Phase}
+
+    @property
+    def hidden_dtype(self) -> torch.dtype:
+        return self.hidden_states.dtype
 
     def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
         """The drafts as host lists, through a pinned buffer and a non-blocking copy."""

@@ -9,7 +9,7 @@ and hands back its chunk of the output, which the proposer all-gathers over
 the group and cuts back to the real rows before sampling. Every rank of a
 group runs the same calls, so every rank issues the same collectives.
 
-The seed does the split with ``maybe_pad_and_reduce``, a reduce-scatter: it
+The 0.13-era proposer does the split with ``maybe_pad_and_reduce``, a reduce-scatter: it
 sums the ranks' copies before splitting, which leaves each rank its chunk
 only when the copies are partial sums of the values. Positions and the
 target's hidden states are whole on every rank, so a literal reduce-scatter

@@ -8,7 +8,7 @@ first pass in a decode-only batch, ``max_num_reqs`` (the scheduler's
 ``max_num_seqs``) when a prefill is present: ranks of a data-parallel group
 may hold different batches, and only a size fixed this way is the same on
 all of them. More rows than the agreed size is an error, never a silent cut
-(DESIGN.md bug class 13); the seed pads with ``F.pad``, which crops when the
+(docs/DESIGN.md bug class 13); the 0.13-era proposer pads with ``F.pad``, which crops when the
 pad is negative.
 
 Graph modes: ``piecewise`` (logits computed outside the graphs, as here);

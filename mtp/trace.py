@@ -1,10 +1,26 @@
-"""A record of what each draft step handed the model, for checking metadata."""
+"""What a proposer shows the checks: the phases, a record of each model call, and the protocol.
+
+``ProposerUnderTest`` is everything the serving simulation and the oracle may
+read of a proposer besides its drafts: the trace of model calls, the sizes it
+captured graphs at per phase, and the dtype of its hidden states (which sets
+the margin under which two draft tokens count as a tie). The core and every
+adapter provide it; nothing else of a proposer's internals is read.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol, runtime_checkable
 
 import torch
+
+
+class Phase(str, Enum):
+    """The two kinds of model call in a propose call, each captured per size in graph modes."""
+
+    FIRST = "first"  # the first pass over every kept token row (docs/DESIGN.md, step 3)
+    STEP = "step"  # draft steps 2..K, one row per request (step 4)
 
 
 @dataclass
@@ -30,3 +46,25 @@ class StepRecord:
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:
         copies = {k: v.detach().clone() for k, v in tensors.items()}
         return cls(step=step, seq_len_bound=seq_len_bound, rows=rows, **copies)
+
+
+@runtime_checkable
+class ProposerUnderTest(Protocol):
+    """What the checks read of a proposer: ``MtpProposer`` and every adapter provide it."""
+
+    trace: list[StepRecord] | None  # with ``record(True)``: one record per model call of the last propose call
+
+    def record(self, on: bool = True) -> None: ...
+
+    def propose(self, batch, sampled) -> torch.Tensor: ...
+
+    def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]: ...
+
+    def captured_sizes(self) -> dict[Phase, list[int]]:
+        """Per phase, the sizes graphs were captured at, ascending (empty lists when eager)."""
+        ...
+
+    @property
+    def hidden_dtype(self) -> torch.dtype:
+        """The dtype of the hidden states the draft model is fed."""
+        ...

@@ -29,17 +29,41 @@ BUILTIN = {
 
 
 @dataclass(frozen=True)
+class Skip:
+    """A gate property an implementation cannot run, why, and on which devices (``None``: on every one).
+
+    The last resort: a skip is printed with its reason on every run where it applies, and nowhere else.
+    """
+
+    reason: str
+    devices: tuple[str, ...] | None = None
+
+    def applies_to(self, device: str) -> bool:
+        return self.devices is None or device in self.devices
+
+
+@dataclass(frozen=True)
 class Implementation:
     """name: shown in the report header. ops: steps 1-4. proposer_cls: the
     full loop. rules: the documented divergences the reference models, so the
-    gate's properties run on them. skips: property name -> reason it cannot
-    run at all (the last resort; never silent)."""
+    gate's properties run on them. skips: test function name (or one
+    parametrization's name) -> the ``Skip`` (a plain string: a reason that
+    holds on every device)."""
 
     name: str
     ops: object
     proposer_cls: type
-    skips: dict[str, str] = field(default_factory=dict)
+    skips: dict[str, Skip | str] = field(default_factory=dict)
     rules: Rules = CORE
+
+    def skip_for(self, names: tuple[str, ...], device: str) -> str | None:
+        """The reason the first of ``names`` that has a skip on ``device`` cannot run, or None."""
+        for name in names:
+            skip = self.skips.get(name)
+            skip = Skip(skip) if isinstance(skip, str) else skip
+            if skip is not None and skip.applies_to(device):
+                return skip.reason
+        return None
 
 
 class ImplementationUnavailable(RuntimeError):

@@ -1,9 +1,9 @@
 """What every adapter around another project's proposer shares: ``MtpProposer``'s face, eager only.
 
 The serving simulation and the gate build a proposer as ``cls(cfg, model,
-device, ops=, mode=)``, switch its trace on with ``record``, read
-``logits_calls``, ``graphs`` and the dtype of ``hidden_states``, and move drafts
-to the host with ``drafts_to_host``. An adapter subclasses ``EagerAdapter``
+device, ops=, mode=)`` and read it through ``mtp.trace.ProposerUnderTest``
+(its trace, captured sizes and hidden dtype; the tests also read
+``logits_calls``), moving drafts to the host with ``drafts_to_host``. An adapter subclasses ``EagerAdapter``
 and writes ``propose``; graph modes are refused at construction, since the
 other projects' graphs (CUDA, ACL) cannot be captured on a CPU run.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from mtp.config import ProposerConfig
+from mtp.trace import Phase
 
 
 class EagerAdapter:
@@ -31,10 +32,13 @@ class EagerAdapter:
         if model.hidden_size != cfg.hidden_size:
             raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
         self.cfg, self.device, self.ops = cfg, device, ops
-        self.graphs: dict = {}
         self.trace = None
         self.logits_calls = 0
-        self.hidden_states = torch.zeros(0, cfg.hidden_size, dtype=torch.float32)  # its dtype is read by sim.serving
+
+    hidden_dtype = torch.float32  # the tiny model's, fed to the adapted proposer as it is
+
+    def captured_sizes(self) -> dict[Phase, list[int]]:
+        return {phase: [] for phase in Phase}  # eager only
 
     def record(self, on: bool = True) -> None:
         self.trace = [] if on else None

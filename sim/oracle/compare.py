@@ -13,8 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from mtp.proposer import FIRST, STEP
-from mtp.trace import StepRecord
+from mtp.trace import Phase, StepRecord
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, slot_of
 from sim.oracle.reference_drafts import RefDraft, reference_drafts
@@ -74,7 +73,7 @@ def compare_trace(
 ) -> list[Mismatch]:
     """The metadata each model call received against the reference's.
 
-    ``captured``: per phase (``FIRST``, ``STEP``), the sizes graphs were captured
+    ``captured``: per ``Phase``, the sizes graphs were captured
     at; each call must run at the smallest one that holds its rows. ``rules``:
     the implementation's documented divergences.
     """
@@ -94,7 +93,7 @@ def compare_trace(
     for rec in trace:
         first_rows = rec.step == 1 or rules.steps_run_first_pass_rows
         real = len(ref.token_indices) if first_rows else len(case.requests)
-        want_rows = expected_rows(real, (captured or {}).get(FIRST if rec.step == 1 else STEP, []))
+        want_rows = expected_rows(real, (captured or {}).get(Phase.FIRST if rec.step == 1 else Phase.STEP, []))
         if rec.rows != want_rows:
             out.append(Mismatch(it, None, f"step {rec.step} rows run", rec.rows, f"{want_rows} for {real} rows"))
         if (rec.padding_slots != -1).any():

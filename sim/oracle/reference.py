@@ -1,10 +1,10 @@
 """The core's quantities computed from their definitions, one request at a time.
 
 Plain Python loops over a ``BatchCase``; nothing here calls ``mtp``. Each
-function restates a step of DESIGN.md "One propose call" as directly as it
+function restates a step of docs/DESIGN.md "One propose call" as directly as it
 can be written, so that a disagreement with the core points at the core.
 ``rules`` (``sim.oracle.rules``) carries an implementation's documented
-divergences; the default is DESIGN.md's.
+divergences; the default is docs/DESIGN.md's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Draft tokens from scratch: one request, dense causal attention, no paging.
 
-DESIGN.md "MTP semantics": position i of the MTP layer takes
+docs/DESIGN.md "MTP semantics": position i of the MTP layer takes
 ``(embed(t[i+1]), h[i])``; the output at the last accepted position L-1
 gives draft 1; step j feeds (draft j-1, the previous step's output) at
 position L-2+j and attends to every earlier position.

@@ -1,11 +1,11 @@
-"""What the reference expects, per implementation: DESIGN.md's rules, or an adapter's documented divergences.
+"""What the reference expects, per implementation: docs/DESIGN.md's rules, or an adapter's documented divergences.
 
-An implementation under test may differ from DESIGN.md by design (vLLM's
+An implementation under test may differ from docs/DESIGN.md by design (vLLM's
 overflow handling) or by a known defect (vllm-ascend 0.23 never lowering
 padded seq_lens). Each difference is named once in the adapter's divergence
 table and pinned by a test there; here it is modelled, so the gate's
 properties still run on that implementation and catch everything else.
-``CORE`` is DESIGN.md itself, what the project's own core must meet.
+``CORE`` is docs/DESIGN.md itself, what the project's own core must meet.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ class Rules:
 
     padded_seq_lens_lowered: padded mode lowers every later step's seq_len by
         the rejected count (False: vllm-ascend's ``padded-seq-lens-not-lowered``,
-        the seed's defect: steps 2..K count the rejected tokens as context).
+        the 0.13-era proposer's defect: steps 2..K count the rejected tokens as context).
     overflow: a draft step whose position reaches ``max_model_len``:
-        ``mask``: position 0, seq_len 1, no slot, every such step (DESIGN step 4);
+        ``mask``: position 0, seq_len 1, no slot, every such step (docs/DESIGN.md step 4);
         ``restart``: the first such step as ``mask``, later ones continue from
         position 0 (1, 2, ...) with real slots (vLLM's ``overflow-restart``);
         ``seq-len-restart``: position and slot as ``mask``, but seq_len advances
@@ -31,7 +31,7 @@ class Rules:
         ``position-restart``: position and KV write as ``restart``, seq_len as
         ``seq-len-restart`` (vllm-ascend 0.13's ``MtpProposer``).
     max_query_len_compacted: unpadded mode reports the compacted batch's longest
-        query (False: the original lengths, an upper bound, the seed's defect).
+        query (False: the original lengths, an upper bound, the 0.13-era proposer's defect).
     stale_last_row: the batch's last row keeps an old buffer value as its
         first-pass input id when it is no sample row (vLLM's ``stale-last-row``);
         that id is not compared.
@@ -40,7 +40,7 @@ class Rules:
         per request (vllm-ascend's ``mtp-steps-run-padded-rows``).
     slots_from_block_table: a later step's slot is looked up in the block table
         at its position (False: the previous step's slot + 1, starting from the
-        last accepted token's, -1 on a step that writes no KV: the seed's
+        last accepted token's, -1 on a step that writes no KV: the 0.13-era proposer's
         ``slot_mapping += 1``, wrong across a block boundary).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1

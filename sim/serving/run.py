@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mtp.ops import CoreOps
-from mtp.proposer import FIRST, STEP, MtpProposer
+from mtp.proposer import MtpProposer
 from sim.models.paged_attention import PagedKvCache
 from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
@@ -100,7 +100,7 @@ def run_scenario(
         proposer.record(True)
     report = RunReport(scenario)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
-    tol = MARGIN_TOLERANCE[proposer.hidden_states.dtype]
+    tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
     kv_intact = True
     for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs):
         it = iteration.index
@@ -115,7 +115,7 @@ def run_scenario(
                 report.verified[p] += 1
                 report.accepted[p] += p <= accepted
         if check:
-            captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in (FIRST, STEP)}
+            captured = proposer.captured_sizes()
             report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured, rules)
             if kv_intact:  # else a draft step wrote KV outside the block table: later drafts are undefined
                 bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import torch
 
-from mtp.proposer import FIRST, STEP
 from sim.models.paged_attention import PagedKvCache
 from sim.models.tiny import TinyConfig, TinyMtp
 from sim.oracle.cases import to_batch
@@ -74,7 +73,7 @@ def check_calls_in_sequence(proposer_cls, seq: CallSequence, device, ops=None) -
         _reset_cache(model, seed=i)
         got = proposer.propose(batch, sampled)
         held.append((got, got.clone()))
-        captured = {phase: sorted(s for p, s in proposer.graphs if p == phase) for phase in (FIRST, STEP)}
+        captured = proposer.captured_sizes()
         problems = compare_trace(i, call.case, call.padded, proposer.trace, captured)
         if problems:
             raise AssertionError("\n  ".join(str(m) for m in problems[:6]) + "\n" + _where(seq, i))

@@ -16,7 +16,7 @@ from mtp.prepare import PADDING_SLOT
 
 
 class SlotPlusOne(CoreOps):
-    """The seed's ``slot_mapping += 1``: wrong once a draft crosses a block boundary."""
+    """The 0.13-era proposer's ``slot_mapping += 1``: wrong once a draft crosses a block boundary."""
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step):
         meta = super().advance_step(cfg, base_positions, accepted_seq_lens, block_table, step)
@@ -26,7 +26,7 @@ class SlotPlusOne(CoreOps):
 
 
 class PaddedSeqLensNotLowered(CoreOps):
-    """The seed's padded mode: later steps attend to the KV of rejected tokens."""
+    """The 0.13-era proposer's padded mode: later steps attend to the KV of rejected tokens."""
 
     def prepare(self, cfg, batch, sampled, nxt):
         first = super().prepare(cfg, batch, sampled, nxt)
@@ -45,7 +45,7 @@ class SampleIndexOffByOne(CoreOps):
 
 
 class MaxQueryLenFromOldLengths(CoreOps):
-    """The seed's unpadded path: max_query_len taken from the query lengths before rejection."""
+    """The 0.13-era proposer's unpadded path: max_query_len taken from the query lengths before rejection."""
 
     def prepare(self, cfg, batch, sampled, nxt):
         first = super().prepare(cfg, batch, sampled, nxt)

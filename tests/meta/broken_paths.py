@@ -10,7 +10,7 @@ from mtp.proposer import MtpProposer
 
 
 class MropeNotAdvanced(MtpProposer):
-    """The seed's M-RoPE defect: later steps write the scalar ``positions`` and
+    """The 0.13-era proposer's M-RoPE defect: later steps write the scalar ``positions`` and
     leave ``mrope_positions`` as the first pass wrote it, so every draft step
     rotates by a stale row of another request."""
 

@@ -38,7 +38,7 @@ class GraphPaddingBeforeGather(PcpProposer):
 
 
 class LogitsOnceOnRank1(PcpProposer):
-    """Bug class 7: rank 1 stops after the first pass (the seed's dummy run
+    """Bug class 7: rank 1 stops after the first pass (the 0.13-era proposer's dummy run
     computing logits once), so it issues fewer collectives than rank 0."""
 
     def _run(self, phase, size, bound):

@@ -43,7 +43,7 @@ class _Summed(SequenceParallel):
 
 
 class ReduceScatteredLikeTheSeed(SharedExpertDpProposer):
-    """The seed's ``maybe_pad_and_reduce`` taken literally: a reduce-scatter sums every rank's whole
+    """The 0.13-era proposer's ``maybe_pad_and_reduce`` taken literally: a reduce-scatter sums every rank's whole
     copy of the positions and hidden states, so each rank holds T times its chunk."""
 
     def split(self, rows):

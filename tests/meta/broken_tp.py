@@ -23,7 +23,7 @@ class UnpaddedOnRank1(LmHeadTpProposer):
 
 
 def pad_truncating(rows: torch.Tensor, agreed: int) -> torch.Tensor:
-    """The seed's padding: ``F.pad`` by ``agreed - n``, which crops rows when negative."""
+    """The 0.13-era proposer's padding: ``F.pad`` by ``agreed - n``, which crops rows when negative."""
     return torch.nn.functional.pad(rows, (0, agreed - rows.shape[0]))
 
 

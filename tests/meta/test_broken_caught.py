@@ -8,14 +8,18 @@ Their inner ``@settings`` come from ``_broken()``, which builds on the
 ``broken`` profile at run time and takes ``derandomize`` from the profile in
 force, so under ``ci`` every meta-test draws the same examples on every run.
 Each accepts exactly the failures its bug can produce: a property's
-``AssertionError``, plus the crash that is that bug's own symptom where it has
-one (named per variant below), never any exception.
+``AssertionError`` with the message the property writes (``match=``), plus
+the crash that is that bug's own symptom where it has one (named per variant
+below), never any exception. Every broken variant is listed by some
+parametrization here or in tests/meta/test_ranks_broken.py, which
+tests/meta/test_every_variant_caught.py checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 
 import pytest
 import torch
@@ -23,18 +27,28 @@ from hypothesis import given, reject, settings
 
 from devices.base import GraphError
 from mtp.proposer import GraphNotCaptured, MtpProposer
+from sim.cli import main as sim_main
 from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks import core_checks, sequence_checks
-from tests.meta import broken_devices, broken_ops, broken_proposers
+from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_scenario
+from tests.checks.modes import NEEDS_GRAPHS
+from tests.meta import broken_devices, broken_ops, broken_paths, broken_pcp, broken_proposers, broken_tp
 from tests.properties import test_device_contract as contract
-from tests.checks.e2e_checks import check_dummy_run_matches_propose
+from tests.properties.test_group_of_one import ODD_PREFILL, check_group_of_one
+from tests.properties.test_mrope_eagle3 import SMALL as PATHS_SMALL
+from tests.properties.test_tp_plan import check_padding
+from tests.properties.test_validation import check_malformed_refused
 from tests.strategies.batches import batch_cases
 from tests.strategies.malformed import malformed_inputs
 from tests.strategies.scenarios import scenarios
 from tests.strategies.sequences import call_sequences
-from tests.properties.test_validation import check_malformed_refused
 
 pytestmark = pytest.mark.order(-1)
+
+# What the core checks, the serving-run check and a sequence write on failure: a case that replays.
+CORE_CASE = r"replay: BatchCase\("
+SERVING_RUN = r"mismatches:(.|\n)*replay: python -m sim replay "
 
 
 def _broken(**overrides) -> settings:
@@ -69,7 +83,7 @@ def test_broken_variant_is_caught(device, variant, check):
     def prop(case):
         check(variant(), case=case, device=device)
 
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=CORE_CASE):
         prop()
 
 
@@ -84,7 +98,7 @@ E2E_CAUGHT = [
     "variant, padded", E2E_CAUGHT, ids=[f"{v.__name__}-{'padded' if p else 'unpadded'}" for v, p in E2E_CAUGHT]
 )
 def test_broken_variant_changes_the_drafts(device, variant, padded):
-    """The seed's defects change draft tokens, not only metadata: the tiny
+    """The 0.13-era proposer's defects change draft tokens, not only metadata: the tiny
     model is sensitive enough, even with a cache of stale zeros (no NaN poison)."""
 
     @_broken(max_examples=100)
@@ -97,9 +111,9 @@ def test_broken_variant_changes_the_drafts(device, variant, padded):
             # the write: a real symptom, but not the one this test is about. Draw another scenario.
             reject()
         wrong_drafts = [m for m in report.mismatches if m.what.startswith("draft")]
-        assert not wrong_drafts, wrong_drafts[0]
+        assert not wrong_drafts, f"wrong drafts: {wrong_drafts[0]}"
 
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="wrong drafts: "):
         prop()
 
 
@@ -108,48 +122,54 @@ def test_broken_variant_changes_the_drafts(device, variant, padded):
 # comparison. That crash is the bug's own symptom, and the gate fails on it too.
 SAMPLE_INDEX_OUT_OF_RANGE = (IndexError,)
 
+
+def _in(mode: str, *args):
+    """A parameter in ``mode``: one that needs graphs unless eager."""
+    return pytest.param(*args, mode, marks=() if mode == "eager" else NEEDS_GRAPHS, id=f"{args[0].__name__}-{mode}")
+
+
 PROPOSER_CAUGHT = [
-    (broken_proposers.CaptureSizesWrongOrder, "piecewise", ()),
-    (broken_proposers.CaptureSizesStaleCopy, "full", ()),
-    (broken_proposers.PaddedQslForSampleIndices, "piecewise", SAMPLE_INDEX_OUT_OF_RANGE),
-    (broken_proposers.PaddedQslForSampleIndices, "full", SAMPLE_INDEX_OUT_OF_RANGE),
-    (broken_proposers.BufferReplaced, "full", ()),
-    (broken_proposers.StepBakedAtCapture, "full", ()),
-    (broken_proposers.HostBoundNotAdvanced, "eager", ()),
-    (broken_proposers.HostBoundNotAdvanced, "full", ()),
-    (broken_proposers.ReadBeforeSync, "eager", ()),
+    _in("piecewise", broken_proposers.CaptureSizesWrongOrder, ()),
+    _in("full", broken_proposers.CaptureSizesStaleCopy, ()),
+    _in("piecewise", broken_proposers.PaddedQslForSampleIndices, SAMPLE_INDEX_OUT_OF_RANGE),
+    _in("full", broken_proposers.PaddedQslForSampleIndices, SAMPLE_INDEX_OUT_OF_RANGE),
+    _in("full", broken_proposers.BufferReplaced, ()),
+    _in("full", broken_proposers.StepBakedAtCapture, ()),
+    _in("eager", broken_proposers.HostBoundNotAdvanced, ()),
+    _in("full", broken_proposers.HostBoundNotAdvanced, ()),
+    _in("eager", broken_proposers.ReadBeforeSync, ()),
 ]
 
 
-@pytest.mark.parametrize(
-    "variant, mode, symptoms", PROPOSER_CAUGHT, ids=[f"{v.__name__}-{m}" for v, m, _ in PROPOSER_CAUGHT]
-)
-def test_broken_proposer_is_caught(device, variant, mode, symptoms):
-    if mode != "eager" and not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
-
+@pytest.mark.parametrize("variant, symptoms, mode", PROPOSER_CAUGHT)
+def test_broken_proposer_is_caught(device, variant, symptoms, mode):
     @_broken(max_examples=100)
     @given(scenario=scenarios())
     def prop(scenario):
         scenario = dataclasses.replace(scenario, graph_mode=mode)
         report = run_scenario(scenario, device, proposer_cls=variant)
-        assert report.ok, report.mismatches[0]
+        assert report.ok, f"mismatches: {report.mismatches[0]}"
 
-    with pytest.raises((AssertionError, GraphError, GraphNotCaptured, *symptoms)):
+    with pytest.raises((AssertionError, GraphError, GraphNotCaptured, *symptoms)) as failed:
         prop()
+    if failed.type is AssertionError:
+        failed.match("mismatches: ")
 
 
 SEQUENCE_CAUGHT = [
-    (broken_proposers.ReturnsDraftBuffer, "drafts returned by call"),  # the caller's drafts overwritten
-    (broken_proposers.StaleSlotsPastLastToken, "graph-padding slots"),  # needs graphs: padding rows
+    pytest.param(broken_proposers.ReturnsDraftBuffer, "drafts returned by call", id="ReturnsDraftBuffer"),
+    pytest.param(  # graph-padding rows exist only under graphs
+        broken_proposers.StaleSlotsPastLastToken,
+        "graph-padding slots",
+        id="StaleSlotsPastLastToken",
+        marks=NEEDS_GRAPHS,
+    ),
 ]
 
 
-@pytest.mark.parametrize("variant, symptom", SEQUENCE_CAUGHT, ids=[v.__name__ for v, _ in SEQUENCE_CAUGHT])
+@pytest.mark.parametrize("variant, symptom", SEQUENCE_CAUGHT)
 def test_broken_proposer_is_caught_in_sequence(device, variant, symptom):
     """State carried from one call to the next, invisible to a single call on a fresh proposer."""
-    if not device.supports_graphs and variant is broken_proposers.StaleSlotsPastLastToken:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
 
     @_broken(max_examples=200)
     @given(seq=call_sequences())
@@ -160,7 +180,8 @@ def test_broken_proposer_is_caught_in_sequence(device, variant, symptom):
         prop()
 
 
-@pytest.mark.parametrize("variant", [MtpProposer, broken_proposers.DummyRunLogitsOnce])
+@NEEDS_GRAPHS
+@pytest.mark.parametrize("variant", [MtpProposer, broken_proposers.DummyRunLogitsOnce], ids=lambda v: v.__name__)
 def test_dummy_run_computes_logits_like_a_real_call(device, variant):
     if variant is MtpProposer:
         check_dummy_run_matches_propose(device, variant)
@@ -193,18 +214,69 @@ def test_lax_simulator_fails_the_device_contract(variant, check):
         check(device=lax, buffers=buffers)
 
 
-def test_reversed_all_gather_fails_the_device_contract(device):
+@pytest.mark.parametrize("gather", [broken_devices.all_gather_rank_reversed], ids=lambda g: g.__name__)
+def test_reversed_all_gather_fails_the_device_contract(device, gather):
     with pytest.raises(AssertionError, match="all-gather gave"):
-        contract.check_all_gather(device, gather="tests.meta.broken_devices:all_gather_rank_reversed")
+        contract.check_all_gather(device, gather=f"{gather.__module__}:{gather.__name__}")
 
 
-def test_missing_validation_is_caught():
+@pytest.mark.parametrize("variant", [broken_ops.NoValidation], ids=lambda v: v.__name__)
+def test_missing_validation_is_caught(variant):
     @_broken(max_examples=100)
     @given(m=malformed_inputs())
     def prop(m):
-        check_malformed_refused(broken_ops.NoValidation(), m)
+        check_malformed_refused(variant(), m)
 
-    # Unvalidated, a malformed call either goes through (DID NOT RAISE), crashes
-    # with another error deep inside, or raises without naming the field.
-    with pytest.raises((Exception, pytest.fail.Exception)):
+    # Unvalidated, a malformed call goes through, crashes with another type deep inside, or raises
+    # without naming the field: the check's AssertionError says which.
+    with pytest.raises(AssertionError, match="not refused|not ValueError|error does not"):
         prop()
+
+
+BROKEN_PATHS = [
+    (broken_paths.MropeNotAdvanced, {"mrope": True}),
+    (broken_paths.MropeRowZeroOnly, {"mrope": True}),
+    (broken_paths.MropeFromScalarPositions, {"mrope": True}),
+    (broken_paths.Eagle3NotCombined, {"method": "eagle3"}),
+    (broken_paths.Eagle3CombinedEveryStep, {"method": "eagle3"}),
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", pytest.param("full", marks=NEEDS_GRAPHS)])
+@pytest.mark.parametrize("variant, fields_", BROKEN_PATHS, ids=[v.__name__ for v, _ in BROKEN_PATHS])
+def test_broken_path_is_caught(device, variant, fields_, mode):
+    """tests/properties/test_mrope_eagle3.py's early case fails on each broken M-RoPE and eagle3 path."""
+    scenario = dataclasses.replace(PATHS_SMALL, graph_mode=mode, **fields_)
+    with pytest.raises(AssertionError, match=SERVING_RUN):
+        check_scenario(scenario, device, f"broken-{variant.__name__}", proposer_cls=variant)
+
+
+@pytest.mark.parametrize("variant", [broken_pcp.PaddingRowsWriteKv], ids=lambda v: v.__name__)
+def test_a_broken_grouped_proposer_fails_a_group_of_one(device, variant):
+    with pytest.raises(AssertionError, match=SERVING_RUN) as failed:
+        check_group_of_one(device, variant, ODD_PREFILL, "broken-group-of-one")
+    assert f"--pcp 1 --proposer {variant.__module__}:{variant.__name__}" in str(failed.value)
+
+
+@pytest.mark.parametrize("pad", [broken_tp.pad_truncating], ids=lambda f: f.__name__)
+def test_truncating_padding_is_caught(pad):
+    """The 0.13-era proposer's F.pad crops a batch larger than the agreed size instead of failing."""
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        check_padding(pad, 9, 8)
+
+
+@pytest.mark.parametrize("variant", [broken_ops.SlotPlusOne], ids=lambda v: v.__name__)
+def test_failure_writes_a_case_that_replays(device, variant, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scenario = Scenario(block_size=2, accept="all", requests=(RequestSpec(0, 7, 12),))
+    with pytest.raises(AssertionError, match=SERVING_RUN) as err:
+        check_scenario(scenario, device, "replay-me", ops=variant())
+    command = str(err.value).split("replay: ")[-1]
+    assert (
+        command == f"python -m sim replay failures/replay-me.json --device sim --ops {variant.__module__}:SlotPlusOne"
+    )
+    assert Scenario.from_dict(json.loads((tmp_path / "failures/replay-me.json").read_text())) == scenario
+    argv = command.split()[3:]
+    assert sim_main(argv) == 1
+    assert "slot_mapping" in capsys.readouterr().out
+    assert sim_main(argv[:4]) == 0  # the core itself passes the same case

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from mtp.proposer import MtpProposer
 from tests.checks import sequence_checks
+from tests.checks.modes import MODE_GROUPS, per_group
 from tests.strategies.sequences import call_sequences
 
 pytestmark = pytest.mark.order(1)
 
 
-def _on(device, seq):
-    return seq if device.supports_graphs else seq._replace(mode="eager")
-
-
-@given(seq=call_sequences())
-def test_calls_in_sequence_are_each_as_if_first(device, impl, seq):
+@pytest.mark.parametrize("modes", MODE_GROUPS)
+@per_group(1)
+@given(data=st.data())
+def test_calls_in_sequence_are_each_as_if_first(device, impl, modes, data):
     """Each call equals the reference and a fresh proposer; returned drafts survive later calls."""
-    sequence_checks.check_calls_in_sequence(impl.proposer_cls or MtpProposer, _on(device, seq), device, ops=impl.ops)
+    seq = data.draw(call_sequences(modes=modes), label="seq")
+    sequence_checks.check_calls_in_sequence(impl.proposer_cls or MtpProposer, seq, device, ops=impl.ops)

@@ -1,4 +1,4 @@
-"""The core's input preparation equals the from-scratch reference (DESIGN steps 1-4)."""
+"""The core's input preparation equals the from-scratch reference (docs/DESIGN.md steps 1-4)."""
 
 from __future__ import annotations
 

@@ -26,11 +26,11 @@ from mtp.proposer import FIRST, STEP, GraphMode, MtpProposer
 from mtp.shared_expert_dp import SharedExpertDpLmHeadTpProposer, SharedExpertDpProposer
 from mtp.tp import LmHeadTpProposer
 from sim.serving.run import build_models, run_scenario
-from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.meta.broken_pcp import PaddingRowsWriteKv
 from tests.checks.e2e_checks import check_scenario
 from tests.checks.example_budget import share
+from tests.checks.modes import MODE_GROUPS, MODES, NEEDS_GRAPHS, per_group
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the multi-rank cases every broken variant fails
@@ -44,6 +44,7 @@ GROUPED = [
     PcpSharedExpertDpProposer,
 ]
 GROUP_OF_ONE = share(8)
+GROUP_OF_ONE_PER_MODES = per_group(8)
 
 
 def one_rank_gather(tensor: torch.Tensor) -> torch.Tensor:
@@ -67,12 +68,12 @@ def check_group_of_one(device, cls, scenario: Scenario, name: str) -> None:
     check_scenario(scenario, device, name, proposer_cls=proposer_cls, replay_args=replay_args)
 
 
+@pytest.mark.parametrize("modes", MODE_GROUPS)
 @pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
-@GROUP_OF_ONE
-@given(scenario=scenarios(max_reqs=4, max_iterations=10), mode=st.sampled_from(GRAPH_MODES))
-def test_a_group_of_one_equals_the_reference(device, cls, scenario, mode, request):
-    if mode != "eager" and not device.supports_graphs:
-        mode = "eager"
+@GROUP_OF_ONE_PER_MODES
+@given(scenario=scenarios(max_reqs=4, max_iterations=10), data=st.data())
+def test_a_group_of_one_equals_the_reference(device, cls, modes, scenario, data, request):
+    mode = data.draw(st.sampled_from(modes), label="mode")
     if mode == "full" and issubclass(cls, LmHeadTpProposer):
         mode = "piecewise"  # lm-head TP refuses full graphs (tests/properties/test_tp_plan.py)
     event(f"mode={mode}")
@@ -81,13 +82,6 @@ def test_a_group_of_one_equals_the_reference(device, cls, scenario, mode, reques
 
 # A prefill of odd length beside a decode: PCP pads it to 2P = 2 chunks even on one rank.
 ODD_PREFILL = Scenario(num_spec_tokens=3, block_size=2, requests=(RequestSpec(0, 5, 6), RequestSpec(0, 2, 6)))
-
-
-@pytest.mark.order(-1)
-def test_a_broken_grouped_proposer_fails_it(device):
-    with pytest.raises(AssertionError, match="mismatches") as failed:
-        check_group_of_one(device, PaddingRowsWriteKv, ODD_PREFILL, "broken-group-of-one")
-    assert "--pcp 1 --proposer tests.meta.broken_pcp:PaddingRowsWriteKv" in str(failed.value)
 
 
 def _recording(sent: list):
@@ -102,7 +96,11 @@ def _recording(sent: list):
 
 @pytest.mark.parametrize(
     "cls, mode",
-    [(PcpProposer, "eager"), (PcpLmHeadTpProposer, "eager"), (LmHeadTpProposer, "piecewise")],
+    [
+        (PcpProposer, "eager"),
+        (PcpLmHeadTpProposer, "eager"),
+        pytest.param(LmHeadTpProposer, "piecewise", marks=NEEDS_GRAPHS),
+    ],
     ids=lambda p: getattr(p, "__name__", p),
 )
 def test_the_closing_gathers_come_last_at_step_0(device, cls, mode):
@@ -110,8 +108,6 @@ def test_the_closing_gathers_come_last_at_step_0(device, cls, mode):
     then the rows), the first at step 1 (a first pass; under piecewise graphs, that of the first
     capture's dummy run), and ``close_collectives`` issues one more on each group, its header at draft
     step ``END_STEP``: a rank behind its peers meets it there (tests/properties/test_tp.py)."""
-    if mode != "eager" and not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     sent, made = {"group": [], "tp": []}, []
     group = group_of_one(cls, _recording(sent["group"]), _recording(sent["tp"]))
 
@@ -174,11 +170,10 @@ def test_the_model_gets_the_documented_dtypes(device, cls, mrope):
     assert seen and all(dtypes == MODEL_DTYPES for dtypes in seen), seen
 
 
+@NEEDS_GRAPHS
 @pytest.mark.parametrize("cls", GROUPED, ids=lambda c: c.__name__)
 def test_a_grouped_proposer_keeps_the_core_arguments(device, cls):
     """The ops, graph mode and capture sizes given reach the core (a broken ``ops`` must run)."""
-    if not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     ops = CoreOps()
     proposer = _one_rank(cls, device, ops=ops, mode="piecewise", capture_sizes=[2, 4])
     assert proposer.ops is ops
@@ -244,17 +239,12 @@ class AgreedRowsRecorded(LmHeadTpProposer):
         return super().tp_gather(tensor)
 
 
-@GROUP_OF_ONE
-@given(
-    scenario=scenarios(max_reqs=4, max_iterations=6),
-    mode=st.sampled_from(["eager", "piecewise"]),
-    warm_up=st.booleans(),
-)
+@pytest.mark.parametrize("mode", MODES[:2])  # lm-head TP refuses full graphs
+@GROUP_OF_ONE_PER_MODES
+@given(scenario=scenarios(max_reqs=4, max_iterations=6), warm_up=st.booleans())
 def test_lm_head_gathers_carry_the_agreed_rows(device, scenario, mode, warm_up):
     """Ranks of a data-parallel group hold different batches: every vocabulary gather must carry the
     row count they all agree on, which one rank's drafts never show (the padding rows are cut)."""
-    if mode != "eager" and not device.supports_graphs:
-        mode = "eager"
     made = []
 
     def factory(*args, **kwargs):
@@ -271,14 +261,13 @@ def test_lm_head_gathers_carry_the_agreed_rows(device, scenario, mode, warm_up):
         assert made[0].calls[-1][1], "the last dummy run gathered no vocabulary slices"
 
 
+@NEEDS_GRAPHS
 @pytest.mark.parametrize("cls", [PcpProposer, PcpLmHeadTpProposer], ids=lambda c: c.__name__)
 def test_a_proposer_with_nothing_to_capture_warms_up_once(device, cls):
     """K=1 under PCP: the first pass runs eagerly and there are no steps, so piecewise graphs capture
     nothing. The dummy runs of that (empty) capture happen once, in the first call, and leave that
     call's own request count alone: lm-head TP, whose agreed size is the decode's token count, found
     one request sampled as ``max_num_reqs`` rows otherwise."""
-    if not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     dummy_runs, made = [], []
 
     def factory(*args, **kwargs):

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from devices.eager import EagerDevice
 from mtp.batch import NO_BACKUP, SampledTokens, VerifiedBatch
 from mtp.proposer import MtpProposer
+from mtp.trace import Phase, ProposerUnderTest
 from sim.oracle.cases import to_batch, valid_ids
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
+from tests.checks.modes import MODES
 from tests.strategies.batches import batch_cases
 
 CPU = torch.device("cpu")
@@ -169,12 +171,10 @@ class LogitRows(torch.nn.Module):
         return self.model.compute_logits(hidden)
 
 
-@pytest.mark.parametrize("mode", ["eager", "piecewise"])
+@pytest.mark.parametrize("mode", MODES[:2])
 def test_a_first_call_computes_logits_for_the_batch_rows_only(device, mode):
     """Eagerly, and outside piecewise graphs, logits are computed for the batch's requests only: in
     the first call too, whose capture's dummy runs (which sample every request row) come first."""
-    if mode != "eager" and not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     scenario = Scenario(requests=(RequestSpec(0, 9, 4), RequestSpec(0, 5, 4)))
     model, target = build_models(scenario, device.torch_device)
     sim = ServingSim(scenario, target)
@@ -203,3 +203,13 @@ def test_eager_device_refuses_graph_modes():
     model, target = build_models(scenario, CPU)
     with pytest.raises(ValueError, match="mode='full'"):
         MtpProposer(ServingSim(scenario, target).config, model, EagerDevice(), mode="full")
+
+
+def test_the_proposer_under_test_shows_what_the_checks_read(device, impl):
+    """The implementation's proposer offers ``ProposerUnderTest``: all the oracle reads besides its drafts."""
+    scenario = Scenario(requests=(RequestSpec(0, 6, 4),))
+    model, target = build_models(scenario, device.torch_device)
+    proposer = impl.proposer_cls(ServingSim(scenario, target).config, model, device, ops=impl.ops)
+    assert isinstance(proposer, ProposerUnderTest)
+    assert set(proposer.captured_sizes()) == set(Phase)
+    assert proposer.hidden_dtype.is_floating_point

@@ -22,20 +22,16 @@ from mtp.proposer import MtpProposer
 from sim.models.mrope import mrope_rows
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
-from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.checks.e2e_checks import check_scenario
-from tests.checks.example_budget import share
+from tests.checks.modes import MODE_GROUPS, per_group
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
-PATHS = share(12)
+PATHS = per_group(12)
 VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"mrope": True, "method": "eagle3"}}
-
-
-def _mode(device, mode: str) -> str:
-    return mode if device.supports_graphs else "eager"
 
 
 def _check(device, impl, scenario, name):
@@ -59,39 +55,21 @@ SMALL = Scenario(
 @pytest.mark.order(1)
 @pytest.mark.parametrize("path", list(VARIANTS))
 def test_a_case_every_broken_variant_fails_matches_reference(device, impl, path):
-    """``SMALL`` fails on every broken variant below: one serving run per path, run early, so a
-    broken path fails within seconds, before the property below draws (and shrinks) scenarios."""
+    """``SMALL`` fails on every broken variant of tests/meta/broken_paths.py: one serving run per path, run
+    early, so a broken path fails within seconds, before the property below draws (and shrinks) scenarios."""
     _check(device, impl, dataclasses.replace(SMALL, **VARIANTS[path]), f"small-{path}")
 
 
+@pytest.mark.parametrize("modes", MODE_GROUPS)
 @pytest.mark.parametrize("path", list(VARIANTS))
 @PATHS
-@given(scenario=scenarios(), mode=st.sampled_from(GRAPH_MODES))
-def test_path_matches_reference(device, impl, path, scenario, mode, request):
+@given(scenario=scenarios(), data=st.data())
+def test_path_matches_reference(device, impl, path, modes, scenario, data, request):
     """Drafts (margin-aware) and every call's metadata, M-RoPE rows included."""
-    mode = _mode(device, mode)
+    mode = data.draw(st.sampled_from(modes), label="mode")
     event(f"mode={mode}")
     scenario = dataclasses.replace(scenario, graph_mode=mode, **VARIANTS[path])
     _check(device, impl, scenario, request.node.name)
-
-
-BROKEN = [
-    ("MropeNotAdvanced", {"mrope": True}),
-    ("MropeRowZeroOnly", {"mrope": True}),
-    ("MropeFromScalarPositions", {"mrope": True}),
-    ("Eagle3NotCombined", {"method": "eagle3"}),
-    ("Eagle3CombinedEveryStep", {"method": "eagle3"}),
-]
-
-
-@pytest.mark.parametrize("mode", ["eager", "full"])
-@pytest.mark.parametrize("name, fields_", BROKEN, ids=[b[0] for b in BROKEN])
-def test_broken_path_is_caught(device, name, fields_, mode):
-    import tests.meta.broken_paths as broken
-
-    scenario = dataclasses.replace(SMALL, graph_mode=_mode(device, mode), **fields_)
-    with pytest.raises(AssertionError, match="mismatches"):
-        check_scenario(scenario, device, f"broken-{name}", proposer_cls=getattr(broken, name))
 
 
 def test_image_rows_differ_and_text_is_offset():

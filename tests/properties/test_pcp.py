@@ -17,11 +17,9 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from sim.ranks.pcp import PcpCase, PcpPool, check_pcp
-from sim.ranks.pool import CollectiveMismatch, RankFailure
-from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
-from tests.checks.e2e_checks import FAILURE_DIR
-from tests.checks.example_budget import share
-from tests.checks.rank_pools import module_pools
+from sim.ranks.pool import RankFailure
+from tests.checks.modes import MODE_GROUPS, per_group
+from tests.checks.rank_checks import PCP_SMALL, assert_pcp
 from tests.strategies.scenarios import scenarios
 
 # Multi-process: after every single-process property, before the meta-tests.
@@ -31,77 +29,31 @@ from tests.strategies.scenarios import scenarios
 # rest instead of alone at the end (README, "Ordering and speed").
 pytestmark = [pytest.mark.order(-2), pytest.mark.xdist_group("pcp2")]
 
-PCP = share(4, at_least=1)  # multi-process: left out of mutate
+PCP = per_group(4, at_least=1)  # multi-process: left out of mutate
 SIZES = [
     pytest.param(2, id="2"),
     pytest.param(4, id="4", marks=[pytest.mark.xdist_group("pcp4"), pytest.mark.order(1)]),
 ]
 
 
-@pytest.fixture(scope="module")
-def pools(device):
-    yield from module_pools(device, PcpPool)
-
-
-def _assert_pcp(scenario, pool, device, name, proposer=None, ops=None):
-    problems = check_pcp(scenario, pool, device, proposer=proposer, ops=ops)
-    if problems:
-        path = scenario.save(FAILURE_DIR / f"{name}.json")
-        extra = "".join(f" --{k} {v}" for k, v in (("proposer", proposer), ("ops", ops)) if v)
-        raise AssertionError(
-            "\n  ".join(problems[:6]) + f"\nreplay: python -m sim replay {path} --pcp {pool.size}{extra}"
-        )
-
-
-SMALL = Scenario(
-    num_spec_tokens=3,
-    block_size=2,
-    token_budget=24,
-    requests=(RequestSpec(0, 30, 6), RequestSpec(0, 5, 6), RequestSpec(1, 11, 6)),
-)
-
-
 @pytest.mark.order(1)
 @pytest.mark.parametrize("size", SIZES)
-def test_a_case_every_broken_variant_fails_equals_single_rank(device, pools, size):
-    """``SMALL`` (a long prefill split over the ranks beside decodes, blocks crossed) fails on every
+def test_a_case_every_broken_variant_fails_equals_single_rank(device, pcp_pools, size):
+    """``PCP_SMALL`` (a long prefill split over the ranks beside decodes, blocks crossed) fails on every
     broken variant below: run first on each pool, it fails a PCP bug within seconds of the pool's
     start, before the property below draws (and shrinks) scenarios."""
-    _assert_pcp(SMALL, pools(size), device, f"pcp-small-{size}")
+    assert_pcp(PCP_SMALL, pcp_pools(size), device, f"pcp-small-{size}")
 
 
+@pytest.mark.parametrize("modes", MODE_GROUPS)
 @pytest.mark.parametrize("size", SIZES)
 @PCP
-@given(scenario=scenarios(max_reqs=4, max_iterations=10), mode=st.sampled_from(GRAPH_MODES))
-def test_pcp_equals_single_rank(device, pools, size, scenario, mode, request):
+@given(scenario=scenarios(max_reqs=4, max_iterations=10), data=st.data())
+def test_pcp_equals_single_rank(device, pcp_pools, size, modes, scenario, data, request):
     """Padded or unpadded (drawn), eager or graph modes (later steps captured, collectives included)."""
-    if mode != "eager" and not device.supports_graphs:
-        mode = "eager"
+    mode = data.draw(st.sampled_from(modes), label="mode")
     event(f"mode={mode}")
-    _assert_pcp(dataclasses.replace(scenario, graph_mode=mode), pools(size), device, request.node.name)
-
-
-BROKEN = [
-    ("tests.meta.broken_pcp:DecodeFixedReshape", None),
-    ("tests.meta.broken_pcp:GraphPaddingBeforeGather", None),
-    (None, "tests.meta.broken_ops:SlotPlusOne"),
-]
-
-
-@pytest.mark.parametrize("proposer, ops", BROKEN, ids=[(p or o).split(":")[1] for p, o in BROKEN])
-def test_broken_pcp_variant_is_caught(device, pools, proposer, ops):
-    with pytest.raises(AssertionError):
-        _assert_pcp(SMALL, pools(2), device, "broken-pcp", proposer=proposer, ops=ops)
-
-
-def test_ranks_issuing_different_collectives_are_reported(device, pools):
-    with pytest.raises(CollectiveMismatch, match="different collectives"):
-        pools(2).run(
-            PcpCase(
-                asdict(SMALL),
-                proposer="tests.meta.broken_pcp:LogitsOnceOnRank1",
-            )
-        )
+    assert_pcp(dataclasses.replace(scenario, graph_mode=mode), pcp_pools(size), device, request.node.name)
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +71,16 @@ def impatient_pool(device):
 @pytest.mark.parametrize(
     "kind, message", [("raise", "rank 1 failed"), ("exit", "rank 1 exited"), ("hang", "rank 1 did not answer")]
 )
-def test_a_failing_rank_is_named_in_bounded_time(device, pools, impatient_pool, kind, message):
-    pool = impatient_pool if kind == "hang" else pools(2)
-    case = PcpCase(asdict(SMALL), fault=(1, kind, 1))
+def test_a_failing_rank_is_named_in_bounded_time(device, pcp_pools, impatient_pool, kind, message):
+    pool = impatient_pool if kind == "hang" else pcp_pools(2)
+    case = PcpCase(asdict(PCP_SMALL), fault=(1, kind, 1))
     start = time.monotonic()
     with pytest.raises(RankFailure, match=message):
         pool.run(case)
     assert time.monotonic() - start < 60
 
 
-def test_a_single_rank_run_that_raises_leaves_the_pool_ready(device, pools, monkeypatch):
+def test_a_single_rank_run_that_raises_leaves_the_pool_ready(device, pcp_pools, monkeypatch):
     """The ranks serve a case while this process runs it on one rank: if that run raises, the ranks'
     answer must not be read as the next case's."""
     import sim.ranks.pcp
@@ -139,7 +91,7 @@ def test_a_single_rank_run_that_raises_leaves_the_pool_ready(device, pools, monk
     with monkeypatch.context() as patch:
         patch.setattr(sim.ranks.pcp, "single_rank", raising)
         with pytest.raises(RuntimeError, match="single rank broke"):
-            check_pcp(SMALL, pools(2), device)
-    broken = dataclasses.replace(SMALL, seed=SMALL.seed + 1)
-    assert check_pcp(broken, pools(2), device, ops="tests.meta.broken_ops:SlotPlusOne")
-    assert check_pcp(SMALL, pools(2), device) == []
+            check_pcp(PCP_SMALL, pcp_pools(2), device)
+    broken = dataclasses.replace(PCP_SMALL, seed=PCP_SMALL.seed + 1)
+    assert check_pcp(broken, pcp_pools(2), device, ops="tests.meta.broken_ops:SlotPlusOne")
+    assert check_pcp(PCP_SMALL, pcp_pools(2), device) == []

@@ -14,9 +14,10 @@ from hypothesis import event, given
 
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
-from sim.serving.scenario import GRAPH_MODES, RequestSpec, Scenario
+from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_scenario
 from tests.checks.example_budget import share
+from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -29,8 +30,6 @@ GRAPHS = share(5)
 
 
 def _check(device, impl, scenario, padded, mode, name):
-    if mode != "eager" and not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
     report = check_scenario(
         scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls, rules=impl.rules, impl=impl.name
@@ -46,7 +45,7 @@ def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, req
     _check(device, impl, scenario, padded, "eager", request.node.name)
 
 
-@pytest.mark.parametrize("mode", [m for m in GRAPH_MODES if m != "eager"])
+@pytest.mark.parametrize("mode", GRAPH_ONLY)
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @GRAPHS
 @given(scenario=scenarios())
@@ -56,21 +55,18 @@ def test_graph_modes_match_reference(device, impl, padded, mode, scenario, reque
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
+@NEEDS_GRAPHS
 def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
     """A dummy run (what a rank with no requests issues to keep step with the others) computes logits,
     and so under PCP or TP runs its collectives, as often as a real call (bug class 7)."""
-    if not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     check_dummy_run_matches_propose(device, impl.proposer_cls)
 
 
 @pytest.mark.order(0)
-@pytest.mark.parametrize("mode", GRAPH_MODES)
+@pytest.mark.parametrize("mode", MODES)
 def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):
     """A server warms up (vLLM's profile run) with a dummy run before its first request, eager
     included; the core's proposer must run it and then serve as if it had not."""
-    if mode != "eager" and not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
 
     def warmed_up(*args, **kwargs):
         proposer = MtpProposer(*args, **kwargs)
@@ -82,11 +78,10 @@ def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):
 
 
 @pytest.mark.order(0)
+@NEEDS_GRAPHS
 def test_a_scenario_captures_graphs_at_its_capture_sizes(device):
     """The sizes a scenario names, in any order, are the ones its proposer captures at (each phase up
     to its buffers), and the run equals the reference, a first pass past the largest size included."""
-    if not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
     captured, rows = set(), []
 
     def seen(_report, _sim, proposer):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import types
 
@@ -15,13 +14,11 @@ from devices.base import GraphError
 from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
 from mtp.proposer import STEP, GraphNotCaptured, MtpProposer
-from sim.cli import main as sim_main
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.meta.broken_ops import SlotPlusOne
-from tests.checks.e2e_checks import check_scenario
+from tests.checks.modes import NEEDS_GRAPHS
 
 pytestmark = pytest.mark.order(1)
 
@@ -33,9 +30,7 @@ def _first_iteration(scenario, device, mode="eager"):
 
 
 def _graph_mode_call(device, mrope=False):
-    """A piecewise proposer after one call, and that call's inputs."""
-    if not device.supports_graphs:
-        pytest.skip(f"device {device.name} lacks supports_graphs")
+    """A piecewise proposer after one call, and that call's inputs (its tests carry ``NEEDS_GRAPHS``)."""
     scenario = Scenario(mrope=mrope, requests=(RequestSpec(0, 9, 4), RequestSpec(0, 5, 4)))
     proposer, it = _first_iteration(scenario, device, mode="piecewise")
     batch, sampled = to_batch(it.case, device.torch_device, True, it.hidden)
@@ -55,6 +50,7 @@ def test_bad_call_leaves_proposer_usable(device, padded):
     assert torch.equal(proposer.propose(batch, sampled), want)
 
 
+@NEEDS_GRAPHS
 @pytest.mark.parametrize("buffer, mrope", [("input_ids", False), ("block_table", False), ("mrope_positions", True)])
 def test_a_buffer_rebound_after_capture_is_refused_at_replay(device, buffer, mrope):
     """A graph reads the addresses it was captured with: a buffer rebound to a fresh tensor would
@@ -65,6 +61,7 @@ def test_a_buffer_rebound_after_capture_is_refused_at_replay(device, buffer, mro
         proposer.propose(batch, sampled)
 
 
+@NEEDS_GRAPHS
 def test_a_graph_missing_at_replay_is_named_not_captured_late(device):
     """Graphs are captured only by ``capture_all``: a call that finds none at its size says which
     sizes there are, rather than capturing one in the middle of serving."""
@@ -141,20 +138,6 @@ def test_hidden_size_mismatch_is_named(device):
     cfg = ServingSim(scenario, target).config
     with pytest.raises(ValueError, match="hidden_size=32"):
         MtpProposer(dataclasses.replace(cfg, hidden_size=16), model, device)
-
-
-def test_failure_writes_a_case_that_replays(device, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    scenario = Scenario(block_size=2, accept="all", requests=(RequestSpec(0, 7, 12),))
-    with pytest.raises(AssertionError) as err:
-        check_scenario(scenario, device, "replay-me", ops=SlotPlusOne())
-    command = str(err.value).split("replay: ")[-1]
-    assert command == "python -m sim replay failures/replay-me.json --device sim --ops tests.meta.broken_ops:SlotPlusOne"
-    assert Scenario.from_dict(json.loads((tmp_path / "failures/replay-me.json").read_text())) == scenario
-    argv = command.split()[3:]
-    assert sim_main(argv) == 1
-    assert "slot_mapping" in capsys.readouterr().out
-    assert sim_main(argv[:4]) == 0  # the core itself passes the same case
 
 
 def test_the_default_capture_sizes_are_vllms():

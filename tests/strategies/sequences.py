@@ -33,10 +33,18 @@ class CallSequence(NamedTuple):
 
 
 @st.composite
-def call_sequences(draw, max_calls: int = 3, max_reqs: int = 8, max_model_len_range: tuple[int, int] = (8, 160)):
-    """A ``CallSequence`` of 2..``max_calls`` batches for one proposer."""
+def call_sequences(
+    draw,
+    max_calls: int = 3,
+    max_reqs: int = 8,
+    max_model_len_range: tuple[int, int] = (8, 160),
+    modes: tuple[str, ...] = GRAPH_MODES,
+):
+    """A ``CallSequence`` of 2..``max_calls`` batches for one proposer, in one of ``modes``."""
     if max_calls < 2 or max_reqs < 1:
         raise ValueError(f"max_calls={max_calls!r}, max_reqs={max_reqs!r}: need max_calls >= 2, max_reqs >= 1")
+    if not modes or set(modes) - set(GRAPH_MODES):
+        raise ValueError(f"modes={modes!r}: one or more of {GRAPH_MODES}")
     lo, hi = max_model_len_range
     if not 2 <= lo <= hi:
         raise ValueError(f"max_model_len_range={max_model_len_range!r}: needs 2 <= lo <= hi")
@@ -62,7 +70,7 @@ def call_sequences(draw, max_calls: int = 3, max_reqs: int = 8, max_model_len_ra
         hidden_size=8,
     )
     calls = [Call(build_case(cfg, s, seed), p) for s, seed, p in zip(shapes, seeds, padded)]
-    mode = draw(st.sampled_from(GRAPH_MODES))
+    mode = draw(st.sampled_from(modes))
     # One size both phases can hold (steps pad requests, up to max_reqs), more for the first pass.
     small = draw(st.integers(1, min(max_reqs, cfg.max_num_tokens)))
     sizes = draw(st.lists(st.integers(1, cfg.max_num_tokens), max_size=1))

@@ -1,6 +1,6 @@
 """vLLM 0.33.0's ``EagleProposer`` as an implementation under test (``--impl vllm``).
 
-``VllmOps`` computes DESIGN steps 1-4 with vLLM's own functions
+``VllmOps`` computes docs/DESIGN.md steps 1-4 with vLLM's own functions
 (``prepare_next_token_ids_padded`` / ``_cpu``, ``prepare_inputs_padded`` /
 ``prepare_inputs``, the first-pass input shift of ``set_inputs_first_pass``,
 and the per-step kernel ``eagle_step_update_slot_mapping_and_metadata``) and

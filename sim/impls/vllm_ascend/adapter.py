@@ -1,6 +1,6 @@
 """vllm-ascend 0.23.0's ``AscendEagleProposer`` as an implementation under test (``--impl vllm_ascend``).
 
-``AscendOps`` computes DESIGN steps 1-4 with vllm-ascend's own methods
+``AscendOps`` computes docs/DESIGN.md steps 1-4 with vllm-ascend's own methods
 (``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
 ``prepare_inputs_padded`` / ``prepare_inputs``, the first-pass shift of
 ``set_inputs_first_pass``, the per-step update ``attn_update_stack_num_spec_norm``)

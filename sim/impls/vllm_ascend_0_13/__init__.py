@@ -1,6 +1,6 @@
 """vllm-ascend 0.13.0's ``MtpProposer`` on CPU as an implementation under test (imports it lazily).
 
-The released proposer nearest the seed (DESIGN.md). It reuses ``sim.impls.vllm_ascend``'s
+The released proposer nearest the 0.13-era proposer (docs/DESIGN.md). It reuses ``sim.impls.vllm_ascend``'s
 fake ``torch_npu``, import order, config and interop; what differs in 0.13 is here:
 
 ``importing``: the pinned versions and why this release cannot be tested here.

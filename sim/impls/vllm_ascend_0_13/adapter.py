@@ -1,6 +1,6 @@
 """vllm-ascend 0.13.0's ``MtpProposer`` as an implementation under test (``--impl vllm_ascend_0_13``).
 
-``Ascend013Ops`` computes DESIGN steps 1-4 with 0.13.0's code and returns the core's types:
+``Ascend013Ops`` computes docs/DESIGN.md steps 1-4 with 0.13.0's code and returns the core's types:
 step 1 by ``prepare_next_token_ids_padded`` (0.13's signature: the metadata, discard indices
 and a count) / vLLM 0.13's ``prepare_next_token_ids_cpu``; steps 2-3 by ``prepare_inputs_padded``
 (Triton kernel in the interpreter, or its torch fallback) / ``prepare_inputs``. The first-pass

@@ -9,8 +9,8 @@ from hypothesis import given
 
 from sim.impls.vllm import interop
 from sim.oracle.cases import to_batch
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm.cases import CORE, CPU
+from tests.strategies.batches import batch_cases
 
 
 def _same(a, b) -> bool:

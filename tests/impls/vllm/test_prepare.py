@@ -9,8 +9,8 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm.cases import CORE, CPU, VLLM, both
+from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "slot_mapping", "sample_indices")
 

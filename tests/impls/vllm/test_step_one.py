@@ -10,8 +10,8 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured
 from sim.oracle.cases import to_batch
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm.cases import CORE, CPU, VLLM
+from tests.strategies.batches import batch_cases
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

@@ -8,8 +8,8 @@ from hypothesis import given
 
 from sim.impls.vllm import interop
 from sim.oracle import reference
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm.cases import VLLM, both, vllm_step_expected
+from tests.strategies.batches import batch_cases
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

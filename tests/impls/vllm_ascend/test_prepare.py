@@ -10,8 +10,8 @@ from hypothesis import given
 from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
+from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")
 

@@ -10,8 +10,8 @@ from hypothesis import given
 from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm_ascend.cases import ASCEND, CORE, CPU
+from tests.strategies.batches import batch_cases
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

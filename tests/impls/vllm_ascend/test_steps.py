@@ -7,8 +7,8 @@ from hypothesis import given
 
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle import reference
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm_ascend.cases import ASCEND, both
+from tests.strategies.batches import batch_cases
 
 
 def _steps(case, padded):

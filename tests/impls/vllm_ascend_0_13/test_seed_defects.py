@@ -1,4 +1,4 @@
-"""The seed's defects (DESIGN.md "Known defects of the seed") on vllm-ascend 0.13.0's shipped MtpProposer.
+"""The 0.13-era proposer's defects (docs/DESIGN.md "Known defects of the 0.13-era proposer") on vllm-ascend 0.13.0's shipped MtpProposer.
 
 One test per defect: each asserts whether 0.13.0 has it, on the metadata 0.13's code computes,
 and on the drafts themselves where the defect changes them (whole serving runs of ``_propose``
@@ -23,8 +23,8 @@ from sim.oracle import compare, reference
 from sim.oracle.cases import to_batch
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm_ascend_0_13.cases import ASCEND, CPU, both, one_decode
+from tests.strategies.batches import batch_cases
 
 # Blocks far apart: a draft crossing a block boundary lands in a block that is not the next one.
 CROSSING = one_decode(num_computed=2, blocks=[7, 2, 5])  # positions 2..5 verified, drafts at 6, 7, 8

@@ -9,8 +9,8 @@ from hypothesis import given
 
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.oracle import reference
-from tests.strategies.batches import batch_cases
 from tests.impls.vllm_ascend_0_13.cases import ASCEND, both, one_decode
+from tests.strategies.batches import batch_cases
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
