@@ -89,13 +89,6 @@ DIVERGENCES = {
 }
 
 
-def reason(*ids: str) -> str:
-    """A skip reason naming divergences and where they are pinned."""
-    return "; ".join(
-        f"divergence {i} (docs/DIVERGENCES.md, pinned by tests/impls/vllm/{DIVERGENCES[i].pinned_by})" for i in ids
-    )
-
-
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vLLM.
 RULES = Rules(overflow="restart", max_query_len_compacted=False, stale_last_row=True)
 

@@ -56,7 +56,7 @@ def unavailable_reason() -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ batch <-> CommonAttentionMetadata
+# ------------------------------------------------------------------ batch -> CommonAttentionMetadata
 def to_common_attn_metadata(batch: VerifiedBatch):
     """The target's ``CommonAttentionMetadata`` of a verified batch (fresh tensors)."""
     backend = import_vllm("vllm.v1.attention.backend")
@@ -86,56 +86,7 @@ def to_spec_decode_metadata(batch: VerifiedBatch):
     return metadata.SpecDecodeMetadata.make_dummy(drafts, batch.token_ids.device)
 
 
-def from_vllm_metadata(
-    cad, spec, token_ids: torch.Tensor, positions: torch.Tensor, hidden_states: torch.Tensor
-) -> VerifiedBatch:
-    """The ``VerifiedBatch`` a target ``CommonAttentionMetadata`` + ``SpecDecodeMetadata`` describe.
-
-    Token ids, positions and hidden states are not part of vLLM's metadata
-    (the runner passes them to ``propose`` beside it), so they are given.
-    """
-    seq_lens = cad.seq_lens_cpu_upper_bound
-    seq_lens = (cad.seq_lens if seq_lens is None else seq_lens).tolist()
-    return VerifiedBatch.from_requests(
-        query_lens=cad.query_start_loc_cpu.diff().tolist(),
-        seq_lens=seq_lens,
-        num_draft_tokens=list(spec.num_draft_tokens),
-        block_tables=cad.block_table_tensor.tolist(),
-        token_ids=token_ids,
-        positions=positions,
-        slot_mapping=cad.slot_mapping.clone(),
-        hidden_states=hidden_states,
-        device=cad.seq_lens.device,
-    )
-
-
-# ------------------------------------------------------------------ FirstPassInputs <-> spec metadata
-def first_pass_to_common_attn_metadata(first: FirstPassInputs, batch: VerifiedBatch):
-    """The ``CommonAttentionMetadata`` vLLM's first pass runs on, from the core's ``FirstPassInputs``.
-
-    vLLM keeps no -1 tail on the slot mapping: it holds exactly the N rows.
-    """
-    backend = import_vllm("vllm.v1.attention.backend")
-    seq_lens = first.seq_lens.to(torch.int32).clone()
-    qsl_cpu = first.query_start_loc_cpu
-    if qsl_cpu is None:  # padded: the batch's own query_start_loc
-        qsl_cpu = batch.query_start_loc_cpu
-    qsl_cpu = torch.as_tensor(np.asarray(qsl_cpu), dtype=torch.int32)
-    return backend.CommonAttentionMetadata(
-        query_start_loc=first.query_start_loc.to(torch.int32).clone(),
-        query_start_loc_cpu=qsl_cpu,
-        seq_lens=seq_lens,
-        seq_lens_cpu_upper_bound=seq_lens.cpu().clone(),
-        num_reqs=batch.num_reqs,
-        num_actual_tokens=first.num_tokens,
-        max_query_len=first.max_query_len,
-        max_seq_len=int(seq_lens.max()),
-        block_table_tensor=batch.block_table.to(torch.int32).clone(),
-        slot_mapping=first.slot_mapping[: first.num_tokens].clone(),
-        causal=True,
-    )
-
-
+# ------------------------------------------------------------------ spec metadata -> FirstPassInputs
 def first_pass_from_vllm(
     cad,
     token_indices: torch.Tensor,
@@ -167,7 +118,7 @@ def first_pass_from_vllm(
     )
 
 
-# ------------------------------------------------------------------ SampledTokens <-> request states
+# ------------------------------------------------------------------ SampledTokens -> request states
 @dataclass
 class RequestView:
     """The part of vLLM's ``CachedRequestState`` that step 1 reads.
@@ -245,18 +196,4 @@ def to_step_one_inputs(
         discard_mask=torch.from_numpy(discarded.copy()).to(batch.query_start_loc.device),
         num_scheduled={rid: int(q) for rid, q in zip(req_ids, qlens)},
         sampled_lists=lists,
-    )
-
-
-def from_step_one_inputs(
-    inputs: StepOneInputs, batch: VerifiedBatch, padded: torch.Tensor | None = None
-) -> SampledTokens:
-    """The core's ``SampledTokens`` from vLLM's step-1 inputs (backup: the token at ``seq_len``)."""
-    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
-    backup = [inputs.requests[rid].tokens.get(int(s), -1) for rid, s in zip(inputs.input_batch.req_ids, seq_lens)]
-    return SampledTokens(
-        padded=padded,
-        lists=None if padded is not None else [list(ids) for ids in inputs.sampled_lists],
-        discarded=inputs.discard_mask.cpu().numpy().astype(bool),
-        backup=np.asarray(backup, dtype=np.int64),
     )

@@ -73,14 +73,6 @@ DIVERGENCES = {
 }
 
 
-def reason(*ids: str) -> str:
-    """A skip reason naming divergences and where they are pinned."""
-    return "; ".join(
-        f"divergence {i} (docs/DIVERGENCES-vllm-ascend.md, pinned by tests/impls/vllm_ascend/{DIVERGENCES[i].pinned_by})"
-        for i in ids
-    )
-
-
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.
 RULES = Rules(
     padded_seq_lens_lowered=False,
