@@ -22,6 +22,9 @@ class Phase(str, Enum):
     FIRST = "first"  # the first pass over every kept token row (docs/DESIGN.md, step 3)
     STEP = "step"  # draft steps 2..K, one row per request (step 4)
 
+    def __str__(self) -> str:
+        return self.value  # messages name the phase as it is spelled, on every Python
+
 
 @dataclass
 class StepRecord:
