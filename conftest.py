@@ -107,9 +107,10 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     """An implementation's skip key that names no collected test is a stale entry: warn, naming it."""
     impl = config.mtp_impl
-    if not impl.skips or not items:
+    properties = [item for item in items if "properties" in item.path.parts]  # the gate's, where skips apply
+    if not impl.skips or not properties:
         return
-    names = {item.name for item in items} | {item.originalname for item in items}
+    names = {item.name for item in properties} | {item.originalname for item in properties}
     for key in sorted(set(impl.skips) - names):
         warnings.warn(pytest.PytestWarning(f"{impl.name}: skip key {key!r} matches no collected test"), stacklevel=1)
 
