@@ -49,10 +49,15 @@ def test_pcp_ranks_issuing_different_collectives_are_reported(device, pcp_pools,
 
 
 @pytest.mark.xdist_group("tp")
-@pytest.mark.parametrize("variant", [broken_tp.ShardsInRankOrderReversed], ids=lambda v: v.__name__)
-def test_shards_joined_in_the_wrong_order_are_caught(device, tp_pools, variant):
+@pytest.mark.parametrize(
+    "variant, ranks",
+    [(broken_tp.ShardsInRankOrderReversed, 2), (broken_tp.VocabGatheredOverPcpGroup, 4)],  # 4: a 2 x 2 mesh
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_vocabulary_slices_joined_wrong_are_caught(device, tp_pools, variant, ranks):
+    """Slices joined in the wrong rank order, or gathered over the PCP group of a mesh."""
     with pytest.raises(AssertionError, match=f"drafts(.|\n)*{COMPARED_TP}"):
-        assert_tp(TP_SMALL, tp_pools(2), device, "broken-tp", proposer=variant_path(variant))
+        assert_tp(TP_SMALL, tp_pools(ranks), device, f"broken-tp-{variant.__name__}", proposer=variant_path(variant))
 
 
 @pytest.mark.xdist_group("tp")
@@ -64,13 +69,6 @@ def test_shards_joined_in_the_wrong_order_are_caught(device, tp_pools, variant):
 def test_broken_shared_expert_dp_is_caught(device, tp_pools, variant):
     with pytest.raises(AssertionError, match=f"(drafts|metadata|raised|failed)(.|\n)*{COMPARED_TP}"):
         assert_tp(TP_SMALL_SEDP, tp_pools(2), device, f"broken-sedp-{variant.__name__}", proposer=variant_path(variant))
-
-
-@pytest.mark.xdist_group("tp")
-@pytest.mark.parametrize("variant", [broken_tp.VocabGatheredOverPcpGroup], ids=lambda v: v.__name__)
-def test_vocab_gathered_over_the_wrong_group_is_caught(device, tp_pools, variant):
-    with pytest.raises(AssertionError, match=f"drafts(.|\n)*{COMPARED_TP}"):
-        assert_tp(TP_SMALL, tp_pools(4), device, "broken-pcp-tp", proposer=variant_path(variant))
 
 
 @pytest.mark.xdist_group("tp")
