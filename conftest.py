@@ -84,6 +84,7 @@ def pytest_configure(config):
         "needs(capability): run only on devices whose attribute `capability` is true (else skip, with the reason)",
     )
     config.addinivalue_line("markers", "order(n): position in the gate (pytest-order); ignored without it")
+    config.addinivalue_line("markers", "known_defect(id): the spec's expected failure on a known defect")
     config.addinivalue_line("markers", "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)")
     from sim.impls import ImplementationUnavailable, load_implementation
 
@@ -96,11 +97,16 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
-    return [
-        f"device: {config.mtp_device.describe()}, implementation under test: {config.mtp_impl.name}",
+    impl, device = config.mtp_impl, config.mtp_device
+    lines = [
+        f"device: {device.describe()}, implementation under test: {impl.name}",
         f"hypothesis profile: {settings.get_current_profile_name()}, "
         f"seed: {seed if seed is not None else 'random per test'}",
     ]
+    in_force = impl.in_force(device.name)
+    if in_force:
+        lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
+    return lines
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: a key is checked against every collected test
@@ -113,6 +119,16 @@ def pytest_collection_modifyitems(config, items):
     names = {item.name for item in properties} | {item.originalname for item in properties}
     for key in sorted(set(impl.skips) - names):
         warnings.warn(pytest.PytestWarning(f"{impl.name}: skip key {key!r} matches no collected test"), stacklevel=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A known defect's spec that passes (XPASS strict) says what it means: the defect is fixed."""
+    report = yield
+    mark = item.get_closest_marker("known_defect")
+    if mark and report.when == "call" and report.failed and "XPASS(strict)" in str(report.longrepr):
+        report.longrepr = f"fixed: {mark.args[0]} no longer present; drop it from the list"
+    return report
 
 
 def pytest_runtest_setup(item):

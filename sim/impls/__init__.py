@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from devices.plugins import load_factory
+from sim.impls.divergence import Kind
 from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
@@ -48,13 +49,23 @@ class Implementation:
     full loop. rules: the documented divergences the reference models, so the
     gate's properties run on them. skips: test function name (or one
     parametrization's name) -> the ``Skip`` (a plain string: a reason that
-    holds on every device)."""
+    holds on every device). divergences: the named differences from
+    docs/DESIGN.md in force (``sim.impls.divergence``), shown on every run."""
 
     name: str
     ops: object
     proposer_cls: type
     skips: dict[str, Skip | str] = field(default_factory=dict)
     rules: Rules = CORE
+    divergences: tuple = ()
+
+    def defects(self, device: str) -> list:
+        """The known defects in force on ``device``, each modelled by a rule (the ones the gate can see)."""
+        return [d for d in self.in_force(device) if d.kind is Kind.DEFECT and d.rule]
+
+    def in_force(self, device: str) -> list:
+        """The divergences that apply on ``device`` (an artifact names its devices)."""
+        return [d for d in self.divergences if d.devices is None or device in d.devices]
 
     def skip_for(self, names: tuple[str, ...], device: str) -> str | None:
         """The reason the first of ``names`` that has a skip on ``device`` cannot run, or None."""

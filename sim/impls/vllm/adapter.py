@@ -26,7 +26,7 @@ from mtp.validate import validate_batch, validate_sampled
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.vllm import interop
-from sim.impls.vllm.divergences import GATE_SKIPS, RULES
+from sim.impls.vllm.divergences import DIVERGENCES, GATE_SKIPS, RULES
 from sim.impls.vllm.eagle import configured, eagle_proposer, start_fresh
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
@@ -187,4 +187,4 @@ def implementation() -> Implementation:
     reason = interop.unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm", reason)
-    return Implementation("vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES)
+    return Implementation("vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()))

@@ -29,7 +29,7 @@ from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import GATE_SKIPS, RULES
+from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, RULES
 from sim.impls.vllm_ascend.importing import import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
@@ -228,4 +228,6 @@ def implementation() -> Implementation:
     reason = unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm_ascend", reason)
-    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES)
+    return Implementation(
+        "vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values())
+    )

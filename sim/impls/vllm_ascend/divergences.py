@@ -10,77 +10,79 @@ its reason (``GATE_SKIPS``).
 from __future__ import annotations
 
 from sim.impls import Skip
-from sim.impls.vllm.divergences import Divergence
-from sim.oracle.rules import Rules
+from sim.impls.divergence import Divergence, Kind, rules_of, table
 
-DIVERGENCES = {
-    d.id: d
-    for d in (
-        Divergence(
-            "padded-seq-lens-not-lowered",
-            "AscendSpecDecodeBaseProposer._propose (overrides vLLM 0.23 EagleProposer.propose)",
-            "steps 2..K attend to seq_len = (seq_len - n_rej) + j - 1: the accepted prefix plus earlier drafts",
-            "padded mode never subtracts num_rejected_tokens_gpu (vLLM 0.23 does: cad.seq_lens -= num_rejected): "
-            "step j attends to seq_len + j - 1, n_rej keys too many, the rejected tokens' KV among them",
-            "test_steps.py::test_padded_seq_lens_not_lowered",
-        ),
-        Divergence(
-            "overflow-seq-len-restart",
-            "attn_update_stack_num_spec_norm",
-            "every step whose position reaches max_model_len: position 0, seq_len 1, slot -1",
-            "position 0 and slot -1 likewise, but seq_len is raised before the test (seq_len > max_model_len -> 1), "
-            "so the next steps get 2, 3, ...; with padded-seq-lens-not-lowered it also trips while the position "
-            "is still valid (seq_len 1 with a real slot)",
-            "test_steps.py::test_overflow_seq_len_restart",
-        ),
-        Divergence(
-            "backup-token",
-            "prepare_next_token_ids_padded",
-            "a request without a valid sampled token continues from its token at seq_len",
-            "from get_token_id(num_tokens_no_spec - 1), the last known token (vLLM's rule; the unpadded path "
-            "uses the token at seq_len)",
-            "test_step_one.py::test_backup_token_divergence",
-        ),
-        Divergence(
-            "stale-last-row",
-            "set_inputs_first_pass",
-            "the last row of the flattened batch keeps its own id when it is not a sample row",
-            "that row is never written: it keeps the buffer's old value (padded, last request rejected a draft)",
-            "test_prepare.py::test_stale_last_row_divergence",
-        ),
-        Divergence(
-            "unpadded-max-query-len",
-            "prepare_inputs",
-            "max_query_len of the compacted batch",
-            "max_query_len of the original query lengths (an upper bound)",
-            "test_prepare.py::test_unpadded_max_query_len_divergence",
-        ),
-        Divergence(
-            "slot-mapping-in-place",
-            "prepare_inputs",
-            "the caller's batch is never written",
-            "the caller's slot_mapping is compacted in place (accepted rows first, -1 tail); the adapter hands a copy",
-            "test_prepare.py::test_prepare_inputs_rewrites_caller_slot_mapping",
-        ),
-        Divergence(
-            "mtp-steps-run-padded-rows",
-            "_run_merged_draft",
-            "steps 2..K run one row per request",
-            "for method mtp, steps 2..K run at the first pass's row count; rows past B hold stale inputs, slot -1",
-            "test_propose.py::test_steps_run_at_first_pass_rows",
-        ),
-    )
-}
+DIVERGENCES = table(
+    Divergence(
+        "padded-seq-lens-not-lowered",
+        "AscendSpecDecodeBaseProposer._propose (overrides vLLM 0.23 EagleProposer.propose)",
+        "steps 2..K attend to seq_len = (seq_len - n_rej) + j - 1: the accepted prefix plus earlier drafts",
+        "padded mode never subtracts num_rejected_tokens_gpu (vLLM 0.23 does: cad.seq_lens -= num_rejected): "
+        "step j attends to seq_len + j - 1, n_rej keys too many, the rejected tokens' KV among them",
+        "test_steps.py::test_padded_seq_lens_not_lowered",
+        kind=Kind.DEFECT,
+        rule={"padded_seq_lens_lowered": False},
+    ),
+    Divergence(
+        "overflow-seq-len-restart",
+        "attn_update_stack_num_spec_norm",
+        "every step whose position reaches max_model_len: position 0, seq_len 1, slot -1",
+        "position 0 and slot -1 likewise, but seq_len is raised before the test (seq_len > max_model_len -> 1), "
+        "so the next steps get 2, 3, ...; with padded-seq-lens-not-lowered it also trips while the position "
+        "is still valid (seq_len 1 with a real slot)",
+        "test_steps.py::test_overflow_seq_len_restart",
+        kind=Kind.DEFECT,
+        rule={"overflow": "seq-len-restart"},
+    ),
+    Divergence(
+        "backup-token",
+        "prepare_next_token_ids_padded",
+        "a request without a valid sampled token continues from its token at seq_len",
+        "from get_token_id(num_tokens_no_spec - 1), the last known token (vLLM's rule; the unpadded path "
+        "uses the token at seq_len)",
+        "test_step_one.py::test_backup_token_divergence",
+        kind=Kind.DESIGN,
+    ),
+    Divergence(
+        "stale-last-row",
+        "set_inputs_first_pass",
+        "the last row of the flattened batch keeps its own id when it is not a sample row",
+        "that row is never written: it keeps the buffer's old value (padded, last request rejected a draft)",
+        "test_prepare.py::test_stale_last_row_divergence",
+        kind=Kind.DESIGN,
+        rule={"stale_last_row": True},
+    ),
+    Divergence(
+        "unpadded-max-query-len",
+        "prepare_inputs",
+        "max_query_len of the compacted batch",
+        "max_query_len of the original query lengths (an upper bound)",
+        "test_prepare.py::test_unpadded_max_query_len_divergence",
+        kind=Kind.DEFECT,
+        rule={"max_query_len_compacted": False},
+    ),
+    Divergence(
+        "slot-mapping-in-place",
+        "prepare_inputs",
+        "the caller's batch is never written",
+        "the caller's slot_mapping is compacted in place (accepted rows first, -1 tail); the adapter hands a copy",
+        "test_prepare.py::test_prepare_inputs_rewrites_caller_slot_mapping",
+        kind=Kind.DESIGN,
+    ),
+    Divergence(
+        "mtp-steps-run-padded-rows",
+        "_run_merged_draft",
+        "steps 2..K run one row per request",
+        "for method mtp, steps 2..K run at the first pass's row count; rows past B hold stale inputs, slot -1",
+        "test_propose.py::test_steps_run_at_first_pass_rows",
+        kind=Kind.DESIGN,
+        rule={"steps_run_first_pass_rows": True},
+    ),
+)
 
 
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.
-RULES = Rules(
-    padded_seq_lens_lowered=False,
-    overflow="seq-len-restart",
-    max_query_len_compacted=False,
-    stale_last_row=True,
-    steps_run_first_pass_rows=True,
-)
+RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name (one parametrization, or all): printed as the skip reason.
 GATE_SKIPS = {

@@ -1,0 +1,78 @@
+"""A named difference between an implementation under test and docs/DESIGN.md, with its kind.
+
+Three kinds (docs/DESIGN.md, "Implementations under test and their divergences"):
+
+- ``DESIGN``: the implementation chose otherwise; its behaviour replaces the spec for it.
+- ``DEFECT``: the implementation is wrong. Its behaviour is modelled so that everything else is
+  still compared, but it never becomes the truth: the spec property runs as a strict expected
+  failure (tests/properties/test_known_defects.py), so the day it is fixed the run says so.
+- ``ARTIFACT``: a consequence of the harness's setting (a CPU device, the fake ``torch_npu``),
+  on the devices it names only.
+
+``rule``: the ``Rules`` fields (sim/oracle/rules.py) that model it; an implementation's rules are
+the union of its divergences' (``rules_of``), so the table is the one place they are stated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sim.oracle.rules import CORE, Rules
+
+
+class Kind(str, Enum):
+    DESIGN = "design"
+    DEFECT = "defect"
+    ARTIFACT = "artifact"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """id: named once, in every table and report. where: the implementation's function. core: what
+    docs/DESIGN.md says. impl: what the implementation does. pinned_by: ``MODULE.py::TEST`` of the
+    implementation's differential suite that shows it."""
+
+    id: str
+    where: str
+    core: str
+    impl: str
+    pinned_by: str
+    kind: Kind = Kind.DESIGN
+    rule: dict = field(default_factory=dict)
+    devices: tuple[str, ...] | None = None  # an artifact's devices; None: every device
+
+    def __post_init__(self) -> None:
+        unknown = set(self.rule) - {f.name for f in dataclasses.fields(Rules)}
+        if unknown:
+            raise ValueError(f"{self.id}: rule names no Rules field: {sorted(unknown)}")
+
+    def label(self) -> str:
+        return f"{self.id} ({self.kind})"
+
+
+def table(*divergences: Divergence) -> dict[str, Divergence]:
+    """id -> divergence; an id named twice is refused."""
+    found: dict[str, Divergence] = {}
+    for d in divergences:
+        if d.id in found:
+            raise ValueError(f"divergence {d.id!r} is named twice")
+        found[d.id] = d
+    return found
+
+
+def rules_of(divergences) -> Rules:
+    """The rules that model every divergence of ``divergences`` (the spec's where none says otherwise)."""
+    fields: dict = {}
+    for d in divergences:
+        fields |= d.rule
+    return dataclasses.replace(CORE, **fields)
+
+
+def spec_for(rules: Rules, defect: Divergence) -> Rules:
+    """``rules`` with ``defect`` no longer modelled: what the spec demands of that one behaviour."""
+    return dataclasses.replace(rules, **{name: getattr(CORE, name) for name in defect.rule})

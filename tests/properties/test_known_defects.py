@@ -1,0 +1,72 @@
+"""Every known defect of the implementation under test is still there: the spec fails on it.
+
+A defect is modelled so that the gate compares everything else (``Implementation.rules``), but
+it never becomes the truth. For each defect in force, the serving-run property runs under the
+spec for that one behaviour (the implementation's rules with the defect's rule reverted,
+``sim.impls.divergence.spec_for``) as a strict expected failure: XFAIL while the defect is
+there; the day a change fixes it the spec holds, and the run fails with "fixed: ID no longer
+present; drop it from the list" until the divergence table says so. The core has no known
+defects, so nothing is generated for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from sim.impls.divergence import spec_for
+from tests.checks.e2e_checks import check_scenario
+from tests.strategies.scenarios import scenarios
+
+pytestmark = pytest.mark.order(2)  # whole serving runs
+
+# Stop at the first counterexample (no shrinking: the failure is expected), the same examples every run.
+SPEC_FAILS = settings(
+    max_examples=40,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def pytest_generate_tests(metafunc):
+    if "defect" not in metafunc.fixturenames:
+        return
+    impl, device = metafunc.config.mtp_impl, metafunc.config.mtp_device
+    params = [
+        pytest.param(
+            d,
+            id=d.id,
+            marks=[
+                pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"known defect {d.id}: the spec fails"),
+                pytest.mark.known_defect(d.id),
+            ],
+        )
+        for d in impl.defects(device.name)
+    ]
+    if not params:
+        params = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=f"{impl.name} has no known defects"))]
+    metafunc.parametrize("defect", params)
+
+
+def test_the_spec_fails_on_each_known_defect(device, impl, defect):
+    """Under the spec for ``defect`` alone, some serving run must differ from the reference."""
+    spec = spec_for(impl.rules, defect)
+
+    @SPEC_FAILS
+    @given(scenario=scenarios(max_iterations=10))  # padded or unpadded, drawn
+    def prop(scenario):
+        check_scenario(
+            scenario,
+            device,
+            f"spec-{defect.id}",
+            ops=impl.ops,
+            proposer_cls=impl.proposer_cls,
+            rules=spec,
+            impl=impl.name,
+        )
+
+    prop()
