@@ -1,8 +1,9 @@
 """Each implementation's divergence table (Python) and its document agree, and every pin exists.
 
 The Python table (``sim/impls/NAME/divergences.py``) is the source: every id it names has a row
-in the document's divergence table, the document names no id it lacks, and the test that pins
-each divergence exists in the implementation's differential suite, named in that row.
+in the document's divergence table with its kind beside it (`` `id` (defect) ``), the document
+names no id it lacks, and the test that pins each divergence exists in the implementation's
+differential suite, named in that row.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ TABLES = [
     ("sim.impls.vllm_ascend.divergences", "docs/DIVERGENCES-vllm-ascend.md", "tests/impls/vllm_ascend"),
     ("sim.impls.vllm_ascend_0_13.divergences", "docs/DIVERGENCES-vllm-ascend-0.13.md", "tests/impls/vllm_ascend_0_13"),
 ]
-ROW = re.compile(r"^\| `(?P<id>[a-z0-9]+(?:-[a-z0-9]+)*)`(?: \([^)|]*\))? \|(?P<rest>.*)$", re.M)
+ROW = re.compile(r"^\| `(?P<id>[a-z0-9]+(?:-[a-z0-9]+)*)`(?: \((?P<note>[^)|]*)\))? \|(?P<rest>.*)$", re.M)
 
 
-def document_rows(doc: str) -> dict[str, str]:
-    """id -> the rest of its row, for every row of the document's divergence table."""
-    return {m["id"]: m["rest"] for m in ROW.finditer((ROOT / doc).read_text())}
+def document_rows(doc: str) -> dict[str, re.Match]:
+    """id -> its row, for every row of the document's divergence table."""
+    return {m["id"]: m for m in ROW.finditer((ROOT / doc).read_text())}
 
 
 @pytest.mark.parametrize("module, doc, suite", TABLES, ids=[d for _, d, _ in TABLES])
@@ -45,4 +46,12 @@ def test_every_divergence_is_pinned_by_a_test_that_exists(module, doc, suite):
         file, _, test = d.pinned_by.partition("::")
         source = (ROOT / suite / file).read_text()
         assert re.search(rf"^def {test}\(", source, re.M), f"{d.id}: {suite}/{file} has no {test}"
-        assert d.pinned_by in rows[d.id], f"{d.id}: {doc} does not name its pin {d.pinned_by}"
+        assert d.pinned_by in rows[d.id]["rest"], f"{d.id}: {doc} does not name its pin {d.pinned_by}"
+
+
+@pytest.mark.parametrize("module, doc, suite", TABLES, ids=[d for _, d, _ in TABLES])
+def test_the_document_gives_each_divergence_its_kind(module, doc, suite):
+    rows = document_rows(doc)
+    for d in importlib.import_module(module).DIVERGENCES.values():
+        note = (rows[d.id]["note"] or "").split(",")[0]
+        assert note == str(d.kind), f"{doc}: `{d.id}` ({note}), but its table says {d.kind}"
