@@ -20,6 +20,7 @@ import os
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # before torch: see devices/accelerator.py
 
 import warnings  # noqa: E402
+from collections import Counter  # noqa: E402
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
@@ -28,6 +29,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase 
 pytest_plugins = ["pytester"]  # tests/harness/test_gate_config.py runs a throwaway hanging test
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
+_COMPARED: Counter = Counter()  # this session's, from every test's JUnit properties
 # The example database: failures found by any run (a fuzz campaign included) replay first in the next.
 # HYPOTHESIS_DATABASE_DIR moves it where CI caches it; the ci profile reads it but never writes.
 _DB = DirectoryBasedExampleDatabase(os.environ.get("HYPOTHESIS_DATABASE_DIR", ".hypothesis/examples"))
@@ -125,10 +127,30 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     """A known defect's spec that passes (XPASS strict) says what it means: the defect is fixed."""
     report = yield
+    if call.when == "call":  # what this test compared (tests/checks/e2e_checks.py): its JUnit properties
+        from tests.checks.e2e_checks import TALLY
+
+        item.user_properties.extend(sorted(TALLY.items()))
+        report.user_properties = list(item.user_properties)
+        TALLY.clear()
     mark = item.get_closest_marker("known_defect")
     if mark and report.when == "call" and report.failed and "XPASS(strict)" in str(report.longrepr):
         report.longrepr = f"fixed: {mark.args[0]} no longer present; drop it from the list"
     return report
+
+
+def pytest_runtest_logreport(report):
+    """Sum what every test compared (on the controller under xdist: the reports carry it)."""
+    if report.when == "call":
+        _COMPARED.update({k: v for k, v in report.user_properties if isinstance(v, int)})
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A green run says what it compared: drafts, steps, and the values each divergence decided."""
+    if _COMPARED:
+        terminalreporter.section("compared with the reference")
+        for key, value in sorted(_COMPARED.items()):
+            terminalreporter.write_line(f"{key}: {value}")
 
 
 def pytest_runtest_setup(item):

@@ -21,6 +21,7 @@ from sim.oracle.compare import (
     kv_written_elsewhere,
 )
 from sim.oracle.coverage import features
+from sim.oracle.governed import governed_values
 from sim.oracle.rules import CORE, Rules
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
@@ -38,6 +39,8 @@ class RunReport:
     accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
+    steps_compared: int = 0  # model calls whose metadata were compared with the reference
+    governed: Counter = field(default_factory=Counter)  # divergence id -> reference values its rule decided
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count, where counted
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -81,9 +84,11 @@ def run_scenario(
     on_iteration=None,
     rules: Rules = CORE,
     count_syncs: bool = False,
+    divergences=(),
 ) -> RunReport:
     """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference
-    (under ``rules``: the implementation's documented divergences).
+    (under ``rules``: the implementation's documented divergences; ``divergences``, each with an
+    ``id`` and the ``rule`` fields modelling it, get the count of values they decided).
 
     ``count_syncs`` counts the host syncs of every propose call into ``host_syncs`` (the CLI's
     report). It is off by default: watching every torch op makes a run about twice as slow, and
@@ -117,6 +122,9 @@ def run_scenario(
         if check:
             captured = proposer.captured_sizes()
             report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured, rules)
+            report.steps_compared += len(proposer.trace)
+            for d in divergences:
+                report.governed[d.id] += governed_values(iteration.case, scenario.padded, rules, d.rule)
             if kv_intact:  # else a draft step wrote KV outside the block table: later drafts are undefined
                 bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules)
                 report.mismatches += bad

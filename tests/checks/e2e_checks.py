@@ -6,6 +6,7 @@ gives the one command that replays it.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from sim.oracle.cases import to_batch
@@ -15,6 +16,9 @@ from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 
 FAILURE_DIR = Path("failures")
+# What this test's serving runs compared, summed over its examples: the root conftest.py puts it in
+# the test's JUnit properties, sums it over the session for the terminal summary, and resets it.
+TALLY: Counter = Counter()
 
 
 def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
@@ -27,16 +31,45 @@ def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
 
 
 def check_scenario(
-    scenario, device, name: str, ops=None, proposer_cls=None, rules=CORE, impl: str = "core", replay_args: str = ""
+    scenario,
+    device,
+    name: str,
+    ops=None,
+    proposer_cls=None,
+    rules=CORE,
+    impl: str = "core",
+    replay_args: str = "",
+    divergences=(),
 ):
-    """``replay_args``: what the replay command needs besides the device, ops and impl (``--pcp 1 ...``)."""
-    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules)
+    """``replay_args``: what the replay command needs besides the device, ops and impl (``--pcp 1 ...``).
+    ``divergences``: the implementation's, each counted for the values its rule decided."""
+    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules, divergences=divergences)
+    TALLY.update({"drafts compared": report.drafts_compared, "steps compared": report.steps_compared})
+    TALLY.update({"near ties": report.drafts_ambiguous})
+    TALLY.update({f"values decided by {d}": n for d, n in report.governed.items()})
+    if report.steps_compared == 0:
+        raise AssertionError(f"{name}: the run compared nothing ({report.iterations} iterations)")
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])
         replay = replay_command(path, device, ops, impl) + replay_args
         raise AssertionError(f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay}")
     return report
+
+
+def check_implementation(impl, scenario, device, name: str, rules=None):
+    """``check_scenario`` on the implementation under test: its ops, proposer, rules (or ``rules``) and
+    divergences."""
+    return check_scenario(
+        scenario,
+        device,
+        name,
+        ops=impl.ops,
+        proposer_cls=impl.proposer_cls,
+        rules=impl.rules if rules is None else rules,
+        impl=impl.name,
+        divergences=[d for d in impl.in_force(device.name) if d.rule],
+    )
 
 
 def check_dummy_run_matches_propose(device, proposer_cls) -> None:

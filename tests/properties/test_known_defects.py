@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from sim.impls.divergence import spec_for
-from tests.checks.e2e_checks import check_scenario
+from tests.checks.e2e_checks import check_implementation
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs
@@ -59,14 +59,6 @@ def test_the_spec_fails_on_each_known_defect(device, impl, defect):
     @SPEC_FAILS
     @given(scenario=scenarios(max_iterations=10))  # padded or unpadded, drawn
     def prop(scenario):
-        check_scenario(
-            scenario,
-            device,
-            f"spec-{defect.id}",
-            ops=impl.ops,
-            proposer_cls=impl.proposer_cls,
-            rules=spec,
-            impl=impl.name,
-        )
+        check_implementation(impl, scenario, device, f"spec-{defect.id}", rules=spec)
 
     prop()

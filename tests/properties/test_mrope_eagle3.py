@@ -24,7 +24,7 @@ from sim.oracle.cases import to_batch
 from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.checks.e2e_checks import check_scenario
+from tests.checks.e2e_checks import check_implementation
 from tests.checks.modes import MODE_GROUPS, per_group
 from tests.strategies.scenarios import scenarios
 
@@ -35,9 +35,7 @@ VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"
 
 
 def _check(device, impl, scenario, name):
-    check_scenario(
-        scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls, rules=impl.rules, impl=impl.name
-    )
+    check_implementation(impl, scenario, device, name)
 
 
 # Two image prompts and a text one, decodes crossing blocks, real verification.

@@ -15,7 +15,7 @@ from hypothesis import event, given
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_scenario
+from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_implementation, check_scenario
 from tests.checks.example_budget import share
 from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS
 from tests.strategies.scenarios import scenarios
@@ -31,9 +31,7 @@ GRAPHS = share(5)
 
 def _check(device, impl, scenario, padded, mode, name):
     scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
-    report = check_scenario(
-        scenario, device, name, ops=impl.ops, proposer_cls=impl.proposer_cls, rules=impl.rules, impl=impl.name
-    )
+    report = check_implementation(impl, scenario, device, name)
     for feature in report.features:
         event(feature)
 

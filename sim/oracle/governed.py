@@ -1,0 +1,36 @@
+"""How many reference values a divergence decides: where its rule and the spec's expectations differ.
+
+For one call, the reference's first-pass inputs and every later step's positions, seq_lens and
+slots are computed twice: under the implementation's rules, and under the same rules with one
+divergence's fields reverted to docs/DESIGN.md's. The values that differ are those the
+divergence governed; a run reports their count per divergence, so a green run says how much of
+what it compared followed a documented divergence rather than the spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase
+from sim.oracle.rules import CORE, Rules
+
+
+def _values(case: BatchCase, padded: bool, rules: Rules) -> list:
+    first = reference.first_pass(case, padded, rules)
+    steps = [reference.step(case, j, padded, rules) for j in range(2, case.config.num_spec_tokens + 1)]
+    return [*first, *(field for step in steps for field in step)]
+
+
+def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:
+    """How many of the call's expected metadata values change when ``fields`` of ``rules`` revert to the spec."""
+    spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
+    if spec == rules:
+        return 0
+    count = 0
+    for got, want in zip(_values(case, padded, rules), _values(case, padded, spec)):
+        if isinstance(got, list) and isinstance(want, list):
+            count += sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
+        else:
+            count += got != want
+    return count
