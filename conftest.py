@@ -76,6 +76,11 @@ def pytest_addoption(parser):
         default="core",
         help="implementation under test: core (default), or an adapter registered under mtp_harness.impls",
     )
+    parser.addoption(
+        "--divergences",
+        metavar="PATH",
+        help="the implementation's own list of accepted divergence ids (one per line); default: the harness's table",
+    )
 
 
 def pytest_configure(config):
@@ -88,13 +93,27 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "order(n): position in the gate (pytest-order); ignored without it")
     config.addinivalue_line("markers", "known_defect(id): the spec's expected failure on a known defect")
     config.addinivalue_line("markers", "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)")
-    from sim.impls import ImplementationUnavailable, load_implementation
+    from sim.impls import ImplementationUnavailable, load_implementation, read_divergence_list
 
     try:
         config.mtp_device = load_device(config.getoption("--device"))
         config.mtp_impl = load_implementation(config.getoption("--impl"))
     except (DeviceUnavailable, ImplementationUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
+    listed = config.getoption("--divergences")
+    if listed:
+        try:
+            ids = read_divergence_list(listed)
+        except OSError as exc:
+            raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
+        config.mtp_impl, unknown = config.mtp_impl.accepting(ids)
+        for entry in unknown:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"--divergences {listed}: {entry!r} matches no divergence of {config.mtp_impl.name}"
+                ),
+                stacklevel=2,
+            )
 
 
 def pytest_report_header(config):

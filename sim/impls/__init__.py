@@ -14,10 +14,11 @@ vllm-ascend 0.23.0's ``AscendEagleProposer`` on the same pieces).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from devices.plugins import load_factory
-from sim.impls.divergence import Kind
+from sim.impls.divergence import Kind, rules_of
 from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
@@ -67,6 +68,13 @@ class Implementation:
         """The divergences that apply on ``device`` (an artifact names its devices)."""
         return [d for d in self.divergences if d.devices is None or device in d.devices]
 
+    def accepting(self, ids) -> tuple[Implementation, list[str]]:
+        """This implementation with only the divergences ``ids`` accepted (the rest held to the spec),
+        and the ids that name none of its divergences."""
+        known = {d.id for d in self.divergences}
+        kept = tuple(d for d in self.divergences if d.id in set(ids))
+        return replace(self, divergences=kept, rules=rules_of(kept)), [i for i in ids if i not in known]
+
     def skip_for(self, names: tuple[str, ...], device: str) -> str | None:
         """The reason the first of ``names`` that has a skip on ``device`` cannot run, or None."""
         for name in names:
@@ -75,6 +83,17 @@ class Implementation:
             if skip is not None and skip.applies_to(device):
                 return skip.reason
         return None
+
+
+def read_divergence_list(path) -> list[str]:
+    """The divergence ids a file accepts: one per line, ``#`` comments and blank lines ignored
+    (the list an implementation's own repository keeps, like array-api-tests' ``xfails.txt``)."""
+    ids = []
+    for line in Path(path).read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            ids.append(entry)
+    return ids
 
 
 class ImplementationUnavailable(RuntimeError):
