@@ -143,18 +143,22 @@ def _serve(scenario: Scenario, device, impl, ops=None, check: bool = True, label
             stop_at_first_mismatch=False,
             proposer_cls=impl.proposer_cls,
             rules=impl.rules,
+            divergences=[d for d in impl.in_force(device.name) if d.rule],
             count_syncs=True,
             on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )
 
 
-def print_report(report: RunReport, device) -> None:
+def print_report(report: RunReport, device, impl=None) -> None:
     sc = report.scenario
     mode = "padded" if sc.padded else "unpadded"
     console.print(
         f"[bold]device[/] {device.describe()}  [bold]mode[/] {mode}  [bold]K[/] {sc.num_spec_tokens}  "
         f"[bold]block size[/] {sc.block_size}  [bold]accept[/] {sc.accept}  [bold]seed[/] {sc.seed}"
     )
+    in_force = impl.in_force(device.name) if impl is not None else []
+    if in_force:
+        console.print(f"[bold]{impl.name}[/], divergences in force: " + ", ".join(d.label() for d in in_force))
     console.print(
         f"iterations {report.iterations}   requests finished {report.finished}/{len(sc.requests)}   "
         f"proposals {report.proposals}"
@@ -168,7 +172,12 @@ def print_report(report: RunReport, device) -> None:
     for (op, site), n in report.host_syncs.most_common(5):
         console.print(f"  {op} at {site}: {n}")
     console.print("exercised: " + ", ".join(f"{f} ({n})" for f, n in sorted(report.features.items())))
-    compared = f"{report.drafts_compared} drafts compared, {report.drafts_ambiguous} skipped as near ties"
+    compared = (
+        f"{report.drafts_compared} drafts and {report.steps_compared} steps compared, "
+        f"{report.drafts_ambiguous} drafts skipped as near ties"
+    )
+    for d, n in sorted(report.governed.items()):
+        compared += f"; {n} values decided by {d}"
     if report.ok:
         console.print(f"[green]mismatches against the reference: 0[/] ({compared})")
     else:
@@ -334,7 +343,7 @@ def cmd_run(args) -> int:
         label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
         reports.append(_serve(sc, device, impl, check=not args.no_check, label=label))
     if len(reports) == 1:
-        print_report(reports[0], device)
+        print_report(reports[0], device, impl)
     else:
         print_sweep(reports)
     return _finish(reports, device, impl, args)
@@ -359,7 +368,7 @@ def cmd_replay(args) -> int:
     if args.pcp:
         return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
     report = _serve(scenario, device, impl, ops=ops)
-    print_report(report, device)
+    print_report(report, device, impl)
     return _finish([report], device, impl, args)
 
 

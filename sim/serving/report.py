@@ -42,6 +42,8 @@ def run_to_dict(report: RunReport, device: str, impl: str) -> dict:
         "features": dict(sorted(report.features.items())),
         "drafts_compared": report.drafts_compared,
         "drafts_ambiguous": report.drafts_ambiguous,
+        "steps_compared": report.steps_compared,
+        "values_decided_by": dict(sorted(report.governed.items())),
         "mismatches": [
             {"iteration": m.iteration, "request": m.request, "what": m.what, "got": str(m.got), "want": str(m.want)}
             for m in report.mismatches
