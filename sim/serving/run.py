@@ -23,6 +23,7 @@ from sim.oracle.compare import (
 from sim.oracle.coverage import features
 from sim.oracle.governed import governed_values
 from sim.oracle.rules import CORE, Rules
+from sim.serving.acceptance import reference_drafter
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
 
@@ -96,7 +97,9 @@ def run_scenario(
     """
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
-    sim = ServingSim(scenario, target)
+    ref_model = build_models(scenario, torch.device("cpu"))[0] if check or scenario.accept == "reference" else None
+    drafter = reference_drafter(ref_model, target, scenario) if scenario.accept == "reference" else None
+    sim = ServingSim(scenario, target, drafter)
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
@@ -104,7 +107,6 @@ def run_scenario(
     if check:
         proposer.record(True)
     report = RunReport(scenario)
-    ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
     tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
     kv_intact = True
     for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs):

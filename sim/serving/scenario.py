@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-ACCEPT_POLICIES = ("greedy", "all", "none", "random")
+ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle3")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
 

@@ -32,6 +32,7 @@ class RequestState:
     num_computed: int = 0  # tokens in KV
     blocks: list[int] = field(default_factory=list)
     drafts: list[int] = field(default_factory=list)  # to verify next iteration
+    expected: list[int] = field(default_factory=list)  # accept="reference": the reference's drafts
 
     @property
     def prefilling(self) -> bool:
@@ -64,9 +65,15 @@ class Iteration(NamedTuple):
 
 
 class ServingSim:
-    def __init__(self, scenario: Scenario, target: TinyTarget):
+    """``reference_drafter``: under ``accept="reference"``, ``drafts(history, mrope)`` of a correct
+    proposer (sim/serving/acceptance.py), which the verifier accepts drafts against."""
+
+    def __init__(self, scenario: Scenario, target: TinyTarget, reference_drafter=None):
+        if scenario.accept == "reference" and reference_drafter is None:
+            raise ValueError("accept='reference': the serving loop needs the reference's drafts (reference_drafter)")
         self.sc = scenario
         self.target = target
+        self.reference_drafter = reference_drafter
         self.rng = np.random.default_rng(scenario.seed + 7)
         self.allocator = BlockAllocator(scenario.num_blocks, scenario.seed)
         self.waiting = sorted(enumerate(scenario.requests), key=lambda x: x[1].arrival)
@@ -120,6 +127,11 @@ class ServingSim:
         if self.sc.accept == "greedy":
             a = 0
             while a < k and req.drafts[a] == greedy[a]:
+                a += 1
+            return a
+        if self.sc.accept == "reference":
+            a = 0
+            while a < k and a < len(req.expected) and req.drafts[a] == req.expected[a]:
                 a += 1
             return a
         if self.sc.accept == "random":
@@ -187,8 +199,8 @@ class ServingSim:
     def commit(self, iteration: Iteration, drafts: list[list[int]]) -> None:
         """Take the verified tokens and the new drafts; retire finished requests."""
         by_id = {r.rid: r for r in self.running}
-        for rid, history, req_case, new_drafts in zip(
-            iteration.rids, iteration.histories, iteration.case.requests, drafts
+        for r, (rid, history, req_case, new_drafts) in enumerate(
+            zip(iteration.rids, iteration.histories, iteration.case.requests, drafts)
         ):
             req = by_id[rid]
             if req_case.discarded:
@@ -198,6 +210,8 @@ class ServingSim:
             req.num_computed = len(history) - 1
             room = self.sc.max_model_len - len(history)  # positions left after the next token
             req.drafts = list(new_drafts[: max(0, min(self.sc.num_spec_tokens, room))])
+            if self.reference_drafter is not None:
+                req.expected = self.reference_drafter(history, iteration.mrope[r] if iteration.mrope else None)
         still = []
         for req in self.running:
             if req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len:
