@@ -35,8 +35,15 @@ class CoreOps:
 
     def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
         if sampled.is_padded:
-            return next_tokens.next_tokens_padded(sampled, cfg.vocab_size, device)
-        return next_tokens.next_tokens_host(sampled, device)
+            return next_tokens.next_tokens_padded(
+                sampled,
+                cfg.vocab_size,
+                device,  # pragma: no mutate (None is the host, the simulator's device)
+            )
+        return next_tokens.next_tokens_host(
+            sampled,
+            device,  # pragma: no mutate (None is the host, the simulator's device)
+        )
 
     def prepare(
         self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
@@ -70,7 +77,11 @@ class CoreOps:
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
         """Validate the inputs, then run steps 1-3."""
         self.validate(cfg, batch, sampled)
-        nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
+        nxt = self.next_tokens(
+            cfg,
+            sampled,
+            batch.query_start_loc.device,  # pragma: no mutate (None is the host, the simulator's device)
+        )
         first = self.prepare(cfg, batch, sampled, nxt)
         ids = self.first_pass_input_ids(batch, first, nxt)
         base = batch.positions[first.token_indices][first.sample_indices]
