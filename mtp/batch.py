@@ -81,25 +81,11 @@ class VerifiedBatch:
         proposer validates every call.
         """
         device = torch.device(device) if device is not None else hidden_states.device
-        qsl = np.concatenate(
-            [
-                [0],
-                np.cumsum(
-                    np.asarray(
-                        query_lens,
-                        dtype=np.int64,  # pragma: no mutate (np.cumsum promotes narrower integers to int64, and the sum is cast to int64)
-                    )
-                ),
-            ]
-        ).astype(np.int64)
+        qsl = np.concatenate([[0], np.cumsum(np.asarray(query_lens, dtype=np.int64))]).astype(np.int64)
         seq_lens_cpu = np.asarray(seq_lens, dtype=np.int64)
         drafts = np.asarray(num_draft_tokens, dtype=np.int64)
         width = max((len(row) for row in block_tables), default=0)
-        table = np.full(
-            (len(block_tables), width),
-            -1,
-            dtype=np.int64,  # pragma: no mutate (np.full of -1 infers int64, NumPy's default integer on Linux)
-        )
+        table = np.full((len(block_tables), width), -1, dtype=np.int64)
         for r, row in enumerate(block_tables):
             table[r, : len(row)] = row
         return cls(

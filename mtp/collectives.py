@@ -81,16 +81,7 @@ def checked_all_gather(all_gather, tensor: torch.Tensor, rank: int, size: int, t
             raise CollectiveError(f"collective #{tag[0]} on rank {rank} failed: {exc}") from exc
 
     if not in_capture:
-        headers = (
-            gathered(
-                torch.tensor(
-                    [*tag, tensor.numel()],
-                    device=tensor.device,  # pragma: no mutate (None is the host, the simulator's device)
-                )
-            )
-            .view(size, 3)
-            .tolist()
-        )
+        headers = gathered(torch.tensor([*tag, tensor.numel()], device=tensor.device)).view(size, 3).tolist()
         if any(h != headers[0] for h in headers):
             seen = ", ".join(
                 f"rank {r}: "

@@ -35,15 +35,8 @@ class CoreOps:
 
     def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
         if sampled.is_padded:
-            return next_tokens.next_tokens_padded(
-                sampled,
-                cfg.vocab_size,
-                device,  # pragma: no mutate (None is the host, the simulator's device)
-            )
-        return next_tokens.next_tokens_host(
-            sampled,
-            device,  # pragma: no mutate (None is the host, the simulator's device)
-        )
+            return next_tokens.next_tokens_padded(sampled, cfg.vocab_size, device)
+        return next_tokens.next_tokens_host(sampled, device)
 
     def prepare(
         self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
@@ -77,11 +70,7 @@ class CoreOps:
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
         """Validate the inputs, then run steps 1-3."""
         self.validate(cfg, batch, sampled)
-        nxt = self.next_tokens(
-            cfg,
-            sampled,
-            batch.query_start_loc.device,  # pragma: no mutate (None is the host, the simulator's device)
-        )
+        nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
         first = self.prepare(cfg, batch, sampled, nxt)
         ids = self.first_pass_input_ids(batch, first, nxt)
         base = batch.positions[first.token_indices][first.sample_indices]

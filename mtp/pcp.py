@@ -42,10 +42,7 @@ class PcpPlan:
 def pcp_split_plan(query_lens: np.ndarray, split: np.ndarray, size: int) -> PcpPlan:
     """Plan the split of requests with ``query_lens`` where ``split`` is True."""
     query_lens = np.asarray(query_lens, dtype=np.int64)
-    split = np.asarray(
-        split,
-        dtype=bool,  # pragma: no mutate (np.where and `not` read any dtype's truth the same way)
-    )
+    split = np.asarray(split, dtype=bool)
     if size < 1:
         raise ValueError(f"pcp_size={size!r}: must be >= 1")
     if query_lens.shape != split.shape:
@@ -60,11 +57,7 @@ def pcp_split_plan(query_lens: np.ndarray, split: np.ndarray, size: int) -> PcpP
             local = np.arange(qlen) if not is_split else _rank_chunks(plen // chunks, rank, chunks)
             rows.append(np.where(local < qlen, start + local, PAD_ROW))
         rank_rows.append(np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64))
-    restore = np.full(
-        int(query_lens.sum()),
-        -1,  # pragma: no mutate (never read: every batch row is owned by a rank and overwritten)
-        dtype=np.int64,  # pragma: no mutate (inferred from the int fill value anyway)
-    )
+    restore = np.full(int(query_lens.sum()), -1, dtype=np.int64)
     for rank in reversed(range(size)):  # rank 0's copy of a replicated row wins
         rows = rank_rows[rank]
         owned = rows != PAD_ROW

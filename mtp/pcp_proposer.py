@@ -74,80 +74,37 @@ class PcpProposer(GroupRank, MtpProposer):
         plan = pcp_split_plan(qlens, batch.num_draft_tokens_cpu == 0, self.pcp_size)
         rows = plan.rank_rows[self.pcp_rank]
         pad = rows == PAD_ROW
-        req = np.where(
-            pad,  # pragma: no mutate (a padding row's request only has to be no real request's: it starts a run of its own, seq_len 0)
-            batch.num_reqs,
-            np.searchsorted(qsl, rows, side="right") - 1,
-        )
+        req = np.where(pad, batch.num_reqs, np.searchsorted(qsl, rows, side="right") - 1)
         pos = np.where(
-            pad,  # pragma: no mutate (padding positions only split runs, and padding rows start runs of their own anyway)
-            -1,  # pragma: no mutate (padding positions only split runs, and padding rows start runs of their own anyway)
-            start_pos[np.minimum(req, batch.num_reqs - 1)] + rows - qsl[np.minimum(req, batch.num_reqs - 1)],
+            pad, -1, start_pos[np.minimum(req, batch.num_reqs - 1)] + rows - qsl[np.minimum(req, batch.num_reqs - 1)]
         )
         # A new run starts where the request changes or the positions stop being consecutive.
-        new_run = np.ones(
-            len(rows),
-            dtype=bool,  # pragma: no mutate (flatnonzero reads 1.0 and 0.0 as True and False)
-        )
+        new_run = np.ones(len(rows), dtype=bool)
         new_run[1:] = (req[1:] != req[:-1]) | (pos[1:] != pos[:-1] + 1) | pad[1:] | pad[:-1]
         starts = np.flatnonzero(new_run)
         ends = np.append(starts[1:], len(rows))
         run_req = req[starts]
-        run_seq = np.where(
-            pad[starts],  # pragma: no mutate (a padding run ends at position -1: seq_len 0 anyway)
-            0,  # pragma: no mutate (a padding run of seq_len 1 is dropped and writes no K/V (slot -1))
-            pos[ends - 1] + 1,
-        )
+        run_seq = np.where(pad[starts], 0, pos[ends - 1] + 1)
         dev = self.device.torch_device  # pragma: no mutate (None is the host, the simulator's device)
 
         def t(a, dtype):
-            return torch.as_tensor(np.asarray(a), dtype=dtype).to(
-                dev,  # pragma: no mutate (None is the host, the simulator's device)
-            )
+            return torch.as_tensor(np.asarray(a), dtype=dtype).to(dev)
 
         return RankRows(
-            plan=plan,  # pragma: no mutate (the proposer never reads RankRows.plan (kept for subclasses))
-            rows=t(
-                np.where(
-                    pad,
-                    0,  # pragma: no mutate (padding rows' ids, positions and slots are masked, their output dropped)
-                    rows,
-                ),
-                torch.int64,  # pragma: no mutate (np.where(pad, 0, rows) is int64 already)
-            ),
-            pad=t(
-                pad,
-                torch.bool,  # pragma: no mutate (a bool array gives a bool tensor anyway)
-            ),
+            plan=plan,
+            rows=t(np.where(pad, 0, rows), torch.int64),
+            pad=t(pad, torch.bool),
             query_start_loc=t(np.append(starts, len(rows)), torch.int32),
             seq_lens=t(run_seq, torch.int32),
-            block_table=self._table(
-                FIRST,  # pragma: no mutate (the full static width: no run's seq_len reaches past the batch's width)
-            )[
-                t(
-                    run_req,
-                    torch.int64,  # pragma: no mutate (the run's request index is int64 already)
-                )
-            ],
-            restore_index=t(
-                plan.restore_index,
-                torch.int64,  # pragma: no mutate (int64 already)
-            ),
+            block_table=self._table(FIRST)[t(run_req, torch.int64)],
+            restore_index=t(plan.restore_index, torch.int64),
         )
 
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
         local = self.local
         pad = local.pad
-        ids = self.input_ids[local.rows].masked_fill(
-            pad,
-            0,  # pragma: no mutate (padding rows' output is dropped and they write no K/V)
-        )
-        positions = self.model_positions(
-            self.cfg.max_num_tokens,  # pragma: no mutate (model_positions(None) is the whole buffer, indexed by the same rows)
-        )[..., local.rows].masked_fill(
-            pad,
-            0,  # pragma: no mutate (padding rows' output is dropped and they write no K/V)
-        )
+        ids = self.input_ids[local.rows].masked_fill(pad, 0)
+        positions = self.model_positions(self.cfg.max_num_tokens)[..., local.rows].masked_fill(pad, 0)
         hidden = self.hidden_states[local.rows].masked_fill(pad[:, None], 0.0)
         slots = self.slot_mapping[local.rows].masked_fill(pad, -1)
         attn = self._attn(local.query_start_loc, local.seq_lens, local.block_table, slots, bound)

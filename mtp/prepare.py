@@ -20,19 +20,12 @@ def num_rejected(num_draft_tokens, valid_counts):
     """``k + 1 - valid`` where drafts were verified, else 0 (numpy or torch)."""
     if isinstance(num_draft_tokens, torch.Tensor):
         rej = num_draft_tokens + 1 - valid_counts
-        return torch.where(num_draft_tokens > 0, rej, torch.zeros_like(rej)).to(
-            torch.int32,  # pragma: no mutate (the operands are int32 as documented, so the result already is)
-        )
+        return torch.where(num_draft_tokens > 0, rej, torch.zeros_like(rej)).to(torch.int32)
     return np.where(num_draft_tokens > 0, num_draft_tokens + 1 - valid_counts, 0)
 
 
 def _padded_slots(slots: torch.Tensor, buffer_len: int) -> torch.Tensor:
-    out = torch.full(
-        (buffer_len,),
-        PADDING_SLOT,
-        dtype=torch.int64,  # pragma: no mutate (torch.full of an int infers int64 anyway)
-        device=slots.device,  # pragma: no mutate (None is the host, the simulator's device)
-    )
+    out = torch.full((buffer_len,), PADDING_SLOT, dtype=torch.int64, device=slots.device)
     out[: slots.shape[0]] = slots
     return out
 
@@ -52,27 +45,17 @@ def prepare_unpadded(batch: VerifiedBatch, valid_counts_cpu: np.ndarray, slot_bu
     # Row i of request r keeps old row old_qsl[r] + (i - new_qsl[r]).
     starts = np.repeat(old_qsl[:-1] - new_qsl[:-1], new_qlens)
     indices = np.arange(new_qsl[-1]) + starts
-    token_indices = torch.from_numpy(indices).to(
-        device,  # pragma: no mutate (None is the host, the simulator's device)
-    )
-    seq_lens = torch.from_numpy((batch.seq_lens_cpu - rej).astype(np.int32)).to(
-        device,  # pragma: no mutate (None is the host, the simulator's device)
-    )
+    token_indices = torch.from_numpy(indices).to(device)
+    seq_lens = torch.from_numpy((batch.seq_lens_cpu - rej).astype(np.int32)).to(device)
     return FirstPassInputs(
         token_indices=token_indices,
-        query_start_loc=torch.from_numpy(new_qsl.astype(np.int32)).to(
-            device,  # pragma: no mutate (None is the host, the simulator's device)
-        ),
+        query_start_loc=torch.from_numpy(new_qsl.astype(np.int32)).to(device),
         query_start_loc_cpu=new_qsl,
         seq_lens=seq_lens,
         accepted_seq_lens=seq_lens,
         slot_mapping=_padded_slots(batch.slot_mapping[token_indices], slot_buffer_len),
-        sample_indices=torch.from_numpy(new_qsl[1:] - 1).to(
-            device,  # pragma: no mutate (None is the host, the simulator's device)
-        ),
-        num_rejected=torch.from_numpy(rej.astype(np.int32)).to(
-            device,  # pragma: no mutate (None is the host, the simulator's device)
-        ),
+        sample_indices=torch.from_numpy(new_qsl[1:] - 1).to(device),
+        num_rejected=torch.from_numpy(rej.astype(np.int32)).to(device),
         max_query_len=int(new_qlens.max()),
     )
 
@@ -83,10 +66,7 @@ def prepare_padded(batch: VerifiedBatch, valid_counts: torch.Tensor, slot_buffer
     rej = num_rejected(batch.num_draft_tokens, valid_counts)
     num_tokens = batch.num_tokens
     return FirstPassInputs(
-        token_indices=torch.arange(
-            num_tokens,
-            device=device,  # pragma: no mutate (None is the host, the simulator's device)
-        ),
+        token_indices=torch.arange(num_tokens, device=device),
         query_start_loc=batch.query_start_loc,
         query_start_loc_cpu=batch.query_start_loc_cpu,
         seq_lens=batch.seq_lens,
@@ -107,6 +87,5 @@ def first_pass_input_ids(
     takes ``embed(t[i+1])``). The last row keeps its own id before the write.
     """
     ids = torch.cat([token_ids[1:], token_ids[-1:]])
-    # no mutate: the next tokens are int32 as documented, the dtype of ids
-    ids[sample_indices] = next_token_ids.to(ids.dtype)  # pragma: no mutate
+    ids[sample_indices] = next_token_ids.to(ids.dtype)
     return ids

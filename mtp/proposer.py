@@ -83,111 +83,35 @@ class MtpProposer:
         self._may_capture = False
         self._captured = False  # set once capture_all has run, even if it captured nothing
         self.in_capture = False  # inside a device capture: no host reads allowed
-        self._batch_width = 0  # pragma: no mutate (every call and every dummy run set it before anything reads it); block-table columns of the current batch
-        self._num_reqs = cfg.max_num_reqs  # pragma: no mutate (every call and every dummy run set it before anything reads it); requests of the current batch (a dummy run: every row)
+        # no mutate: every call and every dummy run set these two before they are read
+        self._batch_width = 0  # block-table columns of the current batch  # pragma: no mutate
+        self._num_reqs = cfg.max_num_reqs  # requests of the current batch (a dummy run: every row)  # pragma: no mutate
         self._alloc()
 
     def _alloc(self) -> None:
         cfg, dev = self.cfg, self.device.torch_device
         n, b = cfg.max_num_tokens, cfg.max_num_reqs
         self.max_blocks = -(-(cfg.max_model_len + cfg.num_spec_tokens) // cfg.block_size)
-        self.input_ids = torch.zeros(
-            n,
-            dtype=torch.int32,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.positions = torch.zeros(
-            n,
-            dtype=torch.int64,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.hidden_states = torch.zeros(
-            n,
-            cfg.hidden_size,
-            dtype=torch.float32,  # pragma: no mutate (torch's default dtype, float32, the dtype given)
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.slot_mapping = torch.full(
-            (n,),
-            PADDING_SLOT,
-            dtype=torch.int64,  # pragma: no mutate (torch.full of an int infers int64 anyway)
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
+        self.input_ids = torch.zeros(n, dtype=torch.int32, device=dev)
+        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.hidden_states = torch.zeros(n, cfg.hidden_size, dtype=torch.float32, device=dev)
+        self.slot_mapping = torch.full((n,), PADDING_SLOT, dtype=torch.int64, device=dev)
         # Per-request buffers have one more row: the request that owns graph padding.
-        self.query_start_loc = torch.zeros(
-            b + 2,
-            dtype=torch.int32,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.seq_lens = torch.zeros(
-            b + 1,
-            dtype=torch.int32,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.block_table = torch.full(
-            (b + 1, self.max_blocks),
-            -1,  # pragma: no mutate (every first pass and dummy run fill it again before anything reads it)
-            dtype=torch.int32,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.sample_indices = torch.zeros(
-            b,
-            dtype=torch.int64,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.base_positions = torch.zeros(
-            b,
-            dtype=torch.int64,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.accepted_seq_lens = torch.zeros(
-            b,
-            dtype=torch.int32,  # pragma: no mutate (small integers are exact in float32, and advance_step returns int32 seq_lens)
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.step_no = torch.zeros(
-            1,
-            dtype=torch.int64,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.step_qsl = torch.arange(
-            b + 2,
-            dtype=torch.int32,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.draft = torch.zeros(
-            b,
-            dtype=torch.int64,  # pragma: no mutate (token ids are exact in float32, and every reader copies them into an integer buffer)
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.draft_hidden = torch.zeros(
-            b,
-            cfg.hidden_size,
-            dtype=torch.float32,  # pragma: no mutate (torch's default dtype, float32, the dtype given)
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
-        self.drafts = torch.zeros(
-            b,
-            cfg.num_spec_tokens,
-            dtype=torch.int64,
-            device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-        )
+        self.query_start_loc = torch.zeros(b + 2, dtype=torch.int32, device=dev)
+        self.seq_lens = torch.zeros(b + 1, dtype=torch.int32, device=dev)
+        self.block_table = torch.full((b + 1, self.max_blocks), -1, dtype=torch.int32, device=dev)
+        self.sample_indices = torch.zeros(b, dtype=torch.int64, device=dev)
+        self.base_positions = torch.zeros(b, dtype=torch.int64, device=dev)
+        self.accepted_seq_lens = torch.zeros(b, dtype=torch.int32, device=dev)
+        self.step_no = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.step_qsl = torch.arange(b + 2, dtype=torch.int32, device=dev)
+        self.draft = torch.zeros(b, dtype=torch.int64, device=dev)
+        self.draft_hidden = torch.zeros(b, cfg.hidden_size, dtype=torch.float32, device=dev)
+        self.drafts = torch.zeros(b, cfg.num_spec_tokens, dtype=torch.int64, device=dev)
         if cfg.uses_mrope:  # the rows the rotation reads; ``positions`` still drives slots and seq_lens
-            self.mrope_positions = torch.zeros(
-                3,
-                n,
-                dtype=torch.int64,
-                device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-            )
-            self.base_mrope = torch.zeros(
-                3,
-                b,
-                dtype=torch.int64,  # pragma: no mutate (positions are exact in float32, and each step writes them into int64 mrope_positions)
-                device=dev,  # pragma: no mutate (None is the host, the simulator's device)
-            )
-        self.pool = (  # pragma: no mutate (no graph pool: the simulator has no memory pools to share)
-            self.device.graph_pool() if self.mode is not GraphMode.EAGER else None
-        )
+            self.mrope_positions = torch.zeros(3, n, dtype=torch.int64, device=dev)
+            self.base_mrope = torch.zeros(3, b, dtype=torch.int64, device=dev)
+        self.pool = self.device.graph_pool() if self.mode is not GraphMode.EAGER else None
 
     STATIC_INPUTS = (
         "input_ids",
@@ -224,7 +148,7 @@ class MtpProposer:
             raise ValueError(f"block_table.shape[1]={width}: the proposer holds {self.max_blocks} blocks per request")
         prepared = self.ops.prepare_call(self.cfg, batch, sampled)
         self._ensure_captured()  # before this call's state: the capture's dummy runs set their own
-        # no mutate: None slices the full static width; columns past a seq_len are never read
+        # no mutate: None slices the full width; columns past a seq_len are never read
         self._batch_width = width  # pragma: no mutate
         b, n = batch.num_reqs, prepared.first.num_tokens
         self._num_reqs = b
@@ -260,11 +184,7 @@ class MtpProposer:
     def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
         """The drafts as host lists, through a pinned buffer and a non-blocking copy."""
         host = self.device.pinned(tuple(drafts.shape), drafts.dtype)
-        self.device.to_host(
-            drafts,
-            host,
-            non_blocking=True,  # pragma: no mutate (a blocking copy, then the same synchronize: the same host values)
-        ).synchronize()
+        self.device.to_host(drafts, host, non_blocking=True).synchronize()
         return host.tolist()
 
     def _size(self, phase: str, n: int) -> int:
@@ -285,41 +205,35 @@ class MtpProposer:
         self.input_ids[:n] = prepared.input_ids
         self.positions[:n] = batch.positions[first.token_indices]
         self.hidden_states[:n] = self.target_hidden(batch.hidden_states[first.token_indices])
-        self.input_ids[n:rows] = 0  # pragma: no mutate (graph-padding rows write no KV (slot -1) and are never sampled)
-        self.positions[n:rows] = 0  # pragma: no mutate (graph-padding rows write no KV (slot -1) and are never sampled)
-        # no mutate: graph-padding rows write no KV (slot -1) and are never sampled
-        self.hidden_states[n:rows] = 0  # pragma: no mutate
+        self.input_ids[n:rows] = 0
+        self.positions[n:rows] = 0
+        self.hidden_states[n:rows] = 0
         self.slot_mapping.copy_(first.slot_mapping)
         self.query_start_loc[: b + 1] = first.query_start_loc
         self.query_start_loc[b + 1 :] = rows  # padding rows n..rows-1 belong to request b
         self.seq_lens[:b] = first.seq_lens
-        # no mutate: the padding request's rows would read block -1, which attention masks; never sampled
-        self.seq_lens[b:] = 0  # pragma: no mutate
-        # no mutate: no request's seq_len reaches past its own blocks; negative blocks are masked
-        self.block_table.fill_(-1)  # pragma: no mutate
+        self.seq_lens[b:] = 0
+        self.block_table.fill_(-1)
         self.block_table[:b, : batch.block_table.shape[1]] = batch.block_table
         self.sample_indices[:b] = first.sample_indices
         self.sample_indices[b:] = 0
         self.base_positions[:b] = prepared.base_positions
         self.base_positions[b:] = self.cfg.max_model_len  # padded requests overflow: inert
         self.accepted_seq_lens[:b] = first.accepted_seq_lens
-        # no mutate: padded requests' positions overflow: later steps give them slot -1 and drop their drafts
-        self.accepted_seq_lens[b:] = 1  # pragma: no mutate
+        self.accepted_seq_lens[b:] = 1
         if self.cfg.uses_mrope:
             rows_mrope = batch.mrope_positions[:, first.token_indices]
             self.mrope_positions[:, :n] = rows_mrope
-            # no mutate: graph-padding rows write no KV (slot -1) and are never sampled
-            self.mrope_positions[:, n:rows] = 0  # pragma: no mutate
+            self.mrope_positions[:, n:rows] = 0
             self.base_mrope[:, :b] = rows_mrope[:, first.sample_indices]
-            # no mutate: padded requests' positions overflow, so advance_mrope sends every row to 0
-            self.base_mrope[:, b:] = 0  # pragma: no mutate
+            self.base_mrope[:, b:] = 0
 
     def target_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """The target's hidden states as the first pass takes them: eagle3 combines
         its auxiliary layers into one (only here: later steps feed the draft's own output)."""
         if self.cfg.method == "eagle3":
             hidden = self.model.combine_hidden_states(hidden.to(self.hidden_states.dtype))
-        # no mutate: the first pass writes it into the float32 hidden_states buffer
+        # no mutate: the float32 hidden_states buffer it is written into converts it
         return hidden.to(self.hidden_states.dtype)  # pragma: no mutate
 
     def model_positions(self, rows: int) -> torch.Tensor:
@@ -333,19 +247,12 @@ class MtpProposer:
     def _table(self, phase: str, reqs: int | None = None) -> torch.Tensor:
         """The block table as attention reads it: the batch's width when eager
         (less to scan), the full static width inside a graph."""
-        # no mutate: any width covering every seq_len reads the same blocks; the batch's width covers every position the drafts reach
+        # no mutate: the full width or the batch's: columns past a seq_len are never read
         width = self.max_blocks if self._graphed(phase) else self._batch_width  # pragma: no mutate
         return self.block_table[:reqs, :width]
 
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
-        attn = self._attn(
-            self.query_start_loc,
-            self.seq_lens,
-            # no mutate: not graphed: the batch's width, which covers every position the drafts reach
-            self._table(FIRST),  # pragma: no mutate
-            self.slot_mapping[:rows],
-            bound,
-        )
+        attn = self._attn(self.query_start_loc, self.seq_lens, self._table(FIRST), self.slot_mapping[:rows], bound)
         return self.model_forward(self.input_ids[:rows], self.model_positions(rows), self.hidden_states[:rows], attn)
 
     def _first_sample(self, out: torch.Tensor, reqs: int) -> None:
@@ -365,12 +272,7 @@ class MtpProposer:
 
     def _step_metadata(self, reqs: int) -> None:
         meta = self.ops.advance_step(
-            self.cfg,
-            self.base_positions[:reqs],
-            self.accepted_seq_lens[:reqs],
-            # no mutate: any phase or rows: advance_step gathers only its requests' rows, within the drafts' width
-            self._table(STEP, reqs),  # pragma: no mutate
-            self.step_no,
+            self.cfg, self.base_positions[:reqs], self.accepted_seq_lens[:reqs], self._table(STEP, reqs), self.step_no
         )
         self.positions[:reqs] = meta.positions
         self.slot_mapping[:reqs] = meta.slot_mapping
@@ -386,12 +288,7 @@ class MtpProposer:
 
     def _step_forward(self, reqs: int, bound: int) -> torch.Tensor:
         attn = self._attn(
-            self.step_qsl[: reqs + 1],
-            self.seq_lens[:reqs],
-            # no mutate: any phase or rows: attention reads only its requests' rows, within the drafts' width
-            self._table(STEP, reqs),  # pragma: no mutate
-            self.slot_mapping[:reqs],
-            bound,
+            self.step_qsl[: reqs + 1], self.seq_lens[:reqs], self._table(STEP, reqs), self.slot_mapping[:reqs], bound
         )
         return self.model_forward(self.input_ids[:reqs], self.model_positions(reqs), self.hidden_states[:reqs], attn)
 
@@ -461,18 +358,11 @@ class MtpProposer:
             return out
 
         if piecewise:
-            self._metadata(
-                phase,  # pragma: no mutate (piecewise: the warm-up's output is dropped, and every replay prepares the metadata first)
-                size,
-            )
+            self._metadata(phase, size)
         work()  # warm-up, as accelerators require before a capture
         self.in_capture = True
         try:
-            with self.device.capture(
-                size,
-                self.pool,  # pragma: no mutate (the simulator has no memory pools to share)
-                self.static_inputs(),
-            ) as graph:
+            with self.device.capture(size, self.pool, self.static_inputs()) as graph:
                 out = work()
         finally:
             self.in_capture = False
@@ -505,37 +395,27 @@ class MtpProposer:
         """Run a propose call's phases at ``size`` on inert inputs (a warm-up before any call included)."""
         self._ensure_captured()
         self._load_inert(size)
-        # no mutate: None slices every row: max_num_reqs, the value given
+        # no mutate: None slices every row, max_num_reqs, the value given
         self._num_reqs = self.cfg.max_num_reqs  # pragma: no mutate
         if size in self.sizes[FIRST] and self._graphed(FIRST):
-            self._run(
-                FIRST,
-                size,
-                1,  # pragma: no mutate (a dummy run's seq_lens are 0, and every replay rewrites the bound)
-            )
+            self._run(FIRST, size, 1)
         for step in range(2, self.cfg.num_spec_tokens + 1):
             self._set_step(step)
             if size in self.sizes[STEP]:
-                self._run(
-                    STEP,
-                    size,
-                    1,  # pragma: no mutate (a dummy run's seq_lens are 1, and every replay rewrites the bound)
-                )
+                self._run(STEP, size, 1)
 
     def _load_inert(self, size: int) -> None:
         """Inputs that write no KV, see no KV, and sample row 0."""
         self.slot_mapping.fill_(PADDING_SLOT)
-        # no mutate: a dummy run's seq_lens are all 0: nothing is read
-        self.block_table.fill_(-1)  # pragma: no mutate
-        self._batch_width = self.max_blocks  # pragma: no mutate (None slices the full width, max_blocks, the value given); before any call (a warm-up) there is no batch's width
+        self.block_table.fill_(-1)
+        # no mutate: None slices the full width, max_blocks, the value given
+        self._batch_width = self.max_blocks  # before any call (a warm-up) there is no batch's width # pragma: no mutate
         self.seq_lens.zero_()
         self.query_start_loc.zero_()
-        # no mutate: the dummy run's rows then belong to request 1, whose seq_len is 0 too; output dropped
-        self.query_start_loc[1:] = size  # pragma: no mutate
+        self.query_start_loc[1:] = size
         self.sample_indices.zero_()
         self.base_positions.fill_(self.cfg.max_model_len)
-        # no mutate: the dummy run's positions overflow: its later steps write no KV, drafts dropped
-        self.accepted_seq_lens.fill_(1)  # pragma: no mutate
+        self.accepted_seq_lens.fill_(1)
         if self.cfg.uses_mrope:
             self.mrope_positions.zero_()
             self.base_mrope.zero_()

@@ -36,13 +36,7 @@ def advance_step(
     overflow = raw >= max_model_len
     positions = torch.where(overflow, torch.zeros_like(raw), raw)
     seq_lens = torch.where(overflow, torch.ones_like(accepted_seq_lens), accepted_seq_lens + (step - 1))
-    blocks = (
-        block_table.gather(1, (positions // block_size).unsqueeze(1))
-        .squeeze(1)
-        .to(
-            torch.int64,  # pragma: no mutate (block ids times the block size plus int64 offsets: the slots are int64 anyway)
-        )
-    )
+    blocks = block_table.gather(1, (positions // block_size).unsqueeze(1)).squeeze(1).to(torch.int64)
     slots = blocks * block_size + positions % block_size
     slots = torch.where(overflow, torch.full_like(slots, PADDING_SLOT), slots)
     return StepMeta(positions=positions, seq_lens=seq_lens.to(torch.int32), slot_mapping=slots)

@@ -33,16 +33,7 @@ def pad_sample_rows(rows: torch.Tensor, agreed: int) -> torch.Tensor:
     n = rows.shape[0]
     if n > agreed:
         raise ValueError(f"sample_indices.shape[0]={n}: more requests than the agreed lm-head TP size {agreed}")
-    return torch.cat(
-        [
-            rows,
-            torch.zeros(
-                agreed - n,
-                dtype=rows.dtype,
-                device=rows.device,  # pragma: no mutate (None is the host, the simulator's device)
-            ),
-        ]
-    )
+    return torch.cat([rows, torch.zeros(agreed - n, dtype=rows.dtype, device=rows.device)])
 
 
 class TpGroupRank(GroupRank):
@@ -84,10 +75,7 @@ class LmHeadTpProposer(TpGroupRank, MtpProposer):
     def draft_logits(self, out: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Full-vocabulary logits of the real rows, from every rank's slice of the padded rows."""
         if rows is None:
-            rows = torch.arange(
-                out.shape[0],
-                device=out.device,  # pragma: no mutate (None is the host, the simulator's device)
-            )
+            rows = torch.arange(out.shape[0], device=out.device)
         n = rows.shape[0]
         padded = self.pad(rows)
         shard = self.model.compute_logits_shard(out[padded], self.tp_rank, self.tp_size)

@@ -124,15 +124,9 @@ def validate_sampled(sampled: SampledTokens, batch: VerifiedBatch, cfg: Proposer
     backup = np.asarray(sampled.backup)
     if backup.shape != (num_reqs,):
         _fail("backup.shape", backup.shape, f"expected ({num_reqs},)")
-    discarded = np.asarray(
-        sampled.discarded,
-        dtype=bool,  # pragma: no mutate (SampledTokens.discarded is a bool array, and 0/1 ints give the same masks)
-    )
+    discarded = np.asarray(sampled.discarded, dtype=bool)
     if sampled.lists is not None and len(sampled.lists) == num_reqs:
-        may_need = discarded | np.array(
-            [len(ids) == 0 for ids in sampled.lists],
-            dtype=bool,  # pragma: no mutate (a list of Python bools is bool anyway)
-        )
+        may_need = discarded | np.array([len(ids) == 0 for ids in sampled.lists], dtype=bool)
     else:  # padded: any row may hold only placeholders, and the host cannot look
         may_need = np.ones(num_reqs, dtype=bool)
     none_needed = (backup == NO_BACKUP) & may_need
