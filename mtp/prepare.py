@@ -37,7 +37,7 @@ def prepare_unpadded(batch: VerifiedBatch, valid_counts_cpu: np.ndarray, slot_bu
     indices of the kept rows; slot mapping gathered the same way with a -1
     tail up to ``slot_buffer_len``.
     """
-    device = batch.query_start_loc.device
+    device = batch.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
     rej = num_rejected(batch.num_draft_tokens_cpu, valid_counts_cpu)
     old_qsl = batch.query_start_loc_cpu
     new_qlens = np.diff(old_qsl) - rej
@@ -62,7 +62,7 @@ def prepare_unpadded(batch: VerifiedBatch, valid_counts_cpu: np.ndarray, slot_bu
 
 def prepare_padded(batch: VerifiedBatch, valid_counts: torch.Tensor, slot_buffer_len: int) -> FirstPassInputs:
     """Keep every row; sample at ``query_start_loc[r+1] - 1 - n_rej``. No host sync."""
-    device = batch.query_start_loc.device
+    device = batch.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
     rej = num_rejected(batch.num_draft_tokens, valid_counts)
     num_tokens = batch.num_tokens
     return FirstPassInputs(

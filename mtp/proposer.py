@@ -83,8 +83,9 @@ class MtpProposer:
         self._may_capture = False
         self._captured = False  # set once capture_all has run, even if it captured nothing
         self.in_capture = False  # inside a device capture: no host reads allowed
-        self._batch_width = 0  # block-table columns of the current batch
-        self._num_reqs = cfg.max_num_reqs  # requests of the current batch (a dummy run: every row)
+        # no mutate: every call and every dummy run set these two before they are read
+        self._batch_width = 0  # block-table columns of the current batch  # pragma: no mutate
+        self._num_reqs = cfg.max_num_reqs  # requests of the current batch (a dummy run: every row)  # pragma: no mutate
         self._alloc()
 
     def _alloc(self) -> None:
@@ -147,7 +148,8 @@ class MtpProposer:
             raise ValueError(f"block_table.shape[1]={width}: the proposer holds {self.max_blocks} blocks per request")
         prepared = self.ops.prepare_call(self.cfg, batch, sampled)
         self._ensure_captured()  # before this call's state: the capture's dummy runs set their own
-        self._batch_width = width
+        # no mutate: None slices the full width; columns past a seq_len are never read
+        self._batch_width = width  # pragma: no mutate
         b, n = batch.num_reqs, prepared.first.num_tokens
         self._num_reqs = b
         if self.trace is not None:
@@ -231,7 +233,8 @@ class MtpProposer:
         its auxiliary layers into one (only here: later steps feed the draft's own output)."""
         if self.cfg.method == "eagle3":
             hidden = self.model.combine_hidden_states(hidden.to(self.hidden_states.dtype))
-        return hidden.to(self.hidden_states.dtype)
+        # no mutate: the float32 hidden_states buffer it is written into converts it
+        return hidden.to(self.hidden_states.dtype)  # pragma: no mutate
 
     def model_positions(self, rows: int) -> torch.Tensor:
         """What the rotation of the first ``rows`` rows reads: [rows], or M-RoPE's [3, rows]."""
@@ -244,7 +247,8 @@ class MtpProposer:
     def _table(self, phase: str, reqs: int | None = None) -> torch.Tensor:
         """The block table as attention reads it: the batch's width when eager
         (less to scan), the full static width inside a graph."""
-        width = self.max_blocks if self._graphed(phase) else self._batch_width
+        # no mutate: the full width or the batch's: columns past a seq_len are never read
+        width = self.max_blocks if self._graphed(phase) else self._batch_width  # pragma: no mutate
         return self.block_table[:reqs, :width]
 
     def _first_forward(self, rows: int, bound: int) -> torch.Tensor:
@@ -391,7 +395,8 @@ class MtpProposer:
         """Run a propose call's phases at ``size`` on inert inputs (a warm-up before any call included)."""
         self._ensure_captured()
         self._load_inert(size)
-        self._num_reqs = self.cfg.max_num_reqs
+        # no mutate: None slices every row, max_num_reqs, the value given
+        self._num_reqs = self.cfg.max_num_reqs  # pragma: no mutate
         if size in self.sizes[FIRST] and self._graphed(FIRST):
             self._run(FIRST, size, 1)
         for step in range(2, self.cfg.num_spec_tokens + 1):
@@ -403,7 +408,8 @@ class MtpProposer:
         """Inputs that write no KV, see no KV, and sample row 0."""
         self.slot_mapping.fill_(PADDING_SLOT)
         self.block_table.fill_(-1)
-        self._batch_width = self.max_blocks  # before any call (a warm-up) there is no batch's width
+        # no mutate: None slices the full width, max_blocks, the value given
+        self._batch_width = self.max_blocks  # before any call (a warm-up) there is no batch's width # pragma: no mutate
         self.seq_lens.zero_()
         self.query_start_loc.zero_()
         self.query_start_loc[1:] = size
