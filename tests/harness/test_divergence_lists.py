@@ -27,7 +27,9 @@ def test_a_list_keeps_the_divergences_it_names_and_holds_the_rest_to_the_spec():
 
 def test_a_list_file_holds_one_id_a_line_with_comments(tmp_path):
     path = tmp_path / "divergences.txt"
-    path.write_text("# accepted by this repository\npadded-seq-lens-not-lowered  # fixed upstream in #1\n\n  other-one\n")
+    path.write_text(
+        "# accepted by this repository\npadded-seq-lens-not-lowered  # fixed upstream in #1\n\n  other-one\n"
+    )
     assert read_divergence_list(path) == ["padded-seq-lens-not-lowered", "other-one"]
 
 
