@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -119,7 +120,18 @@ def build_parser() -> argparse.ArgumentParser:
         "sensitivity", help="how often one wrong input changes the tiny model's draft", formatter_class=fmt
     )
     sens.add_argument("--trials", type=_positive, default=500, help="random contexts per perturbation")
-    for p in (run, replay, report, sens):
+
+    explain = sub.add_parser(
+        "explain",
+        help="what one divergence of an implementation costs: a case, what differs, acceptance",
+        formatter_class=fmt,
+    )
+    explain.add_argument("id", help="the divergence's id (its implementation's table, docs/DIVERGENCES*.md)")
+    explain.add_argument("--impl", required=True, help="the implementation whose divergence it is")
+    explain.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
+    explain.add_argument("--seed", type=int, default=0, help="seed of the acceptance workload")
+    explain.add_argument("--html", metavar="OUT", help="the page to write (default: explain-ID.html)")
+    for p in (run, replay, report, sens, explain):
         p.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
@@ -407,7 +419,54 @@ def cmd_sensitivity(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "replay": cmd_replay, "report": cmd_report, "sensitivity": cmd_sensitivity}
+def cmd_explain(args) -> int:
+    from sim.explain import explain
+    from sim.serving.report import explanation_html
+
+    device = _load_device(args.device)
+    _load_impl(args.impl)  # an unavailable implementation: one line naming the cause
+    try:
+        found = explain(args.impl, args.id, device, args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    d = found.divergence
+    console.print(f"[bold]{d.label()}[/] of [bold]{args.impl}[/], in {d.where}")
+    console.print(f"  the design: {d.core}\n  {args.impl}: {d.impl}\n  pinned by: {d.pinned_by}")
+    if found.case is None:
+        console.print("no workload searched shows it: the drafts and metadata it governs equal the spec's there")
+    else:
+        path = found.case.save(f"failures/explain-{d.id}.json")
+        console.print(
+            f"smallest case found: {len(found.case.requests)} requests, {found.case.max_iterations} iterations, "
+            f"{'padded' if found.case.padded else 'unpadded'}; replay: python -m sim replay {path} --impl {args.impl}"
+        )
+        console.print(f"under the spec for {d.id}: {len(found.under_spec.mismatches)} differences")
+        for m in found.under_spec.mismatches[:12]:
+            console.print(f"  {m}")
+        console.print(f"under {args.impl}'s own rules: {len(found.under_rules.mismatches)} differences")
+    table = Table("draft position", "core", args.impl, "lost")
+    core, impl = found.core_run.acceptance(), found.impl_run.acceptance()
+    for p in sorted(set(core) | set(impl)):
+        table.add_row(
+            str(p), f"{core.get(p, 0):.3f}", f"{impl.get(p, 0):.3f}", f"{core.get(p, 0) - impl.get(p, 0):+.3f}"
+        )
+    console.print(
+        "acceptance per draft position, a verifier accepting what a correct proposer drafts (accept=reference):"
+    )
+    console.print(table)
+    out = Path(args.html or f"explain-{d.id}.html")
+    out.write_text(explanation_html(found, args.impl))
+    console.print(f"written: {out}")
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "replay": cmd_replay,
+    "report": cmd_report,
+    "sensitivity": cmd_sensitivity,
+    "explain": cmd_explain,
+}
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,12 @@
 """Acceptance by a target that agrees with a correct proposer: the ``reference`` accept policy.
 
 The tiny target's greedy tokens are unrelated to the draft model, so its acceptance rate says
-nothing about a proposer's quality. Under ``accept="reference"`` the verifier accepts a request's
-drafts, in order, while they equal the drafts the from-scratch reference computes for that
-request (docs/DESIGN.md, "MTP semantics"): a correct proposer sees every draft accepted, and the
-acceptance per draft position of another shows what its differences cost.
+nothing about a proposer's quality. Under ``accept="reference"`` the verifier takes a random
+number of a request's drafts (as ``accept="random"``, so that rejections happen, as they do on
+a real target) but never past the first that differs from the draft the from-scratch reference
+computes for that request (docs/DESIGN.md, "MTP semantics"). A correct proposer's acceptance is
+the random policy's; another's, on the same workload, shows per draft position what its
+differences cost.
 """
 
 from __future__ import annotations

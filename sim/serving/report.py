@@ -138,3 +138,29 @@ def write_html(runs: list[dict], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     return path
+
+
+def explanation_html(found, impl_name: str) -> str:
+    """``python -m sim explain``'s findings as a page a maintainer can attach to an upstream report."""
+    d = found.divergence
+    rows = []
+    core, impl = found.core_run.acceptance(), found.impl_run.acceptance()
+    for p in sorted(set(core) | set(impl)):
+        c, i = core.get(p, 0.0), impl.get(p, 0.0)
+        rows.append(f"<tr><td>{p}</td><td>{c:.3f}</td><td>{i:.3f}</td><td>{c - i:+.3f}</td></tr>")
+    diffs = (
+        []
+        if found.under_spec is None
+        else [f"<li>{html.escape(str(m))}</li>" for m in found.under_spec.mismatches[:40]]
+    )
+    case = "no workload searched shows it" if found.case is None else html.escape(found.case.to_json())
+    return f"""<!doctype html><meta charset="utf-8"><title>{d.id} ({impl_name})</title>
+<h1>{html.escape(d.label())} of {html.escape(impl_name)}</h1>
+<p>In <code>{html.escape(d.where)}</code>. The design: {html.escape(d.core)}. {html.escape(impl_name)}: {html.escape(d.impl)}.
+Pinned by <code>{html.escape(d.pinned_by)}</code>.</p>
+<h2>The smallest case found</h2><pre>{case}</pre>
+<h2>What differs from the spec there</h2><ul>{"".join(diffs)}</ul>
+<h2>Acceptance per draft position</h2>
+<p>A verifier that accepts what a correct proposer drafts (<code>accept=reference</code>), the same workload.</p>
+<table border="1"><tr><th>position</th><th>core</th><th>{html.escape(impl_name)}</th><th>lost</th></tr>{"".join(rows)}</table>
+"""

@@ -129,11 +129,11 @@ class ServingSim:
             while a < k and req.drafts[a] == greedy[a]:
                 a += 1
             return a
-        if self.sc.accept == "reference":
+        if self.sc.accept == "reference":  # the target takes a random count of the reference's drafts
             a = 0
             while a < k and a < len(req.expected) and req.drafts[a] == req.expected[a]:
                 a += 1
-            return a
+            return min(a, int(self.rng.integers(0, k + 1)))
         if self.sc.accept == "random":
             return int(self.rng.integers(0, k + 1))
         return k if self.sc.accept == "all" else 0

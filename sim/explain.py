@@ -1,0 +1,85 @@
+"""What one divergence of an implementation costs: a small case, what differs there, the acceptance lost.
+
+``python -m sim explain ID --impl NAME`` (sim/cli.py prints it, as text and as an HTML page):
+
+- the smallest workload found (fewest requests, then seeds in order, padded then unpadded) where
+  the spec for that behaviour alone (``spec_for``: the implementation's rules with the
+  divergence's reverted) differs from what the implementation did, cut after the first
+  iteration that shows it, saved as a replay file;
+- what differs there: the metadata attention was given against what it should have been given
+  (seq_lens, slots, positions), and the drafts against the reference's;
+- that the same case matches the implementation's own rules, so nothing else differs;
+- acceptance per draft position over a serving run, side by side with the core, under a verifier
+  that accepts what a correct proposer drafts (``accept="reference"``, sim/serving/acceptance.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sim.impls import Implementation, load_implementation
+from sim.impls.divergence import Divergence, spec_for
+from sim.serving.run import RunReport, run_scenario
+from sim.serving.scenario import Scenario, default_scenario
+
+SIZES = (1, 2, 3, 4, 6, 8)
+SEEDS = range(12)
+
+
+@dataclass
+class Explanation:
+    divergence: Divergence
+    case: Scenario | None  # None: no workload searched shows it
+    under_spec: RunReport | None  # the case under the spec for this divergence: what differs
+    under_rules: RunReport | None  # the case under the implementation's rules: nothing else differs
+    impl_run: RunReport  # the acceptance run, by the implementation
+    core_run: RunReport  # the same run by the core
+
+
+def _run(impl: Implementation, scenario: Scenario, device, rules, stop: bool = True) -> RunReport:
+    return run_scenario(
+        scenario,
+        device,
+        ops=impl.ops,
+        proposer_cls=impl.proposer_cls,
+        rules=rules,
+        stop_at_first_mismatch=stop,
+    )
+
+
+def smallest_case(impl: Implementation, divergence: Divergence, device, k: int = 3) -> Scenario | None:
+    """The first workload (fewest requests, then seed, padded then unpadded) where the spec differs."""
+    spec = spec_for(impl.rules, divergence)
+    for n in SIZES:
+        for seed in SEEDS:
+            for padded in (True, False):
+                scenario = default_scenario(seed, n, num_spec_tokens=k, block_size=4, padded=padded)
+                report = _run(impl, scenario, device, spec)
+                if report.mismatches:
+                    return dataclasses.replace(scenario, max_iterations=report.mismatches[0].iteration + 1)
+    return None
+
+
+def explain(impl_name: str, divergence_id: str, device, seed: int = 0) -> Explanation:
+    """``ValueError`` naming the known ids when ``divergence_id`` is none of the implementation's."""
+    impl = load_implementation(impl_name)
+    known = {d.id: d for d in impl.divergences}
+    if divergence_id not in known:
+        raise ValueError(f"{divergence_id!r}: {impl.name} has no such divergence (known: {', '.join(known) or 'none'})")
+    d = known[divergence_id]
+    case = smallest_case(impl, d, device)
+    under_spec = under_rules = None
+    if case is not None:
+        under_spec = _run(impl, case, device, spec_for(impl.rules, d), stop=False)
+        under_rules = _run(impl, case, device, impl.rules, stop=False)
+    workload = default_scenario(seed, accept="reference", padded=case.padded if case else True)
+    core = load_implementation("core")
+    return Explanation(
+        d,
+        case,
+        under_spec,
+        under_rules,
+        _run(impl, workload, device, impl.rules, stop=False),
+        _run(core, workload, device, core.rules, stop=False),
+    )
