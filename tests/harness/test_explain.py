@@ -16,7 +16,9 @@ def test_explain_shows_the_case_the_differences_and_the_acceptance_lost(tmp_path
     assert main(["explain", "padded-seq-lens-not-lowered", "--impl", "defect:present", "--html", str(page)]) == 0
     out = capsys.readouterr().out
     flat = " ".join(out.split())  # the console wraps long lines
-    assert "replay: python -m sim replay failures/explain-padded-seq-lens-not-lowered.json --impl defect:present" in flat
+    assert (
+        "replay: python -m sim replay failures/explain-padded-seq-lens-not-lowered.json --impl defect:present" in flat
+    )
     assert "step 2 seq_lens" in flat  # what attention was given, against the spec
     assert "own rules: 0 differences" in flat
     rows = {line.split("│")[1].strip(): line.split("│")[4].strip() for line in out.splitlines() if line.count("│") == 5}
