@@ -27,7 +27,7 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend import interop
+from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import GATE_SKIPS, RULES
 from sim.impls.vllm_ascend.importing import import_ascend, unavailable_reason
@@ -164,9 +164,7 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
     positions = base_positions.to(torch.int32).clone()  # _propose's used_update_positions (self.positions dtype)
     out = [StepMeta(positions=positions.to(torch.int64).clone(), seq_lens=seq.clone(), slot_mapping=cad.slot_mapping)]
     for draft_index in range(1, step):
-        cad, _ = p.attn_update_stack_num_spec_norm(
-            draft_index, None, cad, b, b, positions, backend.CUDAGraphMode.NONE, attn_group=group
-        )
+        cad, _ = generation.update_step(p, draft_index, cad, b, positions, backend.CUDAGraphMode.NONE, group)
         out.append(
             StepMeta(
                 positions=cad.positions[:b].to(torch.int64).clone(),
@@ -218,6 +216,7 @@ class AscendProposer(EagerAdapter):
             target_model_batch_desc=EAGER_BATCH,
             sampling_metadata=GREEDY,
             num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
+            **generation.propose_args(p, k),
         )
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
