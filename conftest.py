@@ -95,7 +95,7 @@ def pytest_configure(config):
 def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
     return [
-        f"device: {config.mtp_device.describe()}, implementation under test: {config.mtp_impl.name}",
+        f"device: {config.mtp_device.describe()}, implementation under test: {config.mtp_impl.describe}",
         f"hypothesis profile: {settings._current_profile}, seed: {seed if seed is not None else 'random per test'}",
     ]
 

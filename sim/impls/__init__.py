@@ -33,13 +33,19 @@ class Implementation:
     """name: shown in the report header. ops: steps 1-4. proposer_cls: the
     full loop. rules: the documented divergences the reference models, so the
     gate's properties run on them. skips: property name -> reason it cannot
-    run at all (the last resort; never silent)."""
+    run at all (the last resort; never silent). describe: what exactly is under
+    test, for the report header (versions, the checkout's commit); the name by default."""
 
     name: str
     ops: object
     proposer_cls: type
     skips: dict[str, str] = field(default_factory=dict)
     rules: Rules = CORE
+    describe: str = ""
+
+    def __post_init__(self):
+        if not self.describe:
+            object.__setattr__(self, "describe", self.name)
 
 
 class ImplementationUnavailable(RuntimeError):

@@ -26,11 +26,11 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, Veri
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
-from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.eager_adapter import EagerAdapter, start_fresh
 from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import GATE_SKIPS, RULES
-from sim.impls.vllm_ascend.importing import import_ascend, unavailable_reason
+from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
@@ -186,6 +186,7 @@ class AscendProposer(EagerAdapter):
         self.triton = triton
         self.model = AscendTinyMtp(model)
         self.attn_group = AscendSnapshotAttnGroup()
+        start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
 
     def _ascend(self):
         p = _proposer(self.cfg)
@@ -227,4 +228,4 @@ def implementation() -> Implementation:
     reason = unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm_ascend", reason)
-    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES)
+    return Implementation("vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES, describe())

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import torch
 
+from sim.impls.eager_adapter import remember_fresh
 from sim.impls.vllm_ascend.importing import import_ascend
 
 MAX_TOKENS = 8192
@@ -105,14 +106,15 @@ def single_rank_world(vllm_config) -> None:
 
 @functools.lru_cache(maxsize=8)
 def ascend_proposer(hidden_size: int):
-    """One ``AscendEagleProposer`` per hidden size, on CPU."""
+    """One ``AscendEagleProposer`` per hidden size, on CPU, its state as built remembered
+    (``eager_adapter.start_fresh``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
     cpu = torch.device("cpu")
     vllm_config = _vllm_config(hidden_size)
     single_rank_world(vllm_config)
-    return eagle.AscendEagleProposer(vllm_config, cpu, RunnerView(cpu))
+    return remember_fresh(eagle.AscendEagleProposer(vllm_config, cpu, RunnerView(cpu)))
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):

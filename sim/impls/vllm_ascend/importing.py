@@ -25,8 +25,12 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
+import subprocess
 import sys
+import urllib.parse
+from pathlib import Path
 
 from sim.impls.vllm_ascend import fake_torch_npu
 from sim.impls.vllm_ascend.checkout import CLOSURES
@@ -102,3 +106,33 @@ def unavailable_reason() -> str | None:
             f"the vllm_ascend adapter runs on vLLM {', '.join(VLLM_VERSIONS)}"
         )
     return None
+
+
+def source() -> str:
+    """Where the installed vllm-ascend comes from: ``release wheel``, or ``checkout PATH at COMMIT``
+    (an editable install, as ``tox -e vllm_ascend`` makes one from ``VLLM_ASCEND_SRC``)."""
+    try:
+        raw = importlib.metadata.distribution("vllm-ascend").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+    info = json.loads(raw) if raw else {}
+    if not info.get("dir_info", {}).get("editable"):
+        return "release wheel"
+    path = Path(urllib.parse.urlparse(info["url"]).path)
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"checkout {path}, not a git tree"
+    return f"checkout {path} at {rev}{' with local changes' if dirty else ''}"
+
+
+def describe() -> str:
+    """The report header's line: vllm-ascend's version and source, and the vLLM version under test."""
+    import vllm
+
+    return f"vllm_ascend (vllm-ascend {installed_version()}, {source()}; vLLM {vllm.__version__})"
