@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,6 +41,7 @@ CLOSURES = {
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag)
     "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main since v0.25.1rc1 (snapshot of 2026-08-22)
 }
+BUILD_TOOLS = ROOT / "requirements" / "vllm_ascend_build.txt"
 RELEASE = "0.23.0"  # the released vllm-ascend tested without a checkout (wheel) and by .ci/run (sdist)
 RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-release-tag.commit
 TAG_FILE = ".github/vllm-release-tag.commit"
@@ -109,11 +111,16 @@ def released_source(dest: str, version: str = RELEASE) -> Path:
     if (out / TAG_FILE).is_file():
         return out  # laid out by an earlier run
     with tempfile.TemporaryDirectory() as tmp:
-        # --no-build-isolation: the sdist's metadata build needs only setuptools and setuptools-scm
-        # (its build-system list pins torch-npu, which no index here has).
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        cmd += ["--no-binary", ":all:", "--no-build-isolation", "-d", tmp, f"vllm-ascend=={version}"]
-        subprocess.run(cmd, check=True, env={**os.environ, **BUILD_ENV})
+        # pip builds an sdist's metadata before it keeps the file. Without build isolation (its
+        # build-system list pins torch-npu and torch 2.10) it needs setuptools and setuptools-scm:
+        # a throwaway venv with the pinned ones, so any bare python3 can run this.
+        tools = Path(tmp, "tools")
+        venv.create(tools, with_pip=True)
+        python = str(tools / "bin" / "python")
+        quiet = ["--quiet", "--disable-pip-version-check"]
+        subprocess.run([python, "-m", "pip", "install", *quiet, "-r", str(BUILD_TOOLS)], check=True)
+        cmd = [python, "-m", "pip", "download", *quiet, "--no-deps", "--no-binary", ":all:", "--no-build-isolation"]
+        subprocess.run([*cmd, "-d", tmp, f"vllm-ascend=={version}"], check=True, env={**os.environ, **BUILD_ENV})
         (sdist,) = Path(tmp).glob("vllm_ascend-*.tar.gz")
         with tarfile.open(sdist) as tar:
             top = tar.getnames()[0].split("/")[0]
