@@ -20,7 +20,6 @@ import torch
 
 from mtp.config import ProposerConfig
 
-
 _FRESH = "_mtp_harness_fresh_state"
 
 
@@ -30,7 +29,9 @@ def _tensors(proposer):
     for name, value in vars(proposer).items():
         if isinstance(value, torch.Tensor):
             yield name, value
-        elif isinstance(getattr(value, "cpu", None), torch.Tensor) and isinstance(getattr(value, "gpu", None), torch.Tensor):
+        elif isinstance(getattr(value, "cpu", None), torch.Tensor) and isinstance(
+            getattr(value, "gpu", None), torch.Tensor
+        ):
             yield f"{name}.cpu", value.cpu
             yield f"{name}.gpu", value.gpu
 

@@ -1,4 +1,7 @@
-"""vllm-ascend's ``AscendEagleProposer`` built from a tiny local config and a plain runner (CPU here, the NPU on an Ascend runner).
+"""vllm-ascend's ``AscendEagleProposer`` built from a tiny local config and a plain runner.
+
+It is built on the CPU here (the fake ``torch_npu``) and on the NPU on an Ascend
+runner (``build_device``).
 
 The config is a real ``VllmConfig`` (a ``deepseek_v3`` config with one next-n
 layer: vLLM chooses the MTP method; nothing downloaded, no weights). The

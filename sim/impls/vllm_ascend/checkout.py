@@ -137,7 +137,9 @@ def released_source(dest: str, version: str = RELEASE) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sim.impls.vllm_ascend.checkout", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m sim.impls.vllm_ascend.checkout", description=__doc__.split("\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("install", help=f"install vLLM and vllm-ascend (a checkout if {SRC_VAR} is set)")
     rel = sub.add_parser("released-source", help="lay out a released vllm-ascend's sdist as a checkout")

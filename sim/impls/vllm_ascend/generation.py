@@ -25,7 +25,11 @@ def takes(method, name: str) -> bool:
 
 def update_step(p, draft_index: int, cad, batch_size: int, positions, mode, attn_group):
     """One ``attn_update_stack_num_spec_norm`` call, eager and unpadded (``input_batch_size == batch_size``)."""
-    head = (draft_index, None, cad) if takes(p.attn_update_stack_num_spec_norm, "old_attn_metadata") else (draft_index, cad)
+    head = (
+        (draft_index, None, cad)
+        if takes(p.attn_update_stack_num_spec_norm, "old_attn_metadata")
+        else (draft_index, cad)
+    )
     return p.attn_update_stack_num_spec_norm(*head, batch_size, batch_size, positions, mode, attn_group=attn_group)
 
 
