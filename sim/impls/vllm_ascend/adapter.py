@@ -1,4 +1,4 @@
-"""vllm-ascend 0.23.0's ``AscendEagleProposer`` as an implementation under test (``--impl vllm_ascend``).
+"""vllm-ascend's ``AscendEagleProposer`` (0.23.0, or main) as an implementation under test (``--impl vllm_ascend``).
 
 ``AscendOps`` computes DESIGN steps 1-4 with vllm-ascend's own methods
 (``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
