@@ -60,21 +60,9 @@ def test_a_run_starts_from_a_fresh_proposers_state(device):
     the state a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row vllm-ascend reads before writing it (``stale-last-row``), which crashed the tiny model
     (IndexError: index 90 is out of bounds for dimension 0 with size 32)."""
+    from sim.impls.fresh_start import STALE_ROW_RUN, after_a_larger_vocabulary
     from sim.impls.vllm_ascend.build import ascend_proposer
 
-    scenario = Scenario(
-        seed=10,
-        num_spec_tokens=1,
-        block_size=1,
-        max_model_len=32,
-        token_budget=2,
-        max_num_reqs=1,
-        padded=True,
-        accept="greedy",
-        vocab_size=32,
-        max_iterations=24,
-        requests=(RequestSpec(0, 1, 2),),
-    )
-    ascend_proposer(scenario.hidden_size).input_ids.fill_(90)  # as a run with 96 ids may leave it
-    report = run_scenario(scenario, device, proposer_cls=AscendProposer, rules=RULES, stop_at_first_mismatch=False)
+    after_a_larger_vocabulary(ascend_proposer(STALE_ROW_RUN.hidden_size))
+    report = run_scenario(STALE_ROW_RUN, device, proposer_cls=AscendProposer, rules=RULES, stop_at_first_mismatch=False)
     assert report.ok, [str(m) for m in report.mismatches[:4]]

@@ -73,21 +73,11 @@ def test_a_run_starts_from_a_fresh_proposers_state(device):
     """The 0.13 proposer is shared between runs (built once per hidden size). A run starts from the
     state a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row 0.13 reads before writing it (``stale-last-row``), which crashes the tiny model."""
+    from sim.impls.fresh_start import STALE_ROW_RUN, after_a_larger_vocabulary
     from sim.impls.vllm_ascend_0_13.build import mtp_proposer
 
-    scenario = Scenario(
-        seed=10,
-        num_spec_tokens=1,
-        block_size=1,
-        max_model_len=32,
-        token_budget=2,
-        max_num_reqs=1,
-        padded=True,
-        accept="greedy",
-        vocab_size=32,
-        max_iterations=24,
-        requests=(RequestSpec(0, 1, 2),),
+    after_a_larger_vocabulary(mtp_proposer(STALE_ROW_RUN.hidden_size))
+    report = run_scenario(
+        STALE_ROW_RUN, device, proposer_cls=Ascend013Proposer, rules=RULES, stop_at_first_mismatch=False
     )
-    mtp_proposer(scenario.hidden_size).input_ids.fill_(90)  # as a run with 96 ids may leave it
-    report = run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES, stop_at_first_mismatch=False)
     assert report.ok, [str(m) for m in report.mismatches[:4]]

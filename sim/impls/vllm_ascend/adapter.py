@@ -26,7 +26,8 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, Veri
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
-from sim.impls.eager_adapter import EagerAdapter, start_fresh
+from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import GATE_SKIPS, RULES

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import torch
 
-from sim.impls.eager_adapter import remember_fresh
+from sim.impls.fresh_start import remember_fresh
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
 MAX_TOKENS = 8192
@@ -116,7 +116,7 @@ def single_rank_world(vllm_config) -> None:
 @functools.lru_cache(maxsize=8)
 def ascend_proposer(hidden_size: int):
     """One ``AscendEagleProposer`` per hidden size, on ``build_device()``, its state as built
-    remembered (``eager_adapter.start_fresh``)."""
+    remembered (``fresh_start.start_fresh``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
