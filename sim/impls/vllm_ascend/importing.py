@@ -131,8 +131,9 @@ def source() -> str:
     return f"checkout {path} at {rev}{' with local changes' if dirty else ''}"
 
 
-def describe() -> str:
-    """The report header's line: vllm-ascend's version and source, and the vLLM version under test."""
+def describe(name: str = "vllm_ascend") -> str:
+    """The report header's line for implementation ``name``: vllm-ascend's version and source, and
+    the vLLM version under test."""
     import vllm
 
-    return f"vllm_ascend (vllm-ascend {installed_version()}, {source()}; vLLM {vllm.__version__})"
+    return f"{name} (vllm-ascend {installed_version()}, {source()}; vLLM {vllm.__version__})"

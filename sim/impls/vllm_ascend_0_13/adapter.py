@@ -30,6 +30,7 @@ from sim.impls.vllm_ascend.adapter import triton_path
 from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.divergences import GATE_SKIPS, RULES
+from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason
 from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
@@ -211,4 +212,6 @@ def implementation() -> Implementation:
     reason = unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm_ascend_0_13", reason)
-    return Implementation("vllm_ascend_0_13", Ascend013Ops(), Ascend013Proposer, dict(GATE_SKIPS), RULES)
+    return Implementation(
+        "vllm_ascend_0_13", Ascend013Ops(), Ascend013Proposer, dict(GATE_SKIPS), RULES, describe("vllm_ascend_0_13")
+    )
