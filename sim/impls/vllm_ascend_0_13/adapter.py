@@ -27,10 +27,10 @@ from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm_ascend.adapter import triton_path
+from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.divergences import GATE_SKIPS, RULES
-from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason
 from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
