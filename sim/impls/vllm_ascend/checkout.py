@@ -92,9 +92,11 @@ def _editable_vllm_ascend() -> bool:
 def install(src: str | None) -> None:
     """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels."""
     if not src:
+        vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
+        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("--no-deps", f"vllm=={vllm}")
         force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
-        _pip("-r", str(ROOT / CLOSURES[RELEASE]))
-        _pip("--no-deps", *force, f"vllm=={RELEASE}", f"vllm-ascend=={RELEASE}")
+        _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
         return
     checkout = Path(src).resolve()
     if not checkout.is_dir():
