@@ -120,7 +120,7 @@ def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
     impl, device = config.mtp_impl, config.mtp_device
     lines = [
-        f"device: {device.describe()}, implementation under test: {impl.name}",
+        f"device: {device.describe()}, implementation under test: {impl.describe}",
         f"hypothesis profile: {settings.get_current_profile_name()}, "
         f"seed: {seed if seed is not None else 'random per test'}",
     ]

@@ -51,7 +51,9 @@ class Implementation:
     gate's properties run on them. skips: test function name (or one
     parametrization's name) -> the ``Skip`` (a plain string: a reason that
     holds on every device). divergences: the named differences from
-    docs/DESIGN.md in force (``sim.impls.divergence``), shown on every run."""
+    docs/DESIGN.md in force (``sim.impls.divergence``), shown on every run.
+    describe: what exactly is under test, for the report header (versions,
+    the checkout's commit); the name by default."""
 
     name: str
     ops: object
@@ -59,6 +61,11 @@ class Implementation:
     skips: dict[str, Skip | str] = field(default_factory=dict)
     rules: Rules = CORE
     divergences: tuple = ()
+    describe: str = ""
+
+    def __post_init__(self):
+        if not self.describe:
+            object.__setattr__(self, "describe", self.name)
 
     def defects(self, device: str) -> list:
         """The known defects in force on ``device``, each modelled by a rule (the ones the gate can see)."""

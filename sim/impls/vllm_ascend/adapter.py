@@ -1,4 +1,4 @@
-"""vllm-ascend 0.23.0's ``AscendEagleProposer`` as an implementation under test (``--impl vllm_ascend``).
+"""vllm-ascend's ``AscendEagleProposer`` (0.23.0, or main) as an implementation under test (``--impl vllm_ascend``).
 
 ``AscendOps`` computes docs/DESIGN.md steps 1-4 with vllm-ascend's own methods
 (``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
@@ -27,10 +27,11 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend import interop
+from sim.impls.fresh_start import start_fresh
+from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, RULES
-from sim.impls.vllm_ascend.importing import import_ascend, unavailable_reason
+from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
@@ -164,9 +165,7 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
     positions = base_positions.to(torch.int32).clone()  # _propose's used_update_positions (self.positions dtype)
     out = [StepMeta(positions=positions.to(torch.int64).clone(), seq_lens=seq.clone(), slot_mapping=cad.slot_mapping)]
     for draft_index in range(1, step):
-        cad, _ = p.attn_update_stack_num_spec_norm(
-            draft_index, None, cad, b, b, positions, backend.CUDAGraphMode.NONE, attn_group=group
-        )
+        cad, _ = generation.update_step(p, draft_index, cad, b, positions, backend.CUDAGraphMode.NONE, group)
         out.append(
             StepMeta(
                 positions=cad.positions[:b].to(torch.int64).clone(),
@@ -188,6 +187,7 @@ class AscendProposer(EagerAdapter):
         self.triton = triton
         self.model = AscendTinyMtp(model)
         self.attn_group = AscendSnapshotAttnGroup()
+        start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
 
     def _ascend(self):
         p = _proposer(self.cfg)
@@ -218,6 +218,7 @@ class AscendProposer(EagerAdapter):
             target_model_batch_desc=EAGER_BATCH,
             sampling_metadata=GREEDY,
             num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
+            **generation.propose_args(p, k),
         )
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
@@ -229,5 +230,11 @@ def implementation() -> Implementation:
     if reason:
         raise ImplementationUnavailable("vllm_ascend", reason)
     return Implementation(
-        "vllm_ascend", AscendOps(), AscendProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values())
+        "vllm_ascend",
+        AscendOps(),
+        AscendProposer,
+        dict(GATE_SKIPS),
+        RULES,
+        tuple(DIVERGENCES.values()),
+        describe=describe(),
     )

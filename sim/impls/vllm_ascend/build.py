@@ -1,4 +1,7 @@
-"""vllm-ascend's ``AscendEagleProposer`` built on CPU from a tiny local config and a plain runner.
+"""vllm-ascend's ``AscendEagleProposer`` built from a tiny local config and a plain runner.
+
+It is built on the CPU here (the fake ``torch_npu``) and on the NPU on an Ascend
+runner (``build_device``).
 
 The config is a real ``VllmConfig`` (a ``deepseek_v3`` config with one next-n
 layer: vLLM chooses the MTP method; nothing downloaded, no weights). The
@@ -18,7 +21,8 @@ from types import SimpleNamespace
 
 import torch
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.fresh_start import remember_fresh
+from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
 MAX_TOKENS = 8192
 MAX_REQS = 256
@@ -58,6 +62,12 @@ class RunnerView:
         return self.model
 
 
+def build_device() -> torch.device:
+    """Where the proposer and its buffers live: the NPU when the real ``torch_npu`` is in use (an
+    Ascend runner), else the CPU (the fake ``torch_npu``)."""
+    return torch.device("cpu" if prepare() else "npu")
+
+
 def _vllm_config(hidden_size: int):
     from sim.impls.vllm.eagle import _config_dir  # the same tiny DeepSeek-V3 config as the vLLM oracle
 
@@ -75,7 +85,7 @@ def _vllm_config(hidden_size: int):
         model_config=model_config,
         cache_config=config.CacheConfig(block_size=16),
         speculative_config=spec_config,
-        device_config=config.DeviceConfig(device="cpu"),
+        device_config=config.DeviceConfig(device=build_device().type),
         parallel_config=config.ParallelConfig(),
         load_config=config.LoadConfig(),
         scheduler_config=config.SchedulerConfig(
@@ -105,14 +115,15 @@ def single_rank_world(vllm_config) -> None:
 
 @functools.lru_cache(maxsize=8)
 def ascend_proposer(hidden_size: int):
-    """One ``AscendEagleProposer`` per hidden size, on CPU."""
+    """One ``AscendEagleProposer`` per hidden size, on ``build_device()``, its state as built
+    remembered (``fresh_start.start_fresh``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
-    cpu = torch.device("cpu")
+    device = build_device()
     vllm_config = _vllm_config(hidden_size)
     single_rank_world(vllm_config)
-    return eagle.AscendEagleProposer(vllm_config, cpu, RunnerView(cpu))
+    return remember_fresh(eagle.AscendEagleProposer(vllm_config, device, RunnerView(device)))
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):

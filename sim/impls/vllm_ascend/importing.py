@@ -1,13 +1,17 @@
-"""Importing vllm-ascend 0.23.0 on a CPU-only machine, in the one order that works.
+"""Importing vllm-ascend (0.23.0, or a checkout of main) on a CPU-only machine, in the one order that works.
 
 Each step clears one blocker met without an NPU:
-- the fake ``torch_npu`` (``fake_torch_npu.install``) before anything imports vllm,
-  only when the real one cannot be imported;
+- the fake ``torch_npu`` (``fake_torch_npu.install``) and the CPU environment
+  (``CPU_ENV``) before anything imports vllm, only when the real one cannot be imported;
+- Triton's own ``triton.experimental.gluon`` imported first: vllm-ascend main's
+  ``__init__`` puts empty stand-ins for it in ``sys.modules`` when it is absent, and
+  vLLM 0.27 imports names from it;
 - ``vllm_ascend.ops`` imported and ``register_ascend_customop()`` called before the
   proposer module (else a circular import of ``DeviceOperator``);
 - the platform's ``is_pin_memory_available`` answers False (``pin_memory=True``
   needs a PrivateUse1 backend the fake cannot provide); vLLM caches it, so the
-  cache is cleared;
+  cache is cleared, and vLLM 0.27's modules that fixed it at import
+  (``PIN_MEMORY``) are set to False;
 - Triton runs in its interpreter (``TRITON_INTERPRET=1``); vllm-ascend's grid size
   needs the device's vector-core count, which has no CPU meaning: ``VECTOR_CORES``;
 - vLLM inspects model classes in a subprocess, where the fake is not installed:
@@ -16,17 +20,23 @@ Each step clears one blocker met without an NPU:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
 
 from sim.impls.vllm_ascend import fake_torch_npu
+from sim.impls.vllm_ascend.checkout import CLOSURES
 
-VLLM_ASCEND_VERSION = "0.23.0"
-UNPINNED = "MTP_HARNESS_UNPINNED"  # set: test whatever vllm-ascend and vllm are importable
-VLLM_VERSION = "0.23.0"
+VLLM_VERSIONS = tuple(sorted(CLOSURES))  # the vLLM releases this adapter runs vllm-ascend against
+GLUON = ("triton.experimental.gluon", "triton.experimental.gluon.language")
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 VECTOR_CORES = 8  # grid size of vllm-ascend's Triton kernels (the cap only; any value >= 1 gives the same result)
 
@@ -34,8 +44,12 @@ VECTOR_CORES = 8  # grid size of vllm-ascend's Triton kernels (the cap only; any
 @functools.cache
 def prepare() -> bool:
     """Set the environment, install the fake ``torch_npu`` if needed, import in order. Returns: fake used."""
-    for key, value in CPU_ENV.items():
-        os.environ.setdefault(key, value)
+    if fake_torch_npu.real_torch_npu_importable() is not None:  # no NPU here: CPU tensors, Triton's interpreter
+        for key, value in CPU_ENV.items():
+            os.environ.setdefault(key, value)
+    for name in GLUON:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     fake = fake_torch_npu.install()
     importlib.import_module("vllm_ascend.ops")
     importlib.import_module("vllm_ascend.utils").register_ascend_customop()
@@ -44,6 +58,9 @@ def prepare() -> bool:
     if fake:
         type(platform).is_pin_memory_available = classmethod(lambda cls: False)
         platform_utils.is_pin_memory_available.cache_clear()
+        for mod in list(sys.modules.values()):  # vLLM 0.27: PIN_MEMORY = is_pin_memory_available() at import
+            if getattr(mod, "__name__", "").startswith("vllm") and getattr(mod, "PIN_MEMORY", False) is True:
+                mod.PIN_MEMORY = False
         triton_utils = importlib.import_module("vllm_ascend.ops.triton.triton_utils")
         if triton_utils._NUM_VECTORCORE <= 0:
             triton_utils._NUM_VECTORCORE = VECTOR_CORES
@@ -70,7 +87,9 @@ def unavailable_reason() -> str | None:
     """Why vllm-ascend cannot be tested here, or None if it can.
 
     Nothing is installed or imported unless vllm_ascend is present: in an env
-    without it, this leaves ``torch`` and ``sys.modules`` as they were.
+    without it, this leaves ``torch`` and ``sys.modules`` as they were. Which
+    vllm-ascend is tested is whatever is installed (a release or a checkout);
+    the vLLM beside it must be one the adapter knows (``VLLM_VERSIONS``).
     """
     if importlib.util.find_spec("vllm_ascend") is None:
         return "vllm_ascend is not installed (tox -e vllm_ascend installs it)"
@@ -80,15 +99,41 @@ def unavailable_reason() -> str | None:
 
         importlib.import_module("vllm_ascend.spec_decode.eagle_proposer")
     except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
-        return f"import vllm_ascend failed: {type(exc).__name__}: {exc} (tox -e vllm_ascend installs it)"
-    if os.environ.get(UNPINNED):  # a vllm-ascend checkout under development (docs/upstream-ci.md)
-        return None
-    got = installed_version()
-    if str(got).split("+")[0] != VLLM_ASCEND_VERSION:
+        return f"import vllm_ascend {installed_version()} failed: {type(exc).__name__}: {exc}"
+    if vllm.__version__ not in VLLM_VERSIONS:
         return (
-            f"vllm-ascend {got} is installed; the adapter is pinned to {VLLM_ASCEND_VERSION} "
-            f"(set {UNPINNED}=1 to test another version against the same divergence table)"
+            f"vllm {vllm.__version__} is installed beside vllm-ascend {installed_version()}; "
+            f"the vllm_ascend adapter runs on vLLM {', '.join(VLLM_VERSIONS)}"
         )
-    if vllm.__version__ != VLLM_VERSION:
-        return f"vllm {vllm.__version__} is installed; vllm-ascend {VLLM_ASCEND_VERSION} needs vllm {VLLM_VERSION}"
     return None
+
+
+def source() -> str:
+    """Where the installed vllm-ascend comes from: ``release wheel``, or ``checkout PATH at COMMIT``
+    (an editable install, as ``tox -e vllm_ascend`` makes one from ``VLLM_ASCEND_SRC``)."""
+    try:
+        raw = importlib.metadata.distribution("vllm-ascend").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+    info = json.loads(raw) if raw else {}
+    if not info.get("dir_info", {}).get("editable"):
+        return "release wheel"
+    path = Path(urllib.parse.urlparse(info["url"]).path)
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"checkout {path}, not a git tree"
+    return f"checkout {path} at {rev}{' with local changes' if dirty else ''}"
+
+
+def describe(name: str = "vllm_ascend") -> str:
+    """The report header's line for implementation ``name``: vllm-ascend's version and source, and
+    the vLLM version under test."""
+    import vllm
+
+    return f"{name} (vllm-ascend {installed_version()}, {source()}; vLLM {vllm.__version__})"

@@ -25,7 +25,9 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm_ascend.adapter import triton_path
+from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, GATE_SKIPS, RULES
@@ -182,9 +184,7 @@ class Ascend013Proposer(EagerAdapter):
         super().__init__(cfg, model, device, ops, mode)
         self.triton = triton
         self.model = MlaTinyMtp(model)
-        shared = _proposer(cfg)  # one 0.13 proposer serves every instance: start it as a new one starts
-        for buffer in (shared.input_ids, shared.positions, shared.hidden_states):
-            buffer.zero_()
+        start_fresh(_proposer(cfg))  # one 0.13 proposer serves every run: each starts from its state as built
 
     def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
         """Draft tokens, int64 [B, K], as 0.13's runner calls ``_propose`` (padded or unpadded)."""
@@ -213,5 +213,11 @@ def implementation() -> Implementation:
     if reason:
         raise ImplementationUnavailable("vllm_ascend_0_13", reason)
     return Implementation(
-        "vllm_ascend_0_13", Ascend013Ops(), Ascend013Proposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values())
+        "vllm_ascend_0_13",
+        Ascend013Ops(),
+        Ascend013Proposer,
+        dict(GATE_SKIPS),
+        RULES,
+        tuple(DIVERGENCES.values()),
+        describe=describe("vllm_ascend_0_13"),
     )

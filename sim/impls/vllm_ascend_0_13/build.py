@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import torch
 
+from sim.impls.fresh_start import remember_fresh
 from sim.impls.vllm_ascend import build as build_0_23
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, rope_tables
 from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
@@ -64,7 +65,7 @@ def mtp_proposer(hidden_size: int):
     build_0_23.single_rank_world(vllm_config)
     proposer = mtp.MtpProposer(vllm_config, cpu, RunnerView(cpu, vllm_config))
     proposer.use_cuda_graph = False  # eager: ACL graphs need an NPU
-    return proposer
+    return remember_fresh(proposer)  # each run starts from this state (fresh_start.start_fresh)
 
 
 def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, padded: bool = True):

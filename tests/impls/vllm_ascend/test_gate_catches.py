@@ -22,6 +22,7 @@ from tests.strategies.batches import batch_cases
 
 
 def _slot_plus_one(original):
+    @functools.wraps(original)  # keeps the signature sim.impls.vllm_ascend.generation reads
     def broken(self, *args, **kwargs):
         cad, rest = original(self, *args, **kwargs)
         cad.slot_mapping = cad.slot_mapping + (cad.slot_mapping >= 0).to(cad.slot_mapping.dtype)
@@ -31,6 +32,7 @@ def _slot_plus_one(original):
 
 
 def _sample_row_off_by_one(original):
+    @functools.wraps(original)
     def broken(self, *args, **kwargs):
         cad, rows, sample, rejected = original(self, *args, **kwargs)
         return cad, rows, sample - 1, rejected
@@ -39,6 +41,7 @@ def _sample_row_off_by_one(original):
 
 
 def _first_valid_token(original):
+    @functools.wraps(original)
     def broken(self, sampled, *args, **kwargs):
         ids, counts = original(self, sampled[:, :1].contiguous(), *args, **kwargs)
         return ids, counts

@@ -67,3 +67,17 @@ def test_steps_run_at_first_pass_rows(device):
         assert rec.padding_slots.tolist() == [-1] * (batch.num_tokens - 1)
     for rec, (decode, _) in zip(proposer.trace, proposer.model.metadata):
         assert rope_positions(decode)[: rec.positions.shape[0]] == rec.positions.tolist()
+
+
+def test_a_run_starts_from_a_fresh_proposers_state(device):
+    """The 0.13 proposer is shared between runs (built once per hidden size). A run starts from the
+    state a newly built one holds, whatever the last run left: here an id past this run's vocabulary
+    in the row 0.13 reads before writing it (``stale-last-row``), which crashes the tiny model."""
+    from sim.impls.fresh_start import STALE_ROW_RUN, after_a_larger_vocabulary
+    from sim.impls.vllm_ascend_0_13.build import mtp_proposer
+
+    after_a_larger_vocabulary(mtp_proposer(STALE_ROW_RUN.hidden_size))
+    report = run_scenario(
+        STALE_ROW_RUN, device, proposer_cls=Ascend013Proposer, rules=RULES, stop_at_first_mismatch=False
+    )
+    assert report.ok, [str(m) for m in report.mismatches[:4]]

@@ -1,0 +1,158 @@
+"""Putting the vllm-ascend under test into ``tox -e vllm_ascend``: a checkout, or the released wheels.
+
+``python -m sim.impls.vllm_ascend.checkout install`` (tox's ``commands_pre``):
+
+- ``VLLM_ASCEND_SRC`` unset: the released wheels, ``vllm==0.23.0`` and
+  ``vllm-ascend==0.23.0``, with ``--no-deps`` on the pinned closure.
+- ``VLLM_ASCEND_SRC=<checkout>``: the vLLM the checkout pairs with, read from its
+  ``.github/vllm-release-tag.commit`` as vllm-ascend's own CI reads it, installed
+  with ``--no-deps`` on that version's closure (``CLOSURES``); then the checkout
+  itself as vllm-ascend's CPU jobs install it (``SOC_VERSION=ascend910b1
+  COMPILE_CUSTOM_KERNELS=0 pip install --no-deps --no-build-isolation -e .``:
+  writes ``_build_info.py``, registers the platform plugin, compiles nothing).
+  A vLLM version without a closure here stops with one line naming it and the
+  supported ones (exit 2).
+
+``python sim/impls/vllm_ascend/checkout.py released-source DEST`` (``.ci/run``,
+which reaches the package index only): the sdist of the released vllm-ascend laid
+out as a checkout in DEST, with the ``.github/vllm-release-tag.commit`` of its git
+tag (the sdist does not ship ``.github/``), so CI runs the checkout recipe on
+released sources. Standard library only: it runs before any env exists.
+
+Nothing writes bytecode into the checkout: ``PYTHONDONTWRITEBYTECODE`` for the
+install, and tox's ``PYTHONPYCACHEPREFIX`` for the test runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+# vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
+CLOSURES = {
+    "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag)
+    "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main since v0.25.1rc1 (snapshot of 2026-08-22)
+}
+BUILD_TOOLS = ROOT / "requirements" / "vllm_ascend_build.txt"
+RELEASE = "0.23.0"  # the released vllm-ascend tested without a checkout (wheel) and by .ci/run (sdist)
+RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-release-tag.commit
+TAG_FILE = ".github/vllm-release-tag.commit"
+SRC_VAR = "VLLM_ASCEND_SRC"
+BUILD_ENV = {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class CheckoutError(SystemExit):
+    """One line on stderr naming what is wrong, exit status 2."""
+
+    def __init__(self, message: str):
+        print(f"vllm_ascend checkout: {message}", file=sys.stderr)
+        super().__init__(2)
+
+
+def paired_vllm(src: Path) -> str:
+    """The vLLM release the checkout pairs with (``v0.27.1`` in its tag file -> ``0.27.1``)."""
+    tag_file = src / TAG_FILE
+    if not tag_file.is_file():
+        raise CheckoutError(f"{SRC_VAR}={src}: no {TAG_FILE} (is it a vllm-ascend checkout?)")
+    tag = tag_file.read_text().strip()
+    version = tag.removeprefix("v")
+    if version not in CLOSURES:
+        raise CheckoutError(
+            f"{src} pairs with vLLM {tag!r} ({TAG_FILE}); the harness has closures for vLLM "
+            f"{', '.join(sorted(CLOSURES))} only (sim/impls/vllm_ascend/checkout.py CLOSURES)"
+        )
+    return version
+
+
+def _pip(*args: str, env: dict | None = None) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check", *args]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, env={**os.environ, **(env or {})})
+
+
+def _editable_vllm_ascend() -> bool:
+    """Whether the vllm-ascend installed now is an editable checkout (its ``direct_url.json`` says so)."""
+    from importlib import metadata
+
+    try:
+        raw = metadata.distribution("vllm-ascend").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return False
+    return bool(raw and json.loads(raw).get("dir_info", {}).get("editable"))
+
+
+def install(src: str | None) -> None:
+    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels."""
+    if not src:
+        vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
+        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("--no-deps", f"vllm=={vllm}")
+        force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
+        _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
+        return
+    checkout = Path(src).resolve()
+    if not checkout.is_dir():
+        raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
+    vllm = paired_vllm(checkout)
+    _pip("-r", str(ROOT / CLOSURES[vllm]))
+    _pip("--no-deps", f"vllm=={vllm}")
+    _pip("--no-deps", "--no-build-isolation", "-e", str(checkout), env=BUILD_ENV)
+
+
+def released_source(dest: str, version: str = RELEASE) -> Path:
+    """The sdist of vllm-ascend ``version`` unpacked into ``dest`` as a checkout (no ``_build_info.py``)."""
+    out = Path(dest).resolve()
+    if (out / TAG_FILE).is_file():
+        return out  # laid out by an earlier run
+    with tempfile.TemporaryDirectory() as tmp:
+        # pip builds an sdist's metadata before it keeps the file. Without build isolation (its
+        # build-system list pins torch-npu and torch 2.10) it needs setuptools and setuptools-scm:
+        # a throwaway venv with the pinned ones, so any bare python3 can run this.
+        tools = Path(tmp, "tools")
+        venv.create(tools, with_pip=True)
+        python = str(tools / "bin" / "python")
+        quiet = ["--quiet", "--disable-pip-version-check"]
+        subprocess.run([python, "-m", "pip", "install", *quiet, "-r", str(BUILD_TOOLS)], check=True)
+        cmd = [python, "-m", "pip", "download", *quiet, "--no-deps", "--no-binary", ":all:", "--no-build-isolation"]
+        subprocess.run([*cmd, "-d", tmp, f"vllm-ascend=={version}"], check=True, env={**os.environ, **BUILD_ENV})
+        (sdist,) = Path(tmp).glob("vllm_ascend-*.tar.gz")
+        with tarfile.open(sdist) as tar:
+            top = tar.getnames()[0].split("/")[0]
+            tar.extractall(tmp, filter="data")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Path(tmp, top).rename(out)
+    if (out / "vllm_ascend" / "_build_info.py").exists():
+        (out / "vllm_ascend" / "_build_info.py").unlink()  # what a git checkout lacks until setup.py runs
+    tag_file = out / TAG_FILE
+    if not tag_file.exists():
+        tag_file.parent.mkdir(parents=True, exist_ok=True)
+        tag_file.write_text(RELEASE_VLLM[version] + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim.impls.vllm_ascend.checkout", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("install", help=f"install vLLM and vllm-ascend (a checkout if {SRC_VAR} is set)")
+    rel = sub.add_parser("released-source", help="lay out a released vllm-ascend's sdist as a checkout")
+    rel.add_argument("dest")
+    rel.add_argument("--version", default=RELEASE, choices=sorted(RELEASE_VLLM))
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        install(os.environ.get(SRC_VAR))
+    else:
+        print(released_source(args.dest, args.version))
+
+
+if __name__ == "__main__":
+    main()
