@@ -15,12 +15,15 @@ from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
 from sim.oracle.compare import (
     MARGIN_TOLERANCE,
+    KvBefore,
     Mismatch,
     compare_iteration_drafts,
     compare_trace,
-    kv_written_elsewhere,
+    first_pass_slots,
+    misplaced_writes,
 )
 from sim.oracle.coverage import features
+from sim.oracle.defect_drafts import is_modelled
 from sim.oracle.rules import CORE, Rules
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
@@ -38,6 +41,7 @@ class RunReport:
     accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
+    drafts_undefined: int = 0  # under a modelled KV defect: drafts that read a key no rule defines (a NaN slot, ...)
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count, where counted
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -101,8 +105,8 @@ def run_scenario(
     report = RunReport(scenario)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check else None
     tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
-    kv_intact = True
-    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs):
+    kv = _KvWatch(model.cache) if check and is_modelled(rules, scenario.padded) else None
+    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs, kv and kv.before_propose):
         it = iteration.index
         if syncs is not None:
             report.host_syncs.update(syncs.counts)
@@ -117,12 +121,14 @@ def run_scenario(
         if check:
             captured = proposer.captured_sizes()
             report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured, rules)
-            if kv_intact:  # else a draft step wrote KV outside the block table: later drafts are undefined
-                bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules)
-                report.mismatches += bad
-                report.drafts_compared += n
-                report.drafts_ambiguous += skipped
-            kv_intact = kv_intact and not kv_written_elsewhere(iteration.case, scenario.padded, rules)
+            before = kv and kv.state
+            got = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules, before)
+            report.mismatches += got.mismatches
+            report.drafts_compared += got.compared
+            report.drafts_ambiguous += got.ambiguous
+            report.drafts_undefined += got.undefined
+            if kv:
+                kv.after_call(iteration.case, scenario.padded, rules)
         if on_iteration:
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
@@ -131,9 +137,29 @@ def run_scenario(
     return report
 
 
-def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False):
+class _KvWatch:
+    """The paged cache as the defect model reads it (``sim.oracle.defect_drafts``): a copy taken before
+    each propose call, and the slots earlier calls' misplaced writes left clobbered (from the rules'
+    slots, never from the proposer's trace)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.clobbered: frozenset[int] = frozenset()
+        self.state: KvBefore | None = None
+
+    def before_propose(self, _iteration) -> None:
+        k, v = self.cache.k.detach().cpu().clone(), self.cache.v.detach().cpu().clone()
+        self.state = KvBefore(k, v, self.clobbered)
+
+    def after_call(self, case, padded: bool, rules: Rules) -> None:
+        rewritten = first_pass_slots(case, padded, rules)
+        self.clobbered = frozenset((self.clobbered - rewritten) | misplaced_writes(case, padded, rules))
+
+
+def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False, before_propose=None):
     """Yield ``(iteration, drafts, host syncs)`` for each propose call of a serving run
-    (the syncs a ``SyncLog`` with ``count_syncs``, else None).
+    (the syncs a ``SyncLog`` with ``count_syncs``, else None). ``before_propose(iteration)`` is
+    called just before each call (the defect model's copy of the cache).
 
     The drafts (host lists) go back to the serving loop once the consumer
     resumes the generator, so it can inspect the proposer's trace first.
@@ -146,6 +172,8 @@ def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bo
         if iteration is None:
             continue
         batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
+        if before_propose:
+            before_propose(iteration)
         with device.watch_host_syncs() if count_syncs else nullcontext() as syncs:
             drafts = proposer.propose(batch, sampled)
         drafts = proposer.drafts_to_host(drafts)
