@@ -9,6 +9,7 @@ not compared (they continue from a different token).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import NamedTuple
 
 import torch
@@ -149,13 +150,15 @@ def first_pass_slots(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
 
 
 class DraftComparison(NamedTuple):
-    """One call's drafts against the reference: mismatches, and how many drafts were compared, skipped
-    as near ties (or after one), and not comparable because they read a key no rule defines."""
+    """One call's drafts against the reference: mismatches, and how many drafts were compared (and at
+    which draft positions), skipped as near ties (or after one), and not comparable because they read
+    a key no rule defines."""
 
     mismatches: list[Mismatch]
     compared: int
     ambiguous: int
     undefined: int
+    compared_at: Counter  # draft position (1-based) -> drafts compared there
 
 
 class KvBefore(NamedTuple):
@@ -184,7 +187,7 @@ def compare_iteration_drafts(
             (kv.k, kv.v), kv.clobbered, iteration.mrope,
         )  # fmt: skip
         wanted = defect_drafts(ref_model, call, rules, tolerance)
-    out = DraftComparison([], 0, 0, 0)
+    out = DraftComparison([], 0, 0, 0, Counter())
     for r, rid in enumerate(iteration.rids):
         if not iteration.compared[r]:
             continue
@@ -201,7 +204,11 @@ def compare_iteration_drafts(
             if rules.first_draft_repeated(iteration.case):
                 want = want[:1] * len(want)  # by design: draft 1, K times (Rules.prefill_batches_draft_once)
         bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
-        out = DraftComparison(
-            out.mismatches + bad, out.compared + n, out.ambiguous + s + after_tie, out.undefined + undefined
+        out.compared_at.update(range(1, n + 1))
+        out = out._replace(
+            mismatches=out.mismatches + bad,
+            compared=out.compared + n,
+            ambiguous=out.ambiguous + s + after_tie,
+            undefined=out.undefined + undefined,
         )
     return out

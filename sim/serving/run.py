@@ -42,6 +42,7 @@ class RunReport:
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     drafts_undefined: int = 0  # under a modelled KV defect: drafts that read a key no rule defines (a NaN slot, ...)
+    drafts_compared_at: Counter = field(default_factory=Counter)  # draft position -> drafts compared there
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count, where counted
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -127,6 +128,7 @@ def run_scenario(
             report.drafts_compared += got.compared
             report.drafts_ambiguous += got.ambiguous
             report.drafts_undefined += got.undefined
+            report.drafts_compared_at.update(got.compared_at)
             if kv:
                 kv.after_call(iteration.case, scenario.padded, rules)
         if on_iteration:
