@@ -95,8 +95,7 @@ class _Request:
         if model.cfg.eagle3:
             hidden = model.combine_hidden_states(hidden)
         self.x = model.block_input(torch.tensor(history[1:]), hidden)
-        prefix = range(self.accepted)
-        rows = torch.tensor(call.mrope[r])[:, : self.accepted] if call.mrope else torch.tensor(list(prefix))
+        rows = torch.tensor(call.mrope[r])[:, : self.accepted] if call.mrope else torch.arange(self.accepted)
         self.q, self.keys, self.vals = model.qkv(self.x, rows)
         self.token = history[-1]  # the next step's input token
         self.h: torch.Tensor | None = None  # the next step's input hidden state; None: undefined
@@ -130,16 +129,19 @@ class _Cache:
         self.call, self.requests = call, requests
         self.block_size = call.case.config.block_size
         self.written: dict[int, tuple[torch.Tensor, torch.Tensor] | None] = {}
+        k, v = call.snapshot
+        never = torch.isnan(k).flatten(1).any(dim=1) | torch.isnan(v).flatten(1).any(dim=1)
+        self.nan_slots = set(torch.nonzero(never).flatten().tolist())  # the poisoned cache: never written
 
     def read(self, r: int, position: int):
+        """The K and V request ``r`` reads at ``position`` of its block table, or UNDEFINED."""
         req = self.requests[r]
         slot = slot_of(req.req.blocks, position, self.block_size)
         if slot in self.written:
             return self.written[slot]
         if position < req.req.num_computed and slot not in self.call.clobbered:
             return req.keys[position], req.vals[position]
-        k, v = self.call.snapshot[0][slot], self.call.snapshot[1][slot]
-        return UNDEFINED if bool(torch.isnan(k).any() or torch.isnan(v).any()) else (k, v)
+        return UNDEFINED if slot in self.nan_slots else (self.call.snapshot[0][slot], self.call.snapshot[1][slot])
 
     def attend(self, model: TinyMtp, r: int, q: torch.Tensor, seq_len: int) -> torch.Tensor | None:
         """[1, heads, d] query of request ``r`` over positions 0..seq_len-1 of its block table (none past
@@ -241,4 +243,4 @@ def _draft(model: TinyMtp, state: _Request, j: int, x, attn_out, mml: int, toler
 def _repeated(state: _Request, k: int, mml: int) -> DefectDrafts:
     """Draft 1 repeated at every valid position, or all of them undefined."""
     n = sum(state.valid(j, mml) for j in range(1, k + 1))
-    return DefectDrafts(state.drafts[:1] * n) if state.drafts else DefectDrafts([], n if not state.tied else 0)
+    return DefectDrafts(state.drafts[:1] * n) if state.drafts else DefectDrafts([], n)
