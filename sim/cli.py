@@ -186,7 +186,8 @@ def print_report(report: RunReport, device, impl=None) -> None:
     console.print("exercised: " + ", ".join(f"{f} ({n})" for f, n in sorted(report.features.items())))
     compared = (
         f"{report.drafts_compared} drafts and {report.steps_compared} steps compared, "
-        f"{report.drafts_ambiguous} drafts skipped as near ties"
+        f"{report.drafts_ambiguous} drafts skipped as near ties, "
+        f"{report.drafts_undefined} undefined (read a key no rule defines)"
     )
     for d, n in sorted(report.governed.items()):
         compared += f"; {n} values decided by {d}"
@@ -200,12 +201,16 @@ def print_report(report: RunReport, device, impl=None) -> None:
 
 def print_sweep(reports: list[RunReport]) -> None:
     k = max(r.scenario.num_spec_tokens for r in reports)
-    table = Table("seed", "iterations", "drafts compared", *(f"acc. {p}" for p in range(1, k + 1)), "mismatches")
+    table = Table(
+        "seed", "iterations", "drafts compared", "undefined", *(f"acc. {p}" for p in range(1, k + 1)), "mismatches"
+    )
     for r in reports:
         rates = r.acceptance()
         bad = f"[red]{len(r.mismatches)}[/]" if r.mismatches else "0"
         cells = (f"{rates[p]:.2f}" if p in rates else "-" for p in range(1, k + 1))
-        table.add_row(str(r.scenario.seed), str(r.iterations), str(r.drafts_compared), *cells, bad)
+        table.add_row(
+            str(r.scenario.seed), str(r.iterations), str(r.drafts_compared), str(r.drafts_undefined), *cells, bad
+        )
     console.print(table)
     failing = [r for r in reports if not r.ok]
     colour = "red" if failing else "green"

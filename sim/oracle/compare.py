@@ -9,13 +9,15 @@ not compared (they continue from a different token).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import NamedTuple
 
 import torch
 
 from mtp.trace import Phase, StepRecord
 from sim.oracle import reference
-from sim.oracle.cases import BatchCase, slot_of
+from sim.oracle.cases import BatchCase
+from sim.oracle.defect_drafts import CallInputs, defect_drafts, is_modelled
 from sim.oracle.reference_drafts import RefDraft, reference_drafts
 from sim.oracle.rules import CORE, Rules
 
@@ -112,29 +114,6 @@ def compare_trace(
     return out
 
 
-def drafts_over_intact_kv(case: BatchCase, r: int, padded: bool, rules: Rules) -> int:
-    """How many of request ``r``'s drafts read only KV written where the block table says: all when
-    slots come from the block table; else those before the first step that writes ``r``'s KV
-    elsewhere (that step's own and every later key is read from where it was never written) or
-    reads a slot that some request's step has written by mistake (a plus-one slot run past its
-    block into a block that ``r`` owns: in the same call, ``r`` reads the other request's K/V)."""
-    k = case.config.num_spec_tokens
-    if rules.slots_from_block_table:
-        return k
-    table = dataclasses.replace(rules, slots_from_block_table=True)
-    blocks, size = case.requests[r].blocks, case.config.block_size
-    misplaced: set[int] = set()
-    for j in range(2, k + 1):
-        got, want = reference.step(case, j, padded, rules), reference.step(case, j, padded, table)
-        if got.slot_mapping[r] != want.slot_mapping[r]:
-            return j - 1
-        misplaced |= {s for s, w in zip(got.slot_mapping, want.slot_mapping) if s != w and s >= 0}
-        read = {slot_of(blocks, p, size) for p in range(got.seq_lens[r]) if p // size < len(blocks)}
-        if read & misplaced:
-            return j - 1
-    return k
-
-
 def _mrope_diff(it: int, case: BatchCase, padded: bool, trace: list[StepRecord]) -> list[Mismatch]:
     """Every model call's M-RoPE rows against the reference, row by row."""
     out = []
@@ -147,42 +126,89 @@ def _mrope_diff(it: int, case: BatchCase, padded: bool, trace: list[StepRecord])
     return out
 
 
-def kv_written_elsewhere(case: BatchCase, padded: bool, rules: Rules) -> bool:
-    """Whether a draft step of this call writes KV where the block table does not put its position
-    (``Rules.slots_from_block_table`` False): that slot belongs to another position or request, so
-    no reference defines the drafts of later calls."""
-    if rules.slots_from_block_table or rules.first_draft_repeated(case):
-        return False
+def misplaced_writes(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
+    """The slots this call's draft steps write where the block table does not put the writer's
+    position, or into the writer's accepted prefix (a restarted position): they hold another position's
+    KV until a first pass writes them again (``defect_drafts.CallInputs.clobbered``)."""
+    if rules.first_draft_repeated(case):
+        return set()
     table = dataclasses.replace(rules, slots_from_block_table=True)
-    return any(
-        reference.step(case, j, padded, rules).slot_mapping != reference.step(case, j, padded, table).slot_mapping
-        for j in range(2, case.config.num_spec_tokens + 1)
-    )
+    vocab = case.config.vocab_size
+    accepted = [r.seq_len - reference.rejected(r, reference.next_token(r, vocab)[1]) for r in case.requests]
+    out = set()
+    for j in range(2, case.config.num_spec_tokens + 1):
+        got, want = reference.step(case, j, padded, rules), reference.step(case, j, padded, table)
+        for slot, own, pos, n in zip(got.slot_mapping, want.slot_mapping, got.positions, accepted):
+            if slot >= 0 and (slot != own or pos < n):
+                out.add(slot)
+    return out
+
+
+def first_pass_slots(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
+    """The slots the first pass writes (each kept row's, from the block table)."""
+    return {s for s in reference.first_pass(case, padded, rules).slot_mapping if s >= 0}
+
+
+class DraftComparison(NamedTuple):
+    """One call's drafts against the reference: mismatches, and how many drafts were compared (and at
+    which draft positions), skipped as near ties (or after one), and not comparable because they read
+    a key no rule defines."""
+
+    mismatches: list[Mismatch]
+    compared: int
+    ambiguous: int
+    undefined: int
+    compared_at: Counter  # draft position (1-based) -> drafts compared there
+
+
+class KvBefore(NamedTuple):
+    """The paged cache's K and V before a call, and the slots misplaced writes of earlier calls left
+    holding another position's KV (``misplaced_writes``, less what first passes rewrote since)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    clobbered: frozenset[int] = frozenset()
 
 
 def compare_iteration_drafts(
-    iteration, drafts: list[list[int]], ref_model, target, scenario, tolerance: float, rules: Rules = CORE
-):
-    """(mismatches, drafts compared, drafts skipped) of one serving iteration's
-    drafts against from-scratch drafts, for every request whose drafts are used
-    (the first ``rules.drafts_defined`` of each)."""
-    defined = rules.drafts_defined(scenario.padded, scenario.num_spec_tokens)
-    mismatches, compared, skipped = [], 0, 0
+    iteration, drafts: list[list[int]], ref_model, target, scenario, tolerance: float, rules: Rules = CORE, kv=None
+) -> DraftComparison:
+    """One serving iteration's drafts against from-scratch drafts, for every request whose drafts
+    are used. Under rules with a KV defect (``defect_drafts.is_modelled``) the reference is the defect
+    model, which reads ``kv`` (a ``KvBefore``) where the defect makes steps read what the cache held."""
+    modelled = is_modelled(rules, scenario.padded)
+    if modelled and kv is None:
+        raise ValueError(f"rules={rules!r}: the defect model reads the cache before the call (kv=KvBefore(...))")
+    aux = scenario.method == "eagle3"  # eagle3: the target's auxiliary layers, combined by the model
+    hidden = [(target.sequence_aux_hidden if aux else target.sequence_hidden)(h[:-1]) for h in iteration.histories]
+    if modelled:
+        call = CallInputs(
+            iteration.case, scenario.padded, iteration.histories, hidden, iteration.hidden.cpu(),
+            (kv.k, kv.v), kv.clobbered, iteration.mrope,
+        )  # fmt: skip
+        wanted = defect_drafts(ref_model, call, rules, tolerance)
+    out = DraftComparison([], 0, 0, 0, Counter())
     for r, rid in enumerate(iteration.rids):
         if not iteration.compared[r]:
             continue
-        history = iteration.histories[r]
-        aux = scenario.method == "eagle3"  # eagle3: the target's auxiliary layers, combined by the model
-        hidden = (target.sequence_aux_hidden if aux else target.sequence_hidden)(history[:-1])
-        mrope = iteration.mrope[r] if iteration.mrope else None
-        k, mml = scenario.num_spec_tokens, scenario.max_model_len
-        want = reference_drafts(ref_model, history, hidden, k, mml, mrope)[:defined]
-        if rules.first_draft_repeated(iteration.case):
-            want = want[:1] * len(want)  # by design: draft 1, K times (Rules.prefill_batches_draft_once)
+        if modelled:
+            want, undefined, after_tie = wanted[r]
         else:
-            want = want[: drafts_over_intact_kv(iteration.case, r, scenario.padded, rules)]
+            mrope = iteration.mrope[r] if iteration.mrope else None
+            k, mml = scenario.num_spec_tokens, scenario.max_model_len
+            want, undefined, after_tie = (
+                reference_drafts(ref_model, iteration.histories[r], hidden[r], k, mml, mrope),
+                0,
+                0,
+            )
+            if rules.first_draft_repeated(iteration.case):
+                want = want[:1] * len(want)  # by design: draft 1, K times (Rules.prefill_batches_draft_once)
         bad, n, s = compare_drafts(iteration.index, rid, drafts[r], want, tolerance)
-        mismatches += bad
-        compared += n
-        skipped += s
-    return mismatches, compared, skipped
+        out.compared_at.update(range(1, n + 1))
+        out = out._replace(
+            mismatches=out.mismatches + bad,
+            compared=out.compared + n,
+            ambiguous=out.ambiguous + s + after_tie,
+            undefined=out.undefined + undefined,
+        )
+    return out

@@ -59,11 +59,6 @@ class Rules:
         if self.overflow not in OVERFLOW_RULES:
             raise ValueError(f"overflow={self.overflow!r}: expected one of {OVERFLOW_RULES}")
 
-    def drafts_defined(self, padded: bool, k: int) -> int:
-        """How many of a request's K drafts a reference defines: all, or only draft 1 when later steps
-        attend to KV the call never wrote (padded seq_lens not lowered)."""
-        return 1 if padded and not self.padded_seq_lens_lowered else k
-
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
         return seq_len if padded and not self.padded_seq_lens_lowered else accepted

@@ -44,6 +44,8 @@ def run_to_dict(report: RunReport, device: str, impl: str) -> dict:
         "drafts_ambiguous": report.drafts_ambiguous,
         "steps_compared": report.steps_compared,
         "values_decided_by": dict(sorted(report.governed.items())),
+        "drafts_undefined": report.drafts_undefined,
+        "drafts_compared_at": {str(p): n for p, n in sorted(report.drafts_compared_at.items())},
         "mismatches": [
             {"iteration": m.iteration, "request": m.request, "what": m.what, "got": str(m.got), "want": str(m.want)}
             for m in report.mismatches
@@ -120,6 +122,7 @@ def write_html(runs: list[dict], path: str | Path) -> Path:
     png = base64.b64encode(buf.getvalue()).decode()
     rows = "".join(
         f"<tr><td>{run['scenario']['seed']}</td><td>{run['iterations']}</td><td>{run['drafts_compared']}</td>"
+        f"<td>{run.get('drafts_undefined', 0)}</td>"
         f"<td>{len(run['mismatches'])}</td><td>{html.escape(run['mismatches'][0]['what']) if run['mismatches'] else ''}"
         "</td></tr>"
         for run in runs
@@ -131,7 +134,7 @@ def write_html(runs: list[dict], path: str | Path) -> Path:
         f"<h1>mtp-harness run report</h1><p>device {html.escape(first['device'])}, implementation "
         f"{html.escape(first['implementation'])}, {len(runs)} run(s)</p>"
         f"<img alt='acceptance per draft position and mismatches over the run' src='data:image/png;base64,{png}'>"
-        "<table><tr><th>seed</th><th>iterations</th><th>drafts compared</th><th>mismatches</th><th>first</th></tr>"
+        "<table><tr><th>seed</th><th>iterations</th><th>drafts compared</th><th>drafts undefined</th><th>mismatches</th><th>first</th></tr>"
         f"{rows}</table>"
     )
     path = Path(path)

@@ -15,12 +15,15 @@ from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
 from sim.oracle.compare import (
     MARGIN_TOLERANCE,
+    KvBefore,
     Mismatch,
     compare_iteration_drafts,
     compare_trace,
-    kv_written_elsewhere,
+    first_pass_slots,
+    misplaced_writes,
 )
 from sim.oracle.coverage import features
+from sim.oracle.defect_drafts import is_modelled
 from sim.oracle.governed import governed_values
 from sim.oracle.rules import CORE, Rules
 from sim.serving.acceptance import reference_drafter
@@ -42,6 +45,8 @@ class RunReport:
     drafts_ambiguous: int = 0
     steps_compared: int = 0  # model calls whose metadata were compared with the reference
     governed: Counter = field(default_factory=Counter)  # divergence id -> reference values its rule decided
+    drafts_undefined: int = 0  # under a modelled KV defect: drafts that read a key no rule defines (a NaN slot, ...)
+    drafts_compared_at: Counter = field(default_factory=Counter)  # draft position -> drafts compared there
     host_syncs: Counter = field(default_factory=Counter)  # (op, site) -> count, where counted
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -108,8 +113,8 @@ def run_scenario(
         proposer.record(True)
     report = RunReport(scenario)
     tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
-    kv_intact = True
-    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs):
+    kv = _KvWatch(model.cache) if check and is_modelled(rules, scenario.padded) else None
+    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs, kv and kv.before_propose):
         it = iteration.index
         if syncs is not None:
             report.host_syncs.update(syncs.counts)
@@ -127,12 +132,15 @@ def run_scenario(
             report.steps_compared += len(proposer.trace)
             for d in divergences:
                 report.governed[d.id] += governed_values(iteration.case, scenario.padded, rules, d.rule)
-            if kv_intact:  # else a draft step wrote KV outside the block table: later drafts are undefined
-                bad, n, skipped = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules)
-                report.mismatches += bad
-                report.drafts_compared += n
-                report.drafts_ambiguous += skipped
-            kv_intact = kv_intact and not kv_written_elsewhere(iteration.case, scenario.padded, rules)
+            before = kv and kv.state
+            got = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules, before)
+            report.mismatches += got.mismatches
+            report.drafts_compared += got.compared
+            report.drafts_ambiguous += got.ambiguous
+            report.drafts_undefined += got.undefined
+            report.drafts_compared_at.update(got.compared_at)
+            if kv:
+                kv.after_call(iteration.case, scenario.padded, rules)
         if on_iteration:
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
@@ -141,9 +149,29 @@ def run_scenario(
     return report
 
 
-def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False):
+class _KvWatch:
+    """The paged cache as the defect model reads it (``sim.oracle.defect_drafts``): a copy taken before
+    each propose call, and the slots earlier calls' misplaced writes left clobbered (from the rules'
+    slots, never from the proposer's trace)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.clobbered: frozenset[int] = frozenset()
+        self.state: KvBefore | None = None
+
+    def before_propose(self, _iteration) -> None:
+        k, v = self.cache.k.detach().cpu().clone(), self.cache.v.detach().cpu().clone()
+        self.state = KvBefore(k, v, self.clobbered)
+
+    def after_call(self, case, padded: bool, rules: Rules) -> None:
+        rewritten = first_pass_slots(case, padded, rules)
+        self.clobbered = frozenset((self.clobbered - rewritten) | misplaced_writes(case, padded, rules))
+
+
+def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False, before_propose=None):
     """Yield ``(iteration, drafts, host syncs)`` for each propose call of a serving run
-    (the syncs a ``SyncLog`` with ``count_syncs``, else None).
+    (the syncs a ``SyncLog`` with ``count_syncs``, else None). ``before_propose(iteration)`` is
+    called just before each call (the defect model's copy of the cache).
 
     The drafts (host lists) go back to the serving loop once the consumer
     resumes the generator, so it can inspect the proposer's trace first.
@@ -156,6 +184,8 @@ def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bo
         if iteration is None:
             continue
         batch, sampled = to_batch(iteration.case, tdev, scenario.padded, iteration.hidden.to(tdev))
+        if before_propose:
+            before_propose(iteration)
         with device.watch_host_syncs() if count_syncs else nullcontext() as syncs:
             drafts = proposer.propose(batch, sampled)
         drafts = proposer.drafts_to_host(drafts)

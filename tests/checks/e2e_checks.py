@@ -45,7 +45,7 @@ def check_scenario(
     ``divergences``: the implementation's, each counted for the values its rule decided."""
     report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules, divergences=divergences)
     TALLY.update({"drafts compared": report.drafts_compared, "steps compared": report.steps_compared})
-    TALLY.update({"near ties": report.drafts_ambiguous})
+    TALLY.update({"near ties": report.drafts_ambiguous, "drafts undefined": report.drafts_undefined})
     TALLY.update({f"values decided by {d}": n for d, n in report.governed.items()})
     if report.steps_compared == 0:
         raise AssertionError(f"{name}: the run compared nothing ({report.iterations} iterations)")

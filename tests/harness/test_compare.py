@@ -1,5 +1,5 @@
-"""Which drafts the reference defines when an implementation writes KV off the block table
-(``sim.oracle.compare``), on a hand-worked call.
+"""Which slots a call's steps clobber when an implementation writes KV off the block table
+(``sim.oracle.compare.misplaced_writes``), on a hand-worked call.
 
 Plus-one slots (``Rules.slots_from_block_table`` False), K 2, block size 4, unpadded, every draft
 rejected. Request 0's last accepted position 11 is block 61's last slot (247); its step 2 writes
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mtp.config import ProposerConfig
 from sim.oracle.cases import BatchCase, RequestCase
-from sim.oracle.compare import drafts_over_intact_kv, kv_written_elsewhere
+from sim.oracle.compare import first_pass_slots, misplaced_writes
 from sim.oracle.rules import CORE, Rules
 
 CFG = ProposerConfig(
@@ -31,24 +31,29 @@ R1 = _decode(36, [58, 39, 35, 71, 45, 8, 47, 30, 72, 62])  # position 36 in bloc
 CASE = BatchCase(CFG, [R0, R1], seed=0)
 
 
-def test_a_request_writing_off_its_table_defines_draft_one_only():
-    assert drafts_over_intact_kv(CASE, 0, False, PLUS_ONE) == 1
-    assert kv_written_elsewhere(CASE, False, PLUS_ONE)
+def test_a_step_writing_off_its_table_clobbers_that_slot():
+    """Request 0's step 2 writes 248 (its table: 64); request 1's step 2 writes its own table slot."""
+    assert misplaced_writes(CASE, False, PLUS_ONE) == {248}
 
 
-def test_a_request_reading_a_slot_another_wrote_by_mistake_defines_draft_one_only():
-    """Request 1's own slots are its table's, but its step 2 reads slot 248, which request 0 wrote."""
-    alone = CASE._replace(requests=[R1])
-    assert drafts_over_intact_kv(alone, 0, False, PLUS_ONE) == 2
-    assert drafts_over_intact_kv(CASE, 1, False, PLUS_ONE) == 1
+def test_slots_from_the_table_clobber_nothing():
+    assert misplaced_writes(CASE, False, CORE) == set()
+    assert misplaced_writes(CASE, True, Rules(padded_seq_lens_lowered=False)) == set()
 
 
-def test_a_misplaced_write_another_request_never_reads_leaves_its_drafts_defined():
-    """Request 1 moved to blocks that do not hold slot 248: its drafts stay defined."""
-    elsewhere = CASE._replace(requests=[R0, R1._replace(blocks=[58, 39, 35, 71, 45, 8, 47, 30, 72, 63])])
-    assert drafts_over_intact_kv(elsewhere, 1, False, PLUS_ONE) == 2
+def test_a_restarted_position_clobbers_its_own_prefix():
+    """vLLM's overflow restart, K 4: accepted length 62 of max_model_len 63, step 2 at position 62, step 3
+    overflows (slot -1), step 4 restarts at position 1 with its real slot: 100 * 4 + 1, a prefix slot."""
+    cfg = ProposerConfig(
+        num_spec_tokens=4, vocab_size=32, block_size=4, max_model_len=63, max_num_tokens=64, max_num_reqs=4
+    )
+    req = RequestCase([1, 2], 61, 1, 0, [5, -1, -1, -1, -1], False, list(range(100, 116)))
+    case = BatchCase(cfg, [req], seed=0)
+    assert misplaced_writes(case, False, Rules(overflow="restart")) == {401}
+    assert misplaced_writes(case, False, CORE) == set()
 
 
-def test_slots_from_the_table_define_every_draft():
-    assert [drafts_over_intact_kv(CASE, r, False, CORE) for r in (0, 1)] == [2, 2]
-    assert not kv_written_elsewhere(CASE, False, CORE)
+def test_the_first_pass_rewrites_its_kept_rows():
+    """Unpadded: one kept row each (positions 11 and 36); padded: all three rows each."""
+    assert first_pass_slots(CASE, False, CORE) == {247, 248}
+    assert first_pass_slots(CASE, True, CORE) == {247, 64, 65, 248, 249, 250}

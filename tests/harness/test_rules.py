@@ -31,12 +31,10 @@ def test_seq_len_restart_masks_positions_but_counts_seq_len_on():
     assert _steps(rules, 6, 9) == [(7, 10, True), (8, 1, True), (9, 2, True)]
 
 
-def test_padded_base_and_defined_drafts():
+def test_padded_base():
     lowered, not_lowered = CORE, Rules(padded_seq_lens_lowered=False)
     assert lowered.step_seq_base(9, 7, padded=True) == 7 and not_lowered.step_seq_base(9, 7, padded=True) == 9
     assert not_lowered.step_seq_base(9, 7, padded=False) == 7
-    assert lowered.drafts_defined(True, 3) == 3 and not_lowered.drafts_defined(True, 3) == 1
-    assert not_lowered.drafts_defined(False, 3) == 3
 
 
 def test_unknown_overflow_rule_is_named():

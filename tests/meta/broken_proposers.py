@@ -10,7 +10,9 @@ import bisect
 import torch
 
 from mtp.capture_sizes import CaptureSizes
+from mtp.ops import CoreOps
 from mtp.proposer import FIRST, STEP, MtpProposer
+from tests.meta import broken_ops
 
 
 class _DescendingSizes(CaptureSizes):
@@ -130,3 +132,30 @@ class StaleSlotsPastLastToken(MtpProposer):
         super()._load_first_pass(batch, prepared, rows)
         n = prepared.first.num_tokens
         self.slot_mapping[n:] = keep[n:]
+
+
+class _StepHiddenRowBefore(MtpProposer):
+    """A known defect (``defect``, the ops it runs) plus step 2 fed the first pass's output one row
+    before the sample row (draft 1 itself from the right row): next to the defect, only drafts 2..K
+    change, and no metadata does, so only a reference that models the defect's drafts 2..K sees it."""
+
+    defect = CoreOps
+
+    def __init__(self, cfg, model, device, ops=None, **kwargs):
+        super().__init__(cfg, model, device, ops=ops or self.defect(), **kwargs)
+
+    def _first_sample(self, out, reqs):
+        super()._first_sample(out, reqs)
+        self.draft_hidden[:reqs] = out[(self.sample_indices[:reqs] - 1).clamp(min=0)]
+
+
+class NotLoweredStepHiddenRowBefore(_StepHiddenRowBefore):
+    """The 0.13-era padded defect (``broken_ops.PaddedSeqLensNotLowered``) plus a step-2 hidden row off by one."""
+
+    defect = broken_ops.PaddedSeqLensNotLowered
+
+
+class PlusOneStepHiddenRowBefore(_StepHiddenRowBefore):
+    """The 0.13-era ``slot_mapping += 1`` (``broken_ops.SlotPlusOne``) plus a step-2 hidden row off by one."""
+
+    defect = broken_ops.SlotPlusOne

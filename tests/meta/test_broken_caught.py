@@ -28,6 +28,7 @@ from hypothesis import given, reject, settings
 from devices.base import GraphError
 from mtp.proposer import GraphNotCaptured, MtpProposer
 from sim.cli import main as sim_main
+from sim.oracle.rules import Rules
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks import core_checks, sequence_checks
@@ -114,6 +115,35 @@ def test_broken_variant_changes_the_drafts(device, variant, padded):
         assert not wrong_drafts, f"wrong drafts: {wrong_drafts[0]}"
 
     with pytest.raises(AssertionError, match="wrong drafts: "):
+        prop()
+
+
+DEFECT_CAUGHT = [
+    # A later call's draft 1 may read what the wrong step 2 wrote off the table: any draft may show it.
+    (broken_proposers.NotLoweredStepHiddenRowBefore, Rules(padded_seq_lens_lowered=False), True, "draft [2-9]"),
+    (broken_proposers.PlusOneStepHiddenRowBefore, Rules(slots_from_block_table=False), None, "draft [1-9]"),
+]
+
+
+@pytest.mark.parametrize(
+    "variant, rules, padded, first_wrong", DEFECT_CAUGHT, ids=[v.__name__ for v, *_ in DEFECT_CAUGHT]
+)
+def test_a_wrong_draft_beside_a_modelled_defect_is_caught(device, variant, rules, padded, first_wrong):
+    """Drafts 2..K under a known defect are compared against the defect model (sim.oracle.defect_drafts),
+    not dropped: the defect plus a step-2 hidden row off by one, no metadata changed, fails on a draft
+    under the defect's own rules (tests/harness/test_defect_drafts.py: the defect alone passes them)."""
+
+    @_broken(max_examples=100)
+    @given(scenario=scenarios(padded=padded))
+    def prop(scenario):
+        try:
+            report = run_scenario(scenario, device, proposer_cls=variant, rules=rules, stop_at_first_mismatch=False)
+        except IndexError:
+            reject()  # a plus-one slot past the cache's last block: see test_broken_variant_changes_the_drafts
+        wrong_drafts = [m for m in report.mismatches if m.what.startswith("draft")]
+        assert not wrong_drafts, f"wrong drafts: {wrong_drafts[0]}"
+
+    with pytest.raises(AssertionError, match=rf"wrong drafts: iteration \d+, request \d+: {first_wrong}"):
         prop()
 
 

@@ -58,10 +58,8 @@ def run_classified(scenario: Scenario, device) -> tuple[list[str], dict[str, int
             bad += [f"it {it}: step {rec.step}: {got} != {vllm}"] * (got != vllm)
             seen["overflow-restart"] += sum(g != c for g, c in zip(got[2], core.slot_mapping))
             bad += [f"it {it}: step {rec.step} seq_len_bound {rec.seq_len_bound}"] * (rec.seq_len_bound < max(got[1]))
-        mismatches, _, _ = compare_iteration_drafts(
-            iteration, drafts, ref_model, target, scenario, MARGIN_TOLERANCE[torch.float32]
-        )
-        bad += [str(m) for m in mismatches]
+        got = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, MARGIN_TOLERANCE[torch.float32])
+        bad += [str(m) for m in got.mismatches]
         if bad:
             break
     return bad, seen

@@ -84,21 +84,34 @@ def test_slot_plus_one_writes_into_another_requests_kv(device, monkeypatch):
     """Has it, across requests, in the same call. Found by the gate under the ``ci`` profile: at
     iteration 4, request 0's step 2 runs past block 61 and writes slot 248, block 62's first slot:
     request 1's position 36, which request 1's own step 2 reads. Request 1's draft 1 is right, its
-    draft 2 reads request 0's K/V. The rules define no drafts past such a read
-    (``compare.drafts_over_intact_kv``), and the run matches; a reference that trims each request's
-    drafts at its own misplaced slots only sees exactly request 1's draft 2 differ."""
+    draft 2 reads request 0's K/V. The defect model replays the whole batch slot by slot
+    (``sim.oracle.defect_drafts``), and the run matches; a model that replays each request alone, its
+    own writes only, sees exactly request 1's draft 2 differ."""
     scenario = Scenario(
         seed=0, num_spec_tokens=2, block_size=4, max_model_len=63, token_budget=21, max_num_reqs=4,
         padded=False, accept="greedy", vocab_size=32, max_iterations=24,
         requests=(RequestSpec(0, 8, 37), RequestSpec(2, 36, 2)),
     )  # fmt: skip
     assert run_scenario(scenario, device, proposer_cls=Ascend013Proposer, rules=RULES).ok
-    intact = compare.drafts_over_intact_kv
+    batch_wide = compare.defect_drafts
 
-    def own_slots_only(case, r, padded, rules):
-        return intact(case._replace(requests=[case.requests[r]]), 0, padded, rules)
+    def each_alone(model, call, rules, tolerance):
+        if rules.first_draft_repeated(call.case):  # a prefill in the batch: no step runs (prefill-batch-drafts-once)
+            return batch_wide(model, call, rules, tolerance)
+        out, row = [], 0
+        for r, req in enumerate(call.case.requests):
+            alone = call._replace(
+                case=call.case._replace(requests=[req]),
+                histories=[call.histories[r]],
+                prefix_hidden=[call.prefix_hidden[r]],
+                batch_hidden=call.batch_hidden[row : row + req.query_len],
+                mrope=None if call.mrope is None else [call.mrope[r]],
+            )
+            out += batch_wide(model, alone, rules, tolerance)
+            row += req.query_len
+        return out
 
-    monkeypatch.setattr(compare, "drafts_over_intact_kv", own_slots_only)
+    monkeypatch.setattr(compare, "defect_drafts", each_alone)
     report, drafts = _drafts_mismatches(scenario, RULES, device)
     assert [(m.iteration, m.request, m.what) for m in drafts] == [(4, 1, "draft 2")], [str(m) for m in drafts]
 

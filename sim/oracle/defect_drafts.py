@@ -1,0 +1,246 @@
+"""Drafts as an implementation with a known KV defect computes them, replayed slot by slot.
+
+``reference_drafts`` defines docs/DESIGN.md's drafts: step j attends to the accepted prefix and the
+call's earlier drafts, nothing else. Two known defects (``sim.oracle.rules``) make steps 2..K read
+other keys, and the drafts are still defined, by what the cache holds:
+
+- ``padded-seq-lens-not-lowered`` (``Rules.padded_seq_lens_lowered`` False, padded mode): step j
+  attends with seq_len + j - 1, n_rej keys more than the core: the rejected tokens' KV that the first
+  pass wrote and, past seq_len, whatever the slots held before the call;
+- ``slot-plus-one`` (``Rules.slots_from_block_table`` False): a step writes its KV at the previous
+  slot + 1, outside the block table once a draft crosses a block, so its later steps read their table
+  slots (what those held) and whoever owns the slot it wrote reads its KV.
+
+A call is replayed in the order the model runs it: the first pass writes every kept row, draft 1 is
+read at each sample row, then per step every request writes its slot (where the rules put it) and
+attends to positions ``0 .. seq_len - 1`` of its block table (the rules' seq_len; RoPE at the rules'
+position, ALiBi recency from the context position seq_len - 1). A slot holds, first match wins:
+
+1. what this call wrote there: a step's KV (the model's own drafts), a first-pass row's KV (the input
+   id ``reference.first_pass`` gives that row and the target's hidden state at it);
+2. the accepted prefix of the request whose table holds it, computed densely from scratch as in
+   ``reference_drafts``, unless an earlier call's misplaced write clobbered it (``clobbered``);
+3. what the paged cache held before the call (``CallInputs.snapshot``).
+
+A key is undefined where nothing defines it: the stale last row (``Rules.stale_last_row``), a NaN in
+the snapshot (the poisoned cache: never written), a step's write after its request's near tie (the
+implementation may have drafted the other token). A draft that reads an undefined key is undefined,
+and so is every later draft of its request: ``DefectDrafts.undefined`` counts them for the caller,
+who reports them. Nothing here reads a proposer's trace or outputs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from sim.models.tiny import TinyMtp
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase, slot_of
+from sim.oracle.reference_drafts import RefDraft, dense_attention
+from sim.oracle.rules import Rules
+
+UNDEFINED = None  # a slot whose content no rule defines
+
+
+class CallInputs(NamedTuple):
+    """What the defect model reads of one propose call: the scenario's side only.
+
+    histories: per request, tokens at positions 0..L (``Iteration.histories``).
+    prefix_hidden: per request, the target's hidden states at 0..L-1 (eagle3: its auxiliary layers).
+    batch_hidden: the target's hidden states of the batch's rows, as the runner hands them.
+    snapshot: the paged cache's K and V before the call, [slots + 1, heads, head_dim] each.
+    clobbered: slots an earlier call's misplaced write left holding something other than its owner's
+        prefix (``misplaced_writes``), not rewritten by a first pass since.
+    """
+
+    case: BatchCase
+    padded: bool
+    histories: list[list[int]]
+    prefix_hidden: list[torch.Tensor]
+    batch_hidden: torch.Tensor
+    snapshot: tuple[torch.Tensor, torch.Tensor]
+    clobbered: frozenset[int] = frozenset()
+    mrope: list[list[list[int]]] | None = None
+
+
+class DefectDrafts(NamedTuple):
+    """One request's drafts under the defect: the defined ones from draft 1 on, then how many of the
+    rest (at valid positions) are undefined, and how many follow a near tie instead (not resolved)."""
+
+    drafts: list[RefDraft]
+    undefined: int = 0
+    after_tie: int = 0
+
+
+def is_modelled(rules: Rules, padded: bool) -> bool:
+    """Whether ``rules`` make steps 2..K read KV that ``reference_drafts`` does not define."""
+    return not rules.slots_from_block_table or (padded and not rules.padded_seq_lens_lowered)
+
+
+def _top2(logits: torch.Tensor) -> RefDraft:
+    vals, ids = logits.topk(2)
+    return RefDraft(int(ids[0]), int(ids[1]), float(vals[0] - vals[1]))
+
+
+class _Request:
+    """One request's replay state: its dense prefix, the next step's inputs, what it drafted."""
+
+    def __init__(self, model: TinyMtp, call: CallInputs, r: int):
+        self.req = call.case.requests[r]
+        history = call.histories[r]
+        self.accepted = len(history) - 1
+        hidden = call.prefix_hidden[r]
+        if model.cfg.eagle3:
+            hidden = model.combine_hidden_states(hidden)
+        self.x = model.block_input(torch.tensor(history[1:]), hidden)
+        rows = torch.tensor(call.mrope[r])[:, : self.accepted] if call.mrope else torch.arange(self.accepted)
+        self.q, self.keys, self.vals = model.qkv(self.x, rows)
+        self.token = history[-1]  # the next step's input token
+        self.h: torch.Tensor | None = None  # the next step's input hidden state; None: undefined
+        self.tied = False  # a near tie drafted: the implementation's later steps may run on the other token
+        self.drafts: list[RefDraft] = []
+        self.undefined = self.after_tie = 0
+
+    def valid(self, j: int, max_model_len: int) -> bool:
+        """Whether draft ``j`` sits at a position below ``max_model_len`` (else garbage by definition)."""
+        return self.accepted - 2 + j < max_model_len
+
+    def record(self, j: int, h: torch.Tensor | None, draft: RefDraft | None, mml: int, tolerance: float) -> None:
+        """Draft ``j`` computed (None: it read an undefined key), counted where it belongs."""
+        if self.valid(j, mml):
+            if self.tied:
+                self.after_tie += 1
+            elif draft is None or self.undefined:
+                self.undefined += 1
+            else:
+                self.drafts.append(draft)
+        self.h = h
+        if draft is not None:
+            self.token = draft.top1
+            self.tied = self.tied or draft.margin <= tolerance
+
+
+class _Cache:
+    """The batch's KV, slot by slot, as the defect model sees it during one call."""
+
+    def __init__(self, call: CallInputs, requests: list[_Request]):
+        self.call, self.requests = call, requests
+        self.block_size = call.case.config.block_size
+        self.written: dict[int, tuple[torch.Tensor, torch.Tensor] | None] = {}
+        k, v = call.snapshot
+        never = torch.isnan(k).flatten(1).any(dim=1) | torch.isnan(v).flatten(1).any(dim=1)
+        self.nan_slots = set(torch.nonzero(never).flatten().tolist())  # the poisoned cache: never written
+
+    def read(self, r: int, position: int):
+        """The K and V request ``r`` reads at ``position`` of its block table, or UNDEFINED."""
+        req = self.requests[r]
+        slot = slot_of(req.req.blocks, position, self.block_size)
+        if slot in self.written:
+            return self.written[slot]
+        if position < req.req.num_computed and slot not in self.call.clobbered:
+            return req.keys[position], req.vals[position]
+        return UNDEFINED if slot in self.nan_slots else (self.call.snapshot[0][slot], self.call.snapshot[1][slot])
+
+    def attend(self, model: TinyMtp, r: int, q: torch.Tensor, seq_len: int) -> torch.Tensor | None:
+        """[1, heads, d] query of request ``r`` over positions 0..seq_len-1 of its block table (none past
+        max_model_len: no position there holds KV, the attention's host bound stops there); None if any
+        of those keys is undefined."""
+        blocks = self.requests[r].req.blocks
+        visible = min(seq_len, len(blocks) * self.block_size, self.call.case.config.max_model_len)
+        kv = [self.read(r, p) for p in range(visible)]
+        if any(e is UNDEFINED for e in kv):
+            return None
+        keys, vals = torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
+        return dense_attention(q, keys, vals, torch.tensor([seq_len - 1]), model.scale, model.recency)
+
+
+def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _Cache) -> None:
+    """Every kept first-pass row's KV at its table slot: the prefix's from scratch, a rejected row's
+    from its first-pass input id and the target's hidden state at that row."""
+    case, padded = call.case, call.padded
+    first = reference.first_pass(case, padded, rules)
+    ids = first.input_ids
+    stale = len(ids) - 1 if rules.stale_last_row and len(ids) - 1 not in first.sample_indices else None
+    row = 0
+    for r, req in enumerate(case.requests):
+        state = cache.requests[r]
+        start = first.query_start_loc[r]
+        for i in range(first.query_start_loc[r + 1] - start):
+            p = req.num_computed + i
+            slot = slot_of(req.blocks, p, case.config.block_size)
+            if p < state.accepted:
+                cache.written[slot] = (state.keys[p], state.vals[p])
+            elif start + i == stale:
+                cache.written[slot] = UNDEFINED
+            else:
+                hidden = call.batch_hidden[row + i : row + i + 1]
+                if model.cfg.eagle3:
+                    hidden = model.combine_hidden_states(hidden)
+                x = model.block_input(torch.tensor([ids[start + i]]), hidden)
+                rows = torch.tensor([[m[i]] for m in req.mrope]) if case.config.uses_mrope else torch.tensor([p])
+                _, k, v = model.qkv(x, rows)
+                cache.written[slot] = (k[0], v[0])
+        row += req.query_len
+
+
+def _step_rows(case: BatchCase, j: int, meta: reference.RefStep, r: int) -> torch.Tensor:
+    """Request ``r``'s position at step ``j`` as ``qkv`` takes it (under M-RoPE its three rows)."""
+    if case.config.uses_mrope:
+        return torch.tensor([[row[r]] for row in reference.mrope_step(case, j)])
+    return torch.tensor([meta.positions[r]])
+
+
+@torch.no_grad()
+def defect_drafts(model: TinyMtp, call: CallInputs, rules: Rules, tolerance: float) -> list[DefectDrafts]:
+    """Per request, the drafts an implementation under ``rules`` computes (see the module's docstring).
+
+    ``tolerance``: the margin under which a draft is a near tie, after which the request's own drafts
+    are not resolved and the KV its later steps write is undefined to everyone.
+    """
+    case = call.case
+    mml, k = case.config.max_model_len, case.config.num_spec_tokens
+    requests = [_Request(model, call, r) for r in range(len(case.requests))]
+    cache = _Cache(call, requests)
+    _first_pass_writes(model, call, rules, cache)
+    for r, state in enumerate(requests):
+        out = cache.attend(model, r, state.q[-1:], state.accepted)
+        _draft(model, state, 1, state.x[-1:], out, mml, tolerance)
+    if rules.first_draft_repeated(case):  # no step runs: draft 1, K times (Rules.prefill_batches_draft_once)
+        return [_repeated(state, k, mml) for state in requests]
+    for j in range(2, k + 1):
+        meta = reference.step(case, j, call.padded, rules)
+        queries = []
+        for r, state in enumerate(requests):  # every row writes its KV, then every row attends
+            slot = meta.slot_mapping[r]
+            if state.h is None:
+                queries.append(None)
+                if slot >= 0:
+                    cache.written[slot] = UNDEFINED
+                continue
+            x = model.block_input(torch.tensor([state.token]), state.h)
+            q, k1, v1 = model.qkv(x, _step_rows(case, j, meta, r))
+            queries.append((x, q))
+            if slot >= 0:
+                cache.written[slot] = UNDEFINED if state.tied else (k1[0], v1[0])
+        for r, state in enumerate(requests):
+            x, q = queries[r] if queries[r] is not None else (None, None)
+            out = None if q is None else cache.attend(model, r, q, meta.seq_lens[r])
+            _draft(model, state, j, x, out, mml, tolerance)
+    return [DefectDrafts(s.drafts, s.undefined, s.after_tie) for s in requests]
+
+
+def _draft(model: TinyMtp, state: _Request, j: int, x, attn_out, mml: int, tolerance: float) -> None:
+    """Draft ``j`` from the attention output of its row (None: it read an undefined key)."""
+    if attn_out is None:
+        state.record(j, None, None, mml, tolerance)
+        return
+    h = model.block_output(x, attn_out)
+    state.record(j, h, _top2(model.compute_logits(h)[0]), mml, tolerance)
+
+
+def _repeated(state: _Request, k: int, mml: int) -> DefectDrafts:
+    """Draft 1 repeated at every valid position, or all of them undefined."""
+    n = sum(state.valid(j, mml) for j in range(1, k + 1))
+    return DefectDrafts(state.drafts[:1] * n) if state.drafts else DefectDrafts([], n)
