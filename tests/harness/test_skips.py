@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,39 +41,35 @@ def test_a_skip_applies_on_the_devices_it_names_only(names, device, reason):
     assert IMPL.skip_for(names, device) == reason
 
 
-def _items(*names):
-    path = Path("tests/properties/test_x.py")
-    return [SimpleNamespace(name=n, originalname=n.split("[")[0], path=path) for n in names]
+ROOT = Path(__file__).resolve().parents[2]
+PROPERTY = "test_graph_modes_match_reference"  # a property of the gate (tests/properties/test_propose_loop.py)
 
 
-def test_a_skip_key_that_matches_no_test_warns_naming_it():
-    config = SimpleNamespace(mtp_impl=IMPL)
-    with pytest.warns(pytest.PytestWarning, match="example: skip key 'test_anywhere' matches no collected test"):
-        conftest.pytest_collection_modifyitems(config, _items("test_graphs[full]", "test_one[padded]"))
+def _run(skips: dict, *paths: str) -> list[str]:
+    """The skip-key warnings of a collection of ``paths`` under an implementation with ``skips``."""
+    impl = Implementation("example", ops=None, proposer_cls=object, skips=skips)
+    items = [SimpleNamespace(path=ROOT / path) for path in paths]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        conftest.pytest_collection_modifyitems(SimpleNamespace(mtp_impl=impl, rootpath=ROOT), items)
+    return [str(w.message) for w in seen if "skip key" in str(w.message)]
 
 
-def test_skip_keys_that_all_match_are_silent(recwarn):
-    config = SimpleNamespace(mtp_impl=IMPL)
-    conftest.pytest_collection_modifyitems(config, _items("test_graphs[eager]", "test_anywhere", "test_one[padded]"))
-    assert not [w for w in recwarn if "skip key" in str(w.message)]
+def test_a_skip_key_that_names_no_property_warns_naming_it():
+    got = _run({PROPERTY: "x", f"{PROPERTY}[padded]": "x", "test_no_such_property": "x"}, "tests/properties/test_x.py")
+    assert got == ["example: skip key 'test_no_such_property' names no property of the gate"]
 
 
-def test_a_run_without_the_gates_properties_checks_no_skip_key(recwarn):
-    """A differential suite's run collects none of the properties the skips name: nothing to warn."""
-    items = [SimpleNamespace(name="test_steps", originalname="test_steps", path=Path("tests/impls/x/test_steps.py"))]
-    conftest.pytest_collection_modifyitems(SimpleNamespace(mtp_impl=IMPL), items)
-    assert not [w for w in recwarn if "skip key" in str(w.message)]
+def test_a_run_of_a_few_properties_or_of_no_property_warns_of_nothing():
+    """A key names a property the run did not collect (one module run alone): not stale, so silent;
+    a differential suite's run collects no property at all."""
+    assert _run({PROPERTY: "x"}, "tests/properties/test_core_properties.py") == []
+    assert _run({"test_no_such_property": "x"}, "tests/impls/x/test_steps.py") == []
 
 
 @pytest.mark.parametrize("impl", ["vllm", "vllm_ascend", "vllm_ascend_0_13"])
 def test_every_built_in_skip_names_a_property(impl):
     """The adapters' skip tables (importable without their packages) name test functions that exist."""
     skips = importlib.import_module(f"sim.impls.{impl}.divergences").GATE_SKIPS
-    root = Path(__file__).resolve().parents[1] / "properties"
-    defined = {
-        node.name
-        for path in root.glob("test_*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-    }
-    assert set(skips) <= defined, f"{impl}: skip keys naming no property: {set(skips) - defined}"
+    stale = {key for key in skips if key.split("[")[0] not in conftest._property_names(ROOT)}
+    assert not stale, f"{impl}: skip keys naming no property: {stale}"

@@ -1,12 +1,13 @@
 """Every known defect of the implementation under test is still there: the spec fails on it.
 
 A defect is modelled so that the gate compares everything else (``Implementation.rules``), but
-it never becomes the truth. For each defect in force, the serving-run property runs under the
-spec for that one behaviour (the implementation's rules with the defect's rule reverted,
-``sim.impls.divergence.spec_for``) as a strict expected failure: XFAIL while the defect is
-there; the day a change fixes it the spec holds, and the run fails with "fixed: ID no longer
-present; drop it from the list" until the divergence table says so. The core has no known
-defects, so nothing is generated for it.
+it never becomes the truth. For each defect in force, the gate's properties run under the spec
+for that one behaviour (the implementation's rules with the defect's rule reverted,
+``sim.impls.divergence.spec_for``): one call's first pass and steps, padded and unpadded (what
+a serving run does not compare, ``max_query_len`` among it), then a whole serving run. They run
+as a strict expected failure: XFAIL while the defect is there; the day a change fixes it the spec
+holds, and the run fails with "fixed: ID no longer present; drop it from the list" until the
+divergence table says so. The core has no known defects, so nothing is generated for it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from sim.impls.divergence import spec_for
+from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
+from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs
@@ -57,8 +60,11 @@ def test_the_spec_fails_on_each_known_defect(device, impl, defect):
     spec = spec_for(impl.rules, defect)
 
     @SPEC_FAILS
-    @given(scenario=scenarios(max_iterations=10))  # padded or unpadded, drawn
-    def prop(scenario):
+    @given(case=batch_cases(), scenario=scenarios(max_iterations=10))  # the scenario padded or unpadded, drawn
+    def prop(case, scenario):
+        for padded in (True, False):
+            core_checks.check_first_pass(impl.ops, case, padded, device, spec)
+            core_checks.check_steps(impl.ops, case, padded, device, spec)
         check_implementation(impl, scenario, device, f"spec-{defect.id}", rules=spec)
 
     prop()
