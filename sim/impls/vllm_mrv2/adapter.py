@@ -107,7 +107,9 @@ class Mrv2Ops(CoreOps):
             torch.arange(b, dtype=torch.int64), buffers.query_start_loc[: b + 1], buffers.positions[:b], b
         )
         return StepMeta(
-            positions=buffers.positions[:b].clone(), seq_lens=buffers.seq_lens[:b].clone(), slot_mapping=slots[0].clone()
+            positions=buffers.positions[:b].clone(),
+            seq_lens=buffers.seq_lens[:b].clone(),
+            slot_mapping=slots[0].clone(),
         )
 
 
@@ -156,6 +158,7 @@ class Mrv2Proposer(EagerAdapter):
             zeros,  # temperature 0: greedy drafting
             zeros.to(torch.int64),
             num_speculative_tokens=k,
+            is_profile=True,  # eager dispatch without a CUDA-graph manager: in 0.33 its only effect (need_eager)
         )
         self.logits_calls += k
         return drafts.to(torch.int64).view(batch.num_reqs, k).clone()

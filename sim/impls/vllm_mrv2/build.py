@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import torch
 
-from sim.impls.vllm.eagle import vllm_config
+from sim.impls.vllm.eagle import MAX_MODEL_LEN, vllm_config
 from sim.impls.vllm.interop import import_vllm
 
 CPU = torch.device("cpu")
@@ -28,20 +28,18 @@ CPU = torch.device("cpu")
 
 @functools.lru_cache(maxsize=8)
 def speculator(hidden_size: int):
-    """One MRV2 ``MTPSpeculator`` per hidden size, eager (no CUDA graph manager captures anything)."""
+    """One MRV2 ``MTPSpeculator`` per hidden size, with no CUDA-graph manager: ``init_cudagraph_manager``
+    needs vLLM's pipeline-parallel group, and the adapter runs eagerly (``propose(is_profile=True)``)."""
     mtp = import_vllm("vllm.v1.worker.gpu.spec_decode.mtp.speculator")
-    compilation = import_vllm("vllm.config.compilation")
-    spec = mtp.MTPSpeculator(vllm_config(hidden_size), CPU)
-    spec.init_cudagraph_manager(compilation.CUDAGraphMode.NONE)
-    return spec
+    return mtp.MTPSpeculator(vllm_config(hidden_size), CPU)
 
 
 def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int):
     """The shared speculator set to one call's sizes: K (its ``draft_tokens`` buffer re-made at that
     width, as its constructor makes it) and ``max_model_len`` (a property of the model config)."""
     spec = speculator(hidden_size)
-    if max_model_len > spec.vllm_config.scheduler_config.max_model_len:
-        raise ValueError(f"max_model_len={max_model_len}: the MRV2 speculator is built for at most 4096")
+    if max_model_len > MAX_MODEL_LEN:
+        raise ValueError(f"max_model_len={max_model_len}: the MRV2 speculator is built for at most {MAX_MODEL_LEN}")
     spec.vllm_config.model_config.max_model_len = max_model_len
     if spec.num_speculative_steps != num_spec_tokens:
         spec.num_speculative_steps = num_spec_tokens
