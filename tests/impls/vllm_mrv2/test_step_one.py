@@ -35,3 +35,15 @@ def test_a_partial_prefill_continues_from_its_next_prompt_token():
     _, sampled, core, mrv2 = both(case)
     assert mrv2.next.valid_counts.tolist() == [0] and mrv2.first.num_rejected.tolist() == [0]
     assert mrv2.next.next_token_ids.tolist() == core.next.next_token_ids.tolist() == [int(sampled.backup[0])]
+
+
+def test_a_request_that_sampled_nothing_rejects_its_last_row():
+    """unsampled-row-rejected: a prefill of 4 rows (no drafts verified) whose sampled row is all placeholders:
+    the core rejects nothing and samples its last row; MRV2 counts one logit minus none sampled as one
+    rejected row and samples the row before it. Both continue from the backup."""
+    case = decode_case(max_model_len=64, num_computed=0, k=3, accepted=0)
+    req = case.requests[0]._replace(num_drafts=0, query_len=4, sampled=[-1, -1, -1, -1])
+    _, sampled, core, mrv2 = both(case._replace(requests=[req]))
+    assert core.first.num_rejected.tolist() == [0] and core.first.sample_indices.tolist() == [3]
+    assert mrv2.first.num_rejected.tolist() == [1] and mrv2.first.sample_indices.tolist() == [2]
+    assert mrv2.next.next_token_ids.tolist() == core.next.next_token_ids.tolist() == [int(sampled.backup[0])]
