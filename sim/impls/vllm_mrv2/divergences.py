@@ -85,11 +85,6 @@ GATE_SKIPS = {
     "test_first_pass_matches_reference[unpadded]": _UNPADDED,
     "test_draft_steps_match_reference[unpadded]": _UNPADDED,
     "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
-    "test_padded_path_makes_no_host_sync": Skip(
-        "the Triton interpreter runs MRV2's kernels on host copies of their arguments (numpy), which the "
-        "simulator counts as syncs: not a statement about MRV2 on a GPU",
-        devices=("sim",),
-    ),
     # Every device: the adapter drives the speculator eagerly only.
     "test_graph_modes_match_reference": Skip("the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)"),
 }

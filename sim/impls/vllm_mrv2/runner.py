@@ -45,7 +45,7 @@ class RunnerInputs:
 def sampled_counts(sampled: SampledTokens, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(sampled rows [B, K+1] int64, num_sampled [B] int32) as MRV2's rejection sampler returns them."""
     if sampled.is_padded:
-        rows = sampled.padded.to(torch.int64).cpu()
+        rows = sampled.padded.to(torch.int64)
         valid = (rows >= 0) & (rows < vocab_size)
         counts = valid.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)  # the valid prefix
         return rows, counts
