@@ -9,7 +9,8 @@ factory returns an ``Implementation``. Nothing is imported until asked for.
 
 Each adapter has its own sub-package here (``vllm``: adapter, interop with
 vLLM's types, the tiny model behind vLLM's interface, divergences; ``vllm_ascend``:
-vllm-ascend 0.23.0's ``AscendEagleProposer`` on the same pieces).
+vllm-ascend 0.23.0's ``AscendEagleProposer`` on the same pieces; ``vllm_mrv2``: vLLM's Model
+Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ BUILTIN = {
     "vllm": "sim.impls.vllm.adapter:implementation",
     "vllm_ascend": "sim.impls.vllm_ascend.adapter:implementation",
     "vllm_ascend_0_13": "sim.impls.vllm_ascend_0_13.adapter:implementation",
+    "vllm_mrv2": "sim.impls.vllm_mrv2.adapter:implementation",
 }
 
 

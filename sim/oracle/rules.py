@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OVERFLOW_RULES = ("mask", "restart", "seq-len-restart", "position-restart")
+OVERFLOW_RULES = ("mask", "restart", "seq-len-restart", "position-restart", "clamp")
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,16 @@ class Rules:
         on its own and restarts at 1 once past ``max_model_len`` (vllm-ascend).
         ``position-restart``: position and KV write as ``restart``, seq_len as
         ``seq-len-restart`` (vllm-ascend 0.13's ``MtpProposer``).
+        ``clamp``: position held at ``max_model_len - 1``, seq_len at ``max_model_len``, and the
+        KV written at that position's slot, every such step (vLLM MRV2's ``overflow-clamp``).
     max_query_len_compacted: unpadded mode reports the compacted batch's longest
         query (False: the original lengths, an upper bound, the 0.13-era proposer's defect).
     stale_last_row: the batch's last row keeps an old buffer value as its
         first-pass input id when it is no sample row (vLLM's ``stale-last-row``);
         that id is not compared.
+    stale_rejected_rows: the first pass writes no id and no position for a request's rows after its
+        sample row (its rejected drafts): they keep old buffer values and are not compared (vLLM
+        MRV2's ``stale-rejected-rows``).
     steps_run_first_pass_rows: steps 2..K run at the first pass's row count,
         the rows past the batch's requests inert (slot -1), rather than one row
         per request (vllm-ascend's ``mtp-steps-run-padded-rows``).
@@ -51,6 +56,7 @@ class Rules:
     overflow: str = "mask"
     max_query_len_compacted: bool = True
     stale_last_row: bool = False
+    stale_rejected_rows: bool = False
     steps_run_first_pass_rows: bool = False
     slots_from_block_table: bool = True
     prefill_batches_draft_once: bool = False
@@ -98,10 +104,19 @@ class Rules:
                 return pos, seq, writes
             return pos, self._seq_len_restart(base_seq, j, max_model_len), writes
         pos = last_pos + j - 1
+        if self.overflow == "clamp":
+            return min(pos, max_model_len - 1), min(base_seq + j - 1, max_model_len), True
         if self.overflow == "mask":
             return (0, 1, False) if pos >= max_model_len else (pos, base_seq + j - 1, True)
         seq = self._seq_len_restart(base_seq, j, max_model_len)
         return (0, seq, False) if pos >= max_model_len else (pos, seq, True)
+
+    def unwritten_first_pass_rows(self, query_start_loc: list[int], sample_indices: list[int]) -> set[int]:
+        """First-pass rows whose input id and position are old buffer values by design (not compared):
+        under ``stale_rejected_rows``, each request's rows after its sample row."""
+        if not self.stale_rejected_rows:
+            return set()
+        return {i for r, s in enumerate(sample_indices) for i in range(s + 1, query_start_loc[r + 1])}
 
     @staticmethod
     def _seq_len_restart(base_seq: int, j: int, max_model_len: int) -> int:

@@ -38,8 +38,8 @@ def test_padded_base():
 
 
 def test_unknown_overflow_rule_is_named():
-    with pytest.raises(ValueError, match="overflow='clamp'"):
-        Rules(overflow="clamp")
+    with pytest.raises(ValueError, match="overflow='wrap'"):
+        Rules(overflow="wrap")
 
 
 def test_position_restart_continues_positions_and_counts_seq_len_on():
@@ -72,3 +72,15 @@ def test_prefill_batches_draft_once():
     assert not once.first_draft_repeated(case((4, 1, 0), (0, 1, 0)))  # every query one token
     assert once.first_draft_repeated(case((4, 3, 2), (6, 5, 0)))  # a chunk of a prompt among decodes
     assert not CORE.first_draft_repeated(case((0, 5, 0)))
+
+
+def test_clamp_holds_position_and_seq_len_at_the_last_in_range_values_and_writes_kv():
+    assert _steps(Rules(overflow="clamp"), 8, 9) == [(9, 10, True), (9, 10, True), (9, 10, True)]
+    table = {p: 100 + p for p in range(12)}.__getitem__
+    assert [Rules(overflow="clamp").step_slot(table, 8, j, M) for j in (2, 3, 4)] == [109, 109, 109]
+
+
+def test_stale_rejected_rows_are_the_rows_after_each_sample_row():
+    qsl, sample = [0, 4, 5, 9], [1, 4, 8]  # request 0 rejected two rows, request 1 is one row, request 2 none
+    assert Rules(stale_rejected_rows=True).unwritten_first_pass_rows(qsl, sample) == {2, 3}
+    assert CORE.unwritten_first_pass_rows(qsl, sample) == set()

@@ -67,7 +67,7 @@ def test_a_run_of_a_few_properties_or_of_no_property_warns_of_nothing():
     assert _run({"test_no_such_property": "x"}, "tests/impls/x/test_steps.py") == []
 
 
-@pytest.mark.parametrize("impl", ["vllm", "vllm_ascend", "vllm_ascend_0_13"])
+@pytest.mark.parametrize("impl", ["vllm", "vllm_ascend", "vllm_ascend_0_13", "vllm_mrv2"])
 def test_every_built_in_skip_names_a_property(impl):
     """The adapters' skip tables (importable without their packages) name test functions that exist."""
     skips = importlib.import_module(f"sim.impls.{impl}.divergences").GATE_SKIPS

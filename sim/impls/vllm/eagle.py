@@ -54,13 +54,13 @@ def _config_dir(hidden_size: int) -> str:
     return str(path)
 
 
-@functools.lru_cache(maxsize=8)
-def eagle_proposer(hidden_size: int):
-    """One ``EagleProposer`` per hidden size (its hidden-state buffer's width), on CPU."""
+def vllm_config(hidden_size: int):
+    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer, on CPU (also the base of
+    ``sim.impls.vllm_mrv2``'s speculator; each call is a new object, so per-call sizes set on one
+    never reach another)."""
     import_vllm()
     logging.getLogger("vllm").setLevel(logging.ERROR)
     config = import_vllm("vllm.config")
-    eagle = import_vllm("vllm.v1.spec_decode.eagle")
     model_config = config.ModelConfig(
         model=_config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
     )
@@ -70,7 +70,7 @@ def eagle_proposer(hidden_size: int):
         method="mtp",
         num_speculative_tokens=2,  # > 1 so that every buffer for later steps exists; set per call
     )
-    vllm_config = config.VllmConfig(
+    return config.VllmConfig(
         model_config=model_config,
         cache_config=config.CacheConfig(block_size=16),
         speculative_config=spec_config,
@@ -84,7 +84,13 @@ def eagle_proposer(hidden_size: int):
             max_num_seqs=MAX_REQS,
         ),
     )
-    return eagle.EagleProposer(vllm_config=vllm_config, device=torch.device("cpu"))
+
+
+@functools.lru_cache(maxsize=8)
+def eagle_proposer(hidden_size: int):
+    """One ``EagleProposer`` per hidden size (its hidden-state buffer's width), on CPU."""
+    eagle = import_vllm("vllm.v1.spec_decode.eagle")
+    return eagle.EagleProposer(vllm_config=vllm_config(hidden_size), device=torch.device("cpu"))
 
 
 def start_fresh(proposer) -> None:

@@ -1,0 +1,172 @@
+"""vLLM 0.33.0's Model Runner V2 ``MTPSpeculator`` as an implementation under test (``--impl vllm_mrv2``).
+
+MRV2 has no ``prepare_inputs`` to wrap: steps 1-3 are one Triton kernel
+(``_prepare_prefill_inputs_kernel``: the next token, the sample row, the shifted ids and copied
+positions), step 4 two more (``_prepare_decode_inputs_kernel`` for draft step 2,
+``_update_draft_inputs_kernel`` for each later one) and ``BlockTables.compute_slot_mappings``.
+``Mrv2Ops`` runs exactly those functions of vLLM, interpreted on CPU (``TRITON_INTERPRET=1``),
+and returns the core's types, so the gate's single-call properties run on MRV2's own
+preparation; validation is the core's (MRV2 validates nothing: the runner's batch is trusted).
+``Mrv2Proposer`` drives the whole ``MTPSpeculator.propose`` loop with the simulator's tiny MTP
+model and paged cache, behind ``MtpProposer``'s constructor.
+
+Where MRV2 differs by design, the difference is named in ``sim.impls.vllm_mrv2.divergences``
+(docs/DIVERGENCES-vllm-mrv2.md) and modelled in its ``RULES``; what cannot run is in ``GATE_SKIPS``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
+from mtp.config import ProposerConfig
+from mtp.ops import CoreOps, PreparedCall
+from mtp.validate import validate_batch, validate_sampled
+from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.vllm import interop
+from sim.impls.vllm.model import LAYER, VllmTinyMtp
+from sim.impls.vllm_mrv2 import build
+from sim.impls.vllm_mrv2.divergences import DIVERGENCES, GATE_SKIPS, RULES
+from sim.impls.vllm_mrv2.model import KV_CACHE_CONFIG, RecordingAttnGroup
+from sim.impls.vllm_mrv2.runner import runner_inputs
+
+SPEC = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"
+
+
+def _buffers(num_reqs: int, num_tokens: int):
+    return interop.import_vllm("vllm.v1.worker.gpu.input_batch").InputBuffers(
+        max_num_reqs=num_reqs, max_num_tokens=max(num_tokens, 1), device=build.CPU
+    )
+
+
+class Mrv2Ops(CoreOps):
+    """Steps 1-4 by MRV2's kernels on fresh buffers; validation and the step wiring are the core's."""
+
+    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
+        validate_batch(batch, cfg)
+        validate_sampled(sampled, batch, cfg)
+        spec = interop.import_vllm(SPEC)
+        b, t = batch.num_reqs, batch.num_tokens
+        run = runner_inputs(batch, sampled, cfg.vocab_size, b)
+        buffers = _buffers(b, t)
+        last = torch.zeros(b, dtype=torch.int64)
+        spec.prepare_prefill_inputs(
+            last,
+            torch.tensor(0, dtype=torch.int64),
+            buffers,
+            run.input_batch,
+            run.num_sampled,
+            run.num_rejected,
+            run.last_sampled,
+            run.next_prefill_tokens,
+            b,
+        )
+        seq_lens = buffers.seq_lens[:b].clone()
+        slots = torch.full((cfg.max_num_tokens,), -1, dtype=torch.int64)
+        slots[:t] = batch.slot_mapping[:t]  # the target's: MRV2's draft prefill reuses them
+        first = FirstPassInputs(
+            token_indices=torch.arange(t, dtype=torch.int64),
+            query_start_loc=buffers.query_start_loc[: b + 1].clone(),
+            query_start_loc_cpu=run.input_batch.query_start_loc_np.astype(np.int64),
+            seq_lens=seq_lens,
+            accepted_seq_lens=(seq_lens - run.num_rejected).to(torch.int32),  # the decode kernel's base
+            slot_mapping=slots,
+            sample_indices=last.clone(),
+            num_rejected=run.num_rejected.to(torch.int32).clone(),
+            max_query_len=int(run.input_batch.num_scheduled_tokens.max()),
+        )
+        nxt = NextTokens(
+            next_token_ids=buffers.input_ids[last].to(torch.int32), valid_counts=run.num_sampled.to(torch.int32)
+        )
+        base = buffers.positions[last].clone()  # what _prefill keeps as the decode steps' positions
+        return PreparedCall(next=nxt, first=first, input_ids=buffers.input_ids[:t].to(torch.int64), base_positions=base)
+
+    def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
+        """Draft step ``step``'s metadata: ``prepare_decode_inputs`` (step 2), then ``update_draft_inputs``
+        once per later step, then the slots by ``BlockTables.compute_slot_mappings``, as ``propose`` runs them."""
+        spec = interop.import_vllm(SPEC)
+        b, step = base_positions.shape[0], int(step)
+        buffers = _buffers(b, b)
+        buffers.positions[:b] = base_positions
+        drafts = torch.zeros(b, max(step, 2), dtype=torch.int64)
+        sample_src = torch.zeros(b, dtype=torch.int64)
+        hidden = torch.zeros(b, 1)
+        spec.prepare_decode_inputs(
+            drafts[:, 0], accepted_seq_lens.to(torch.int32), torch.zeros(b, dtype=torch.int32), buffers,
+            sample_src, cfg.max_model_len, b,
+        )  # fmt: skip
+        for s in range(1, step - 1):
+            spec.update_draft_inputs(
+                drafts[:, 0].clone(), torch.tensor(s, dtype=torch.int64), hidden, drafts, hidden.clone(), buffers,
+                sample_src, b, cfg.max_model_len, step,
+            )  # fmt: skip
+        tables = build.block_tables(block_table, cfg.block_size, b)
+        slots = tables.compute_slot_mappings(
+            torch.arange(b, dtype=torch.int64), buffers.query_start_loc[: b + 1], buffers.positions[:b], b
+        )
+        return StepMeta(
+            positions=buffers.positions[:b].clone(),
+            seq_lens=buffers.seq_lens[:b].clone(),
+            slot_mapping=slots[0].clone(),
+        )
+
+
+class Mrv2Proposer(EagerAdapter):
+    """MRV2's ``MTPSpeculator.propose`` behind ``MtpProposer``'s constructor and trace (eager only)."""
+
+    label, graphs_need = "the vLLM MRV2 adapter", "a GPU (CUDA graphs)"
+
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
+        super().__init__(cfg, model, device, ops, mode)
+        self.model = VllmTinyMtp(model)
+        self.attn_group = RecordingAttnGroup()
+        build.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on a new speculator's buffers
+
+    def _speculator(self, batch: VerifiedBatch):
+        spec = build.configured(self.cfg.num_spec_tokens, self.cfg.max_model_len, self.cfg.hidden_size)
+        spec.model = self.model
+        spec.attn_groups = [[self.attn_group]]
+        spec.kv_cache_config = KV_CACHE_CONFIG
+        spec.draft_attn_layer_names = {LAYER}
+        spec.block_tables = build.block_tables(batch.block_table, self.cfg.block_size, spec.max_num_tokens)
+        return spec
+
+    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
+        """Draft tokens, int64 [B, K], as MRV2's runner calls ``propose`` after rejection sampling."""
+        validate_batch(batch, self.cfg)
+        validate_sampled(sampled, batch, self.cfg)
+        spec, k, t = self._speculator(batch), self.cfg.num_spec_tokens, batch.num_tokens
+        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
+        if self.trace is not None:
+            self.trace.clear()
+        self.model.trace, self.model.calls = self.trace, 0
+        self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
+        target = self.attn_group.build_metadata(interop.to_common_attn_metadata(batch))  # the target's metadata
+        zeros = torch.zeros(spec.max_num_reqs)
+        drafts = spec.propose(
+            run.input_batch,
+            {LAYER: target},
+            {LAYER: batch.slot_mapping[:t].to(torch.int64).clone()},
+            batch.hidden_states[:t].to(spec.dtype),
+            None,
+            run.num_sampled,
+            run.num_rejected,
+            run.last_sampled,
+            run.next_prefill_tokens,
+            zeros,  # temperature 0: greedy drafting
+            zeros.to(torch.int64),
+            num_speculative_tokens=k,
+            is_profile=True,  # eager dispatch without a CUDA-graph manager: in 0.33 its only effect (need_eager)
+        )
+        self.logits_calls += k
+        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
+
+
+def implementation() -> Implementation:
+    """The ``vllm_mrv2`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
+    reason = interop.unavailable_reason()
+    if reason:
+        raise ImplementationUnavailable("vllm_mrv2", reason)
+    return Implementation("vllm_mrv2", Mrv2Ops(), Mrv2Proposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()))

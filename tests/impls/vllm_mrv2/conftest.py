@@ -1,0 +1,13 @@
+"""tests/impls/vllm_mrv2: vLLM 0.33.0's Model Runner V2 MTP speculator, run by ``tox -e vllm_mrv2``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.impls.suites import skip_unless_importable
+
+
+def pytest_collection_modifyitems(config, items):
+    from sim.impls.vllm.interop import unavailable_reason
+
+    skip_unless_importable(items, Path(__file__).parent, unavailable_reason, "vLLM MRV2 oracle")
