@@ -25,9 +25,10 @@ from mtp.ops import CoreOps, PreparedCall
 from mtp.validate import validate_batch, validate_sampled
 from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm import interop
 from sim.impls.vllm.divergences import DIVERGENCES, GATE_SKIPS, RULES
-from sim.impls.vllm.eagle import configured, eagle_proposer, start_fresh
+from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # vLLM reads nothing else of it in greedy drafting

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from sim.impls.fresh_start import remember_fresh
 from sim.impls.vllm.interop import import_vllm
 
 MAX_TOKENS = 8192
@@ -88,20 +89,10 @@ def vllm_config(hidden_size: int):
 
 @functools.lru_cache(maxsize=8)
 def eagle_proposer(hidden_size: int):
-    """One ``EagleProposer`` per hidden size (its hidden-state buffer's width), on CPU."""
+    """One ``EagleProposer`` per hidden size (its hidden-state buffer's width), on CPU, its buffers as
+    built remembered so that every run can start from them (``sim.impls.fresh_start``)."""
     eagle = import_vllm("vllm.v1.spec_decode.eagle")
-    return eagle.EagleProposer(vllm_config=vllm_config(hidden_size), device=torch.device("cpu"))
-
-
-def start_fresh(proposer) -> None:
-    """Zero the persistent buffers a freshly built proposer starts with (``torch.zeros`` in its
-    constructor): the proposer is shared between serving runs, and a row that vLLM reads before it
-    writes it (divergence ``stale-last-row``) would otherwise hold the last run's token id, which
-    can lie past this run's vocabulary."""
-    for name in ("input_ids", "positions", "mrope_positions", "hidden_states"):
-        buffer = getattr(proposer, name, None)
-        if buffer is not None:
-            buffer.zero_()
+    return remember_fresh(eagle.EagleProposer(vllm_config=vllm_config(hidden_size), device=torch.device("cpu")))
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):

@@ -119,16 +119,26 @@ def source() -> str:
     if not info.get("dir_info", {}).get("editable"):
         return "release wheel"
     path = Path(urllib.parse.urlparse(info["url"]).path)
+    rev = git_revision(path)
+    return f"checkout {path} {rev}" if rev else f"checkout {path}, not a git tree"
+
+
+def git_revision(path: Path) -> str | None:
+    """``at COMMIT`` (and ``with local changes``) if ``path`` is the top of a git tree, else None: an
+    sdist laid out inside another repository (``.ci/run``) is not that repository's commit."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(path), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        rev = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-        ).stdout.strip()
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != path.resolve():
+            return None
+        rev, dirty = git("rev-parse", "--short=12", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return f"checkout {path}, not a git tree"
-    return f"checkout {path} at {rev}{' with local changes' if dirty else ''}"
+        return None
+    return f"at {rev}{' with local changes' if dirty else ''}"
 
 
 def describe(name: str = "vllm_ascend") -> str:
