@@ -96,21 +96,10 @@ def test_a_run_starts_from_a_fresh_proposers_buffers(device):
     zeros a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row vLLM reads before writing it (``stale-last-row``), which crashed the tiny model."""
     from sim.impls.vllm.eagle import eagle_proposer
+    from tests.impls.suites import STALE_ROW_RUN, after_a_larger_vocabulary
 
-    scenario = Scenario(
-        seed=10,
-        num_spec_tokens=1,
-        block_size=1,
-        max_model_len=32,
-        token_budget=2,
-        max_num_reqs=1,
-        padded=True,
-        accept="greedy",
-        vocab_size=32,
-        max_iterations=24,
-        requests=(RequestSpec(0, 1, 2),),
-    )
-    eagle_proposer(scenario.hidden_size).input_ids.fill_(90)  # as a run with 96 ids may leave it
+    scenario = STALE_ROW_RUN
+    after_a_larger_vocabulary(eagle_proposer(scenario.hidden_size))
     bad, _ = run_classified(scenario, device)
     assert not bad, "\n".join(bad[:6])
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
 from hypothesis import given, settings
 
 from sim.impls.vllm_ascend.adapter import AscendOps
@@ -20,9 +19,8 @@ from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
-from tests.checks.e2e_checks import check_implementation
+from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
 from tests.strategies.batches import batch_cases
-from tests.strategies.scenarios import scenarios
 
 
 def _slot_plus_one(original):
@@ -75,28 +73,8 @@ def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaki
         gate()
 
 
-def _later_steps_fed_rolled_hidden_rows(forward):
-    """Steps 2..K hand the draft model each request's hidden state one request off (rows rolled by one):
-    only drafts 2..K change; no metadata does."""
-
-    @functools.wraps(forward)
-    def broken(self, input_ids, positions, hidden_states=None, *args, **kwargs):
-        if self.calls >= 1 and hidden_states is not None:  # a later step: the first pass is call 0
-            hidden_states = torch.roll(hidden_states, 1, dims=0)
-        return forward(self, input_ids, positions, hidden_states, *args, **kwargs)
-
-    return broken
-
-
 def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatch, device, impl):
     """vllm-ascend's padded path carries ``padded-seq-lens-not-lowered``, modelled exactly, so drafts
     2..K are compared there: a change to them alone fails a padded serving run on a later draft."""
-    monkeypatch.setattr(AscendTinyMtp, "forward", _later_steps_fed_rolled_hidden_rows(AscendTinyMtp.forward))
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
-    @given(scenario=scenarios(padded=True, max_iterations=10))
-    def gate(scenario):
-        check_implementation(impl, scenario, device, "broken-later-steps")
-
-    with pytest.raises(AssertionError, match=r"draft [2-9]"):
-        gate()
+    monkeypatch.setattr(AscendTinyMtp, "forward", later_steps_fed_rolled_hidden_rows(AscendTinyMtp.forward))
+    assert_serving_runs_fail_on_a_later_draft(impl, device, "broken-later-steps", padded=True)

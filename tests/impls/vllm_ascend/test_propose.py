@@ -60,8 +60,8 @@ def test_a_run_starts_from_a_fresh_proposers_state(device):
     the state a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row vllm-ascend reads before writing it (``stale-last-row``), which crashed the tiny model
     (IndexError: index 90 is out of bounds for dimension 0 with size 32)."""
-    from sim.impls.fresh_start import STALE_ROW_RUN, after_a_larger_vocabulary
     from sim.impls.vllm_ascend.build import ascend_proposer
+    from tests.impls.suites import STALE_ROW_RUN, after_a_larger_vocabulary
 
     after_a_larger_vocabulary(ascend_proposer(STALE_ROW_RUN.hidden_size))
     report = run_scenario(STALE_ROW_RUN, device, proposer_cls=AscendProposer, rules=RULES, stop_at_first_mismatch=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
 from hypothesis import given, settings
 
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
@@ -20,9 +19,8 @@ from sim.impls.vllm_ascend_0_13.build import mtp_proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
 from tests.checks import core_checks
-from tests.checks.e2e_checks import check_implementation
+from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
 from tests.strategies.batches import batch_cases
-from tests.strategies.scenarios import scenarios
 
 
 def _sample_row_off_by_one(original):
@@ -95,29 +93,9 @@ def _gate_fails(check, padded, device):
         gate()
 
 
-def _later_steps_fed_rolled_hidden_rows(forward):
-    """Steps 2..K hand the draft model each request's hidden state one request off (rows rolled by one):
-    only drafts 2..K change; no metadata does."""
-
-    @functools.wraps(forward)
-    def broken(self, input_ids, positions, hidden_states=None, *args, **kwargs):
-        if self.calls >= 1 and hidden_states is not None:  # a later step: the first pass is call 0
-            hidden_states = torch.roll(hidden_states, 1, dims=0)
-        return forward(self, input_ids, positions, hidden_states, *args, **kwargs)
-
-    return broken
-
-
 def test_drafts_changed_alone_fail_the_gate_beside_cross_block_writes(monkeypatch, device, impl):
     """0.13's ``slot-plus-one`` writes KV across blocks; the reference reads what the paged cache holds
     there, so the drafts of the rest of the run are still compared: a change to drafts 2..K alone
     fails a serving run."""
-    monkeypatch.setattr(MlaTinyMtp, "forward", _later_steps_fed_rolled_hidden_rows(MlaTinyMtp.forward))
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
-    @given(scenario=scenarios(max_iterations=10))
-    def gate(scenario):
-        check_implementation(impl, scenario, device, "broken-later-steps-0.13")
-
-    with pytest.raises(AssertionError, match=r"draft [2-9]"):
-        gate()
+    monkeypatch.setattr(MlaTinyMtp, "forward", later_steps_fed_rolled_hidden_rows(MlaTinyMtp.forward))
+    assert_serving_runs_fail_on_a_later_draft(impl, device, "broken-later-steps-0.13")

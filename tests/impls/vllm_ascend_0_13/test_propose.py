@@ -73,8 +73,8 @@ def test_a_run_starts_from_a_fresh_proposers_state(device):
     """The 0.13 proposer is shared between runs (built once per hidden size). A run starts from the
     state a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row 0.13 reads before writing it (``stale-last-row``), which crashes the tiny model."""
-    from sim.impls.fresh_start import STALE_ROW_RUN, after_a_larger_vocabulary
     from sim.impls.vllm_ascend_0_13.build import mtp_proposer
+    from tests.impls.suites import STALE_ROW_RUN, after_a_larger_vocabulary
 
     after_a_larger_vocabulary(mtp_proposer(STALE_ROW_RUN.hidden_size))
     report = run_scenario(
