@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 
-
 _FRESH = "_mtp_harness_fresh_state"
 
 
