@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OVERFLOW_RULES = ("mask", "restart", "seq-len-restart", "position-restart", "clamp")
+# What a draft step whose position reaches max_model_len gets, on two independent axes.
+OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
+OVERFLOW_SEQ_LENS = ("one", "with-position", "own-restart", "clamp")
 
 
 @dataclass(frozen=True)
@@ -22,16 +24,22 @@ class Rules:
     padded_seq_lens_lowered: padded mode lowers every later step's seq_len by
         the rejected count (False: vllm-ascend's ``padded-seq-lens-not-lowered``,
         the 0.13-era proposer's defect: steps 2..K count the rejected tokens as context).
-    overflow: a draft step whose position reaches ``max_model_len``:
-        ``mask``: position 0, seq_len 1, no slot, every such step (docs/DESIGN.md step 4);
-        ``restart``: the first such step as ``mask``, later ones continue from
-        position 0 (1, 2, ...) with real slots (vLLM's ``overflow-restart``);
-        ``seq-len-restart``: position and slot as ``mask``, but seq_len advances
-        on its own and restarts at 1 once past ``max_model_len`` (vllm-ascend).
-        ``position-restart``: position and KV write as ``restart``, seq_len as
-        ``seq-len-restart`` (vllm-ascend 0.13's ``MtpProposer``).
-        ``clamp``: position held at ``max_model_len - 1``, seq_len at ``max_model_len``, and the
-        KV written at that position's slot, every such step (vLLM MRV2's ``overflow-clamp``).
+    overflow_position: the position (and whether KV is written) of a draft step whose position
+        reaches ``max_model_len``:
+        ``zero``: position 0 and no KV write, every such step (docs/DESIGN.md step 4);
+        ``restart``: the first such step as ``zero``, later ones continue from position 0
+        (1, 2, ...) and write KV at those positions' slots (vLLM's ``overflow-restart``,
+        vllm-ascend 0.13's ``overflow-position-restart``);
+        ``clamp``: the position held at ``max_model_len - 1``, KV written at its slot, every
+        such step (vLLM MRV2's ``overflow-clamp``).
+    overflow_seq_len: the seq_len of those steps:
+        ``one``: 1 on every step whose position reaches ``max_model_len`` (the design);
+        ``with-position``: counted with the restarting position: 1 at the first such step,
+        2, 3, ... after (vLLM's ``overflow-restart``);
+        ``own-restart``: raised once per step on its own, back to 1 once past
+        ``max_model_len`` (vllm-ascend's ``overflow-seq-len-restart``, 0.13's
+        ``overflow-position-restart``);
+        ``clamp``: held at ``max_model_len`` (MRV2's ``overflow-clamp``).
     max_query_len_compacted: unpadded mode reports the compacted batch's longest
         query (False: the original lengths, an upper bound, the 0.13-era proposer's defect).
     stale_last_row: the batch's last row keeps an old buffer value as its
@@ -53,7 +61,8 @@ class Rules:
     """
 
     padded_seq_lens_lowered: bool = True
-    overflow: str = "mask"
+    overflow_position: str = "zero"
+    overflow_seq_len: str = "one"
     max_query_len_compacted: bool = True
     stale_last_row: bool = False
     stale_rejected_rows: bool = False
@@ -62,8 +71,10 @@ class Rules:
     prefill_batches_draft_once: bool = False
 
     def __post_init__(self) -> None:
-        if self.overflow not in OVERFLOW_RULES:
-            raise ValueError(f"overflow={self.overflow!r}: expected one of {OVERFLOW_RULES}")
+        if self.overflow_position not in OVERFLOW_POSITIONS:
+            raise ValueError(f"overflow_position={self.overflow_position!r}: expected one of {OVERFLOW_POSITIONS}")
+        if self.overflow_seq_len not in OVERFLOW_SEQ_LENS:
+            raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
@@ -93,23 +104,34 @@ class Rules:
 
     def step(self, last_pos: int, base_seq: int, j: int, max_model_len: int) -> tuple[int, int, bool]:
         """(position, seq_len, writes KV) of draft step ``j`` >= 2 from the last accepted
-        position and the seq_len base (both from the first pass)."""
-        if self.overflow in ("restart", "position-restart"):
-            pos, seq, writes = last_pos, base_seq, True
-            for _ in range(j - 1):
-                pos, seq, writes = pos + 1, seq + 1, True
-                if pos >= max_model_len:
-                    pos, seq, writes = 0, 1, False
-            if self.overflow == "restart":
-                return pos, seq, writes
-            return pos, self._seq_len_restart(base_seq, j, max_model_len), writes
+        position and the seq_len base (both from the first pass): each overflow axis on its own."""
+        restarted_pos, restarted_seq, restarted_writes = self._restarted(last_pos, base_seq, j, max_model_len)
         pos = last_pos + j - 1
-        if self.overflow == "clamp":
-            return min(pos, max_model_len - 1), min(base_seq + j - 1, max_model_len), True
-        if self.overflow == "mask":
-            return (0, 1, False) if pos >= max_model_len else (pos, base_seq + j - 1, True)
-        seq = self._seq_len_restart(base_seq, j, max_model_len)
-        return (0, seq, False) if pos >= max_model_len else (pos, seq, True)
+        over = pos >= max_model_len
+        if self.overflow_position == "restart":
+            pos, writes = restarted_pos, restarted_writes
+        elif self.overflow_position == "clamp":
+            pos, writes = min(pos, max_model_len - 1), True
+        else:
+            pos, writes = (0, False) if over else (pos, True)
+        seq = {
+            "one": 1 if over else base_seq + j - 1,
+            "with-position": restarted_seq,
+            "own-restart": self._seq_len_restart(base_seq, j, max_model_len),
+            "clamp": min(base_seq + j - 1, max_model_len),
+        }[self.overflow_seq_len]
+        return pos, seq, writes
+
+    @staticmethod
+    def _restarted(last_pos: int, base_seq: int, j: int, max_model_len: int) -> tuple[int, int, bool]:
+        """Position, seq_len and KV write of step ``j`` when an overflowing step goes to 0 / 1 / no
+        write and the next steps count on from there (vLLM V1's per-step kernel)."""
+        pos, seq, writes = last_pos, base_seq, True
+        for _ in range(j - 1):
+            pos, seq, writes = pos + 1, seq + 1, True
+            if pos >= max_model_len:
+                pos, seq, writes = 0, 1, False
+        return pos, seq, writes
 
     def unwritten_first_pass_rows(self, query_start_loc: list[int], sample_indices: list[int]) -> set[int]:
         """First-pass rows whose input id and position are old buffer values by design (not compared):

@@ -49,7 +49,7 @@ def test_a_restarted_position_clobbers_its_own_prefix():
     )
     req = RequestCase([1, 2], 61, 1, 0, [5, -1, -1, -1, -1], False, list(range(100, 116)))
     case = BatchCase(cfg, [req], seed=0)
-    assert misplaced_writes(case, False, Rules(overflow="restart")) == {401}
+    assert misplaced_writes(case, False, Rules(overflow_position="restart", overflow_seq_len="with-position")) == {401}
     assert misplaced_writes(case, False, CORE) == set()
 
 

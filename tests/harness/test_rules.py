@@ -5,9 +5,17 @@ max_model_len 10; the last accepted position is 8 (seq_len 9) unless stated.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.oracle.rules import CORE, Rules
+
+# The overflow behaviours of the implementations under test, as the two axes combine them.
+VLLM_V1 = Rules(overflow_position="restart", overflow_seq_len="with-position")
+ASCEND = Rules(overflow_seq_len="own-restart")
+ASCEND_0_13 = Rules(overflow_position="restart", overflow_seq_len="own-restart")
+MRV2 = Rules(overflow_position="clamp", overflow_seq_len="clamp")
 
 M = 10
 
@@ -21,11 +29,11 @@ def test_core_masks_every_overflowing_step():
 
 
 def test_restart_continues_from_position_zero_with_real_slots():
-    assert _steps(Rules(overflow="restart"), 8, 9) == [(9, 10, True), (0, 1, False), (1, 2, True)]
+    assert _steps(VLLM_V1, 8, 9) == [(9, 10, True), (0, 1, False), (1, 2, True)]
 
 
 def test_seq_len_restart_masks_positions_but_counts_seq_len_on():
-    rules = Rules(overflow="seq-len-restart")
+    rules = ASCEND
     assert _steps(rules, 8, 9) == [(9, 10, True), (0, 1, False), (0, 2, False)]
     # Not lowered by 2 rejected tokens: seq_len passes max_model_len while the position is valid.
     assert _steps(rules, 6, 9) == [(7, 10, True), (8, 1, True), (9, 2, True)]
@@ -37,13 +45,22 @@ def test_padded_base():
     assert not_lowered.step_seq_base(9, 7, padded=False) == 7
 
 
-def test_unknown_overflow_rule_is_named():
-    with pytest.raises(ValueError, match="overflow='wrap'"):
-        Rules(overflow="wrap")
+@pytest.mark.parametrize("field", ["overflow_position", "overflow_seq_len"])
+def test_unknown_overflow_rule_is_named(field):
+    with pytest.raises(ValueError, match=f"{field}='wrap'"):
+        Rules(**{field: "wrap"})
+
+
+def test_the_overflow_axes_are_independent():
+    """A seq_len rule combines with any position rule: the position's restart keeps its KV writes
+    whatever seq_len does, and a clamped seq_len beside the design's zeroed position."""
+    mixed = Rules(overflow_position="zero", overflow_seq_len="clamp")
+    assert _steps(mixed, 8, 9) == [(9, 10, True), (0, 10, False), (0, 10, False)]
+    assert [s[2] for s in _steps(ASCEND_0_13, 8, 9)] == [s[2] for s in _steps(VLLM_V1, 8, 9)]
 
 
 def test_position_restart_continues_positions_and_counts_seq_len_on():
-    rules = Rules(overflow="position-restart")
+    rules = ASCEND_0_13
     assert _steps(rules, 8, 9) == [(9, 10, True), (0, 1, False), (1, 2, True)]
     # Not lowered by 2 rejected tokens: seq_len passes max_model_len while the position is valid.
     assert _steps(rules, 6, 9) == [(7, 10, True), (8, 1, True), (9, 2, True)]
@@ -52,12 +69,12 @@ def test_position_restart_continues_positions_and_counts_seq_len_on():
 def test_plus_one_slots_advance_from_the_last_accepted_slot():
     table = {p: 100 + p for p in range(12)}  # the block table's slot of each position
     lookup = table.__getitem__
-    plus_one = Rules(overflow="position-restart", slots_from_block_table=False)
+    plus_one = dataclasses.replace(ASCEND_0_13, slots_from_block_table=False)
     assert [plus_one.step_slot(lambda p: 40 + p, 6, j, M) for j in (2, 3, 4)] == [47, 48, 49]
     assert [CORE.step_slot(lookup, 6, j, M) for j in (2, 3, 4)] == [107, 108, 109]
     # Overflow at step 3 (position 10): -1, then -1 + 1 = 0 at the restarted position 1.
     assert [plus_one.step_slot(lookup, 8, j, M) for j in (2, 3, 4)] == [109, -1, 0]
-    assert [Rules(overflow="restart").step_slot(lookup, 8, j, M) for j in (2, 3, 4)] == [109, -1, 101]
+    assert [VLLM_V1.step_slot(lookup, 8, j, M) for j in (2, 3, 4)] == [109, -1, 101]
 
 
 def test_prefill_batches_draft_once():
@@ -75,9 +92,9 @@ def test_prefill_batches_draft_once():
 
 
 def test_clamp_holds_position_and_seq_len_at_the_last_in_range_values_and_writes_kv():
-    assert _steps(Rules(overflow="clamp"), 8, 9) == [(9, 10, True), (9, 10, True), (9, 10, True)]
+    assert _steps(MRV2, 8, 9) == [(9, 10, True), (9, 10, True), (9, 10, True)]
     table = {p: 100 + p for p in range(12)}.__getitem__
-    assert [Rules(overflow="clamp").step_slot(table, 8, j, M) for j in (2, 3, 4)] == [109, 109, 109]
+    assert [MRV2.step_slot(table, 8, j, M) for j in (2, 3, 4)] == [109, 109, 109]
 
 
 def test_stale_rejected_rows_are_the_rows_after_each_sample_row():

@@ -29,7 +29,7 @@ DIVERGENCES = table(
         "with seq_len 2, 3, ... and a real slot in the request's first block (KV written there)",
         "test_steps.py::test_overflow_restart_divergence",
         kind=Kind.DESIGN,
-        rule={"overflow": "restart"},
+        rule={"overflow_position": "restart", "overflow_seq_len": "with-position"},
     ),
     Divergence(
         "clamps",

@@ -32,7 +32,7 @@ DIVERGENCES = table(
         "is still valid (seq_len 1 with a real slot)",
         "test_steps.py::test_overflow_seq_len_restart",
         kind=Kind.DEFECT,
-        rule={"overflow": "seq-len-restart"},
+        rule={"overflow_seq_len": "own-restart"},
     ),
     Divergence(
         "backup-token",

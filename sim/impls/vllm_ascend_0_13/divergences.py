@@ -61,7 +61,7 @@ DIVERGENCES = table(
         "max_model_len",
         "test_steps.py::test_overflow_position_restart",
         kind=Kind.DEFECT,
-        rule={"overflow": "position-restart"},
+        rule={"overflow_position": "restart", "overflow_seq_len": "own-restart"},
     ),
     Divergence(
         "prefill-batch-drafts-once",

@@ -19,7 +19,7 @@ DIVERGENCES = table(
         "position min(p + 1, max_model_len - 1), seq_len min(s + 1, max_model_len), and the slot of that clamped position: every overflowing (garbage) draft writes KV into the request's slot of position max_model_len - 1, over the KV the step before wrote there",
         "test_steps.py::test_overflow_clamp_divergence",
         kind=Kind.DESIGN,
-        rule={"overflow": "clamp"},
+        rule={"overflow_position": "clamp", "overflow_seq_len": "clamp"},
     ),
     Divergence(
         "stale-rejected-rows",

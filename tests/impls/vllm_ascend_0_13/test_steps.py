@@ -43,5 +43,7 @@ def test_overflow_position_restart():
     ]
     core = [reference.step(case, j) for j in (2, 3, 4)]
     assert [(c.positions[0], c.seq_lens[0], c.slot_mapping[0]) for c in core] == [(0, 1, -1)] * 3
-    vllm_like = dataclasses.replace(RULES, overflow="restart", slots_from_block_table=True)
+    vllm_like = dataclasses.replace(
+        RULES, overflow_position="restart", overflow_seq_len="with-position", slots_from_block_table=True
+    )
     assert reference.step(case, 3, True, vllm_like).slot_mapping[0] == 3 * 4 + 1  # vLLM: the request's block 0

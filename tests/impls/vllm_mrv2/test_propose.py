@@ -44,7 +44,11 @@ def test_the_gate_needs_the_clamp_rule(device):
     ok = run_scenario(OVERFLOWING, device, ops=Mrv2Ops(), proposer_cls=Mrv2Proposer, rules=RULES)
     assert ok.ok, ok.mismatches[:3]
     core = run_scenario(
-        OVERFLOWING, device, ops=Mrv2Ops(), proposer_cls=Mrv2Proposer, rules=dataclasses.replace(RULES, overflow="mask")
+        OVERFLOWING,
+        device,
+        ops=Mrv2Ops(),
+        proposer_cls=Mrv2Proposer,
+        rules=dataclasses.replace(RULES, overflow_position="zero", overflow_seq_len="one"),
     )
     assert any("step" in str(m) and "positions" in str(m) for m in core.mismatches)
 
