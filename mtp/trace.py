@@ -47,6 +47,11 @@ class StepRecord:
 
     @classmethod
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:
+        """Copies of ``tensors``; anything but a tensor (a stand-in object, say) is refused by name,
+        so every value the checks compare was computed as a tensor by the code under test."""
+        for name, value in tensors.items():
+            if value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name}: a {type(value).__name__}, not a tensor")
         copies = {k: v.detach().clone() for k, v in tensors.items()}
         return cls(step=step, seq_len_bound=seq_len_bound, rows=rows, **copies)
 

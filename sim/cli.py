@@ -13,7 +13,6 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,8 +20,8 @@ from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
 from sim.serving.run import RunReport, run_scenario
 from sim.serving.scenario import ACCEPT_POLICIES, GRAPH_MODES, METHODS, Scenario, default_scenario
+from sim.serving.terminal import console, print_report, print_sweep
 
-console = Console()
 DEFAULTS = {f.name: f.default for f in fields(Scenario)}
 
 
@@ -159,62 +158,6 @@ def _serve(scenario: Scenario, device, impl, ops=None, check: bool = True, label
             count_syncs=True,
             on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )
-
-
-def print_report(report: RunReport, device, impl=None) -> None:
-    sc = report.scenario
-    mode = "padded" if sc.padded else "unpadded"
-    console.print(
-        f"[bold]device[/] {device.describe()}  [bold]mode[/] {mode}  [bold]K[/] {sc.num_spec_tokens}  "
-        f"[bold]block size[/] {sc.block_size}  [bold]accept[/] {sc.accept}  [bold]seed[/] {sc.seed}"
-    )
-    in_force = impl.in_force(device.name) if impl is not None else []
-    if in_force:
-        console.print(f"[bold]{impl.name}[/], divergences in force: " + ", ".join(d.label() for d in in_force))
-    console.print(
-        f"iterations {report.iterations}   requests finished {report.finished}/{len(sc.requests)}   "
-        f"proposals {report.proposals}"
-    )
-    table = Table("draft position", "verified", "accepted", "acceptance rate")
-    for pos, rate in report.acceptance().items():
-        table.add_row(str(pos), str(report.verified[pos]), str(report.accepted[pos]), f"{rate:.3f}")
-    console.print(table)
-    syncs = sum(report.host_syncs.values())
-    console.print(f"host syncs inside propose: {syncs} ({syncs / max(report.iterations, 1):.2f} per call)")
-    for (op, site), n in report.host_syncs.most_common(5):
-        console.print(f"  {op} at {site}: {n}")
-    console.print("exercised: " + ", ".join(f"{f} ({n})" for f, n in sorted(report.features.items())))
-    compared = (
-        f"{report.drafts_compared} drafts and {report.steps_compared} steps compared, "
-        f"{report.drafts_ambiguous} drafts skipped as near ties, "
-        f"{report.drafts_undefined} undefined (read a key no rule defines)"
-    )
-    for d, n in sorted(report.governed.items()):
-        compared += f"; {n} values decided by {d}"
-    if report.ok:
-        console.print(f"[green]mismatches against the reference: 0[/] ({compared})")
-    else:
-        console.print(f"[red]mismatches against the reference: {len(report.mismatches)}[/] ({compared})")
-        for m in report.mismatches[:10]:
-            console.print(f"  {m}")
-
-
-def print_sweep(reports: list[RunReport]) -> None:
-    k = max(r.scenario.num_spec_tokens for r in reports)
-    table = Table(
-        "seed", "iterations", "drafts compared", "undefined", *(f"acc. {p}" for p in range(1, k + 1)), "mismatches"
-    )
-    for r in reports:
-        rates = r.acceptance()
-        bad = f"[red]{len(r.mismatches)}[/]" if r.mismatches else "0"
-        cells = (f"{rates[p]:.2f}" if p in rates else "-" for p in range(1, k + 1))
-        table.add_row(
-            str(r.scenario.seed), str(r.iterations), str(r.drafts_compared), str(r.drafts_undefined), *cells, bad
-        )
-    console.print(table)
-    failing = [r for r in reports if not r.ok]
-    colour = "red" if failing else "green"
-    console.print(f"[{colour}]{len(failing)} of {len(reports)} seeds differ from the reference[/]")
 
 
 def _replay_hint(report: RunReport, args) -> None:

@@ -44,6 +44,8 @@ class EagerAdapter:
         self.trace = [] if on else None
 
     def drafts_to_host(self, drafts: torch.Tensor) -> list[list[int]]:
+        if not isinstance(drafts, torch.Tensor):  # e.g. a fake torch_npu's stand-in, never a compared value
+            raise TypeError(f"drafts: a {type(drafts).__name__}, not a tensor")
         return drafts.cpu().tolist()
 
     def capture_all(self) -> None:
