@@ -8,9 +8,10 @@ and returns the core's types. ``AscendProposer`` drives the whole ``_propose``
 loop (what vllm-ascend's runner calls) with the simulator's tiny MTP model and
 paged cache, behind ``MtpProposer``'s constructor.
 
-``prepare_inputs_padded`` runs either vllm-ascend's Triton kernel (in Triton's
-interpreter on CPU) or its torch fallback, chosen by ``AscendOps(triton=...)``;
-the fallback is what ``HAS_TRITON = False`` selects in vllm-ascend itself.
+``prepare_inputs_padded`` runs vllm-ascend's Triton kernel (in Triton's interpreter
+on CPU), what an NPU with triton-ascend runs and so what the gate checks, on a grid
+where every program laps (``kernel_grid``); ``AscendOps(triton=False)`` runs its torch
+fallback instead, what ``HAS_TRITON = False`` selects in vllm-ascend itself.
 Where vllm-ascend differs from the core by design, the difference is named in
 ``divergences`` (and docs/DIVERGENCES-vllm-ascend.md).
 """
@@ -32,6 +33,7 @@ from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, RULES
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
+from sim.impls.vllm_ascend.kernel_grid import lapping_grid
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
@@ -43,13 +45,15 @@ def _proposer(cfg: ProposerConfig):
 
 
 @contextlib.contextmanager
-def triton_path(module, on: bool):
+def triton_path(module, on: bool, num_reqs: int):
     """Run ``prepare_inputs_padded`` of vllm-ascend's ``module`` (the one that reads ``HAS_TRITON``; it
-    moved between releases) through its Triton kernel (True) or its torch fallback."""
+    moved between releases) through its Triton kernel (True), on a grid where every program of a
+    ``num_reqs`` launch laps (``kernel_grid``), or through its torch fallback."""
     before = module.HAS_TRITON
     module.HAS_TRITON = bool(on) and before
     try:
-        yield
+        with lapping_grid(module, num_reqs) if module.HAS_TRITON else contextlib.nullcontext():
+            yield
     finally:
         module.HAS_TRITON = before
 
@@ -72,7 +76,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
     """Steps 2-3 by vllm-ascend: (spec metadata, token indices, sample indices or None, rejected counts)."""
     cad = interop.to_ascend_metadata(batch)
     if sampled.is_padded:
-        with triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton):
+        with triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton, batch.num_reqs):
             spec_cad, rows, sample, rejected = p.prepare_inputs_padded(
                 cad, interop.to_spec_decode_metadata(batch), valid_counts
             )
@@ -86,7 +90,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
 class AscendOps(CoreOps):
     """Steps 1-4 by vllm-ascend's methods; validation is the core's."""
 
-    def __init__(self, triton: bool = False):
+    def __init__(self, triton: bool = True):
         self.triton = triton
 
     def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
@@ -178,11 +182,11 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
 
 class AscendProposer(EagerAdapter):
     """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace (eager only).
-    ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter."""
+    ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter (False: the fallback)."""
 
     label, graphs_need = "the vllm-ascend adapter", "an NPU (ACL graphs)"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = False):
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True):
         super().__init__(cfg, model, device, ops, mode)
         self.triton = triton
         self.model = AscendTinyMtp(model)

@@ -38,7 +38,7 @@ from sim.impls.vllm_ascend.checkout import CLOSURES
 VLLM_VERSIONS = tuple(sorted(CLOSURES))  # the vLLM releases this adapter runs vllm-ascend against
 GLUON = ("triton.experimental.gluon", "triton.experimental.gluon.language")
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-VECTOR_CORES = 8  # grid size of vllm-ascend's Triton kernels (the cap only; any value >= 1 gives the same result)
+VECTOR_CORES = 8  # grid cap of vllm-ascend's Triton kernels; the spec-decode launch sets its own (kernel_grid)
 
 
 @functools.cache

@@ -65,7 +65,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
     were lowered by (``query_start_loc[r+1] - 1 - sample[r]``); unpadded, what ``seq_lens`` was."""
     cad = interop.to_ascend_metadata(batch)
     if sampled.is_padded:
-        with triton_path(import_ascend("vllm_ascend.spec_decode.eagle_proposer"), triton):
+        with triton_path(import_ascend("vllm_ascend.spec_decode.eagle_proposer"), triton, batch.num_reqs):
             spec_cad, rows, sample = p.prepare_inputs_padded(cad, interop.to_spec_decode_metadata(batch), valid_counts)
         rejected = (spec_cad.query_start_loc[1:] - 1 - sample).to(torch.int32)
         return spec_cad, rows, sample, rejected
@@ -97,7 +97,7 @@ def run_propose(p, model: MlaTinyMtp, cad, token_ids, positions, hidden, next_id
 class Ascend013Ops(CoreOps):
     """Steps 1-4 by vllm-ascend 0.13.0's code; validation is the core's."""
 
-    def __init__(self, triton: bool = False):
+    def __init__(self, triton: bool = True):
         self.triton = triton
 
     def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
@@ -180,7 +180,7 @@ class Ascend013Proposer(EagerAdapter):
 
     label, graphs_need = "the vllm-ascend 0.13 adapter", "an NPU (ACL graphs)"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = False):
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True):
         super().__init__(cfg, model, device, ops, mode)
         self.triton = triton
         self.model = MlaTinyMtp(model)

@@ -9,7 +9,7 @@ from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.oracle.cases import BatchCase, to_batch
 
 CPU = torch.device("cpu")
-CORE, ASCEND, ASCEND_TRITON = CoreOps(), AscendOps(), AscendOps(triton=True)
+CORE, ASCEND, ASCEND_TRITON = CoreOps(), AscendOps(triton=False), AscendOps()
 
 
 def both(case: BatchCase, padded: bool, ops: AscendOps = ASCEND):

@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
+from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
+from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
 from tests.strategies.batches import batch_cases
 
@@ -71,6 +73,25 @@ def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaki
 
     with pytest.raises(AssertionError):
         gate()
+
+
+def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
+    """``prepare_inputs_padded_kernel`` without its grid-stride loop: on the grid the adapter launches
+    (every program laps, ``sim.impls.vllm_ascend.kernel_grid``) the rows past the first lap are
+    wrong, and steps 1-3 fail on them."""
+    module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+    broken = FirstLapOnly(module.prepare_inputs_padded_kernel)
+    monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
+    ops = AscendOps()
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        core_checks.check_first_pass(ops, case, padded=True, device=device, rules=RULES)
+
+    with pytest.raises(AssertionError, match="num_rejected|sample_indices"):
+        gate()
+    assert broken.laps_cut > 0
 
 
 def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatch, device, impl):

@@ -7,8 +7,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm_ascend import interop
+from sim.impls.vllm_ascend import interop, kernel_grid
 from sim.impls.vllm_ascend.build import configured
+from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
 from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
 from tests.strategies.batches import batch_cases
@@ -29,25 +30,54 @@ def test_prepare_matches_core(padded, ops, case):
         assert got.first.max_query_len == core.first.max_query_len
 
 
+def launching_module():
+    """The vllm-ascend module whose ``prepare_inputs_padded`` launches the kernel."""
+    return import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+
+
+class Counting:
+    """``prepare_inputs_padded_kernel`` that records the grid of every launch."""
+
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
 def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
     """The Triton path really launches vllm-ascend's prepare_inputs_padded_kernel (not the fallback)."""
     from tests.impls.vllm.test_step_one import _one_decode
 
-    module = __import__("vllm_ascend.spec_decode.llm_base_proposer", fromlist=["x"])
-    kernel, grids = module.prepare_inputs_padded_kernel, []
-
-    class Counting:
-        def __getitem__(self, grid):
-            grids.append(grid)
-            return kernel[grid]
-
-    monkeypatch.setattr(module, "prepare_inputs_padded_kernel", Counting())
+    module = launching_module()
+    counting = Counting(module.prepare_inputs_padded_kernel)
+    grids = counting.grids
+    monkeypatch.setattr(module, "prepare_inputs_padded_kernel", counting)
     case = _one_decode(16, [3, -1])
     batch, sampled = to_batch(case, CPU, padded=True)
     got = ASCEND_TRITON.prepare_call(case.config, batch, sampled)
     assert grids == [(1,)] and got.first.sample_indices.tolist() == [0]
     ASCEND.prepare_call(case.config, batch, sampled)
     assert len(grids) == 1  # the torch fallback launches nothing
+
+
+@given(case=batch_cases(max_reqs=16))
+def test_every_program_laps_past_one_tile(case):
+    """On the grid the adapter launches (kernel_grid), each program of a launch with more than one
+    tile walks two tiles or more, so the kernel's grid-stride loop runs as it would past ~100
+    requests on an NPU's vector cores."""
+    module = launching_module()
+    counting = Counting(module.prepare_inputs_padded_kernel)
+    batch, sampled = to_batch(case, CPU, padded=True)
+    module.prepare_inputs_padded_kernel = counting
+    try:
+        ASCEND_TRITON.prepare_call(case.config, batch, sampled)
+    finally:
+        module.prepare_inputs_padded_kernel = counting.kernel
+    ((programs,),) = counting.grids
+    tiles = -(-batch.num_reqs // kernel_grid.tile_size(module))
+    assert programs >= 1 and (tiles == 1 or tiles >= 2 * programs), (programs, tiles)
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

@@ -10,7 +10,7 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
 from sim.oracle.cases import BatchCase, RequestCase, to_batch
 
 CPU = torch.device("cpu")
-CORE, ASCEND, ASCEND_TRITON = CoreOps(), Ascend013Ops(), Ascend013Ops(triton=True)
+CORE, ASCEND, ASCEND_TRITON = CoreOps(), Ascend013Ops(triton=False), Ascend013Ops()
 
 
 def both(case: BatchCase, padded: bool, ops: Ascend013Ops = ASCEND):

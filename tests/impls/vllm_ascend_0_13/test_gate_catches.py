@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
 from sim.impls.vllm_ascend_0_13.build import mtp_proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
+from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
 from tests.checks import core_checks
+from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
 from tests.strategies.batches import batch_cases
 
@@ -79,6 +81,16 @@ def test_a_broken_step_slot_fails_the_gate(monkeypatch, device):
 
     monkeypatch.setattr(MlaMetadataBuilder, "build", _slot_from_next_row(MlaMetadataBuilder.build))
     _gate_fails(core_checks.check_steps, True, device)
+
+
+def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
+    """0.13's ``prepare_inputs_padded_kernel`` without its grid-stride loop, on the lapping grid
+    (``sim.impls.vllm_ascend.kernel_grid``): the sample rows past the first lap are wrong."""
+    module = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    broken = FirstLapOnly(module.prepare_inputs_padded_kernel)
+    monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
+    _gate_fails(core_checks.check_first_pass, True, device)
+    assert broken.laps_cut > 0
 
 
 def _gate_fails(check, padded, device):
