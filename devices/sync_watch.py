@@ -37,13 +37,23 @@ class HostSyncError(RuntimeError):
     """A host synchronization where none is allowed (inside a graph capture)."""
 
 
-def call_site() -> str:
-    """``file:line`` of the innermost frame outside torch and this package."""
+def caller_frame() -> traceback.FrameSummary | None:
+    """The innermost frame outside torch and this package: the code that asked for the read."""
     for frame in reversed(traceback.extract_stack()):
         path = os.path.abspath(frame.filename)
         if not path.startswith((_HERE, _TORCH)) and "contextlib" not in path:
-            return f"{os.path.relpath(path)}:{frame.lineno}"
-    return "?"
+            return frame
+    return None
+
+
+def site_of(frame: traceback.FrameSummary | None) -> str:
+    """``file:line`` of ``frame`` (``?`` for none)."""
+    return f"{os.path.relpath(os.path.abspath(frame.filename))}:{frame.lineno}" if frame else "?"
+
+
+def call_site() -> str:
+    """``file:line`` of the innermost frame outside torch and this package."""
+    return site_of(caller_frame())
 
 
 def _is_bool_index(func, args) -> bool:
@@ -55,19 +65,23 @@ def _is_bool_index(func, args) -> bool:
 
 @dataclass
 class SyncLog:
-    """Host syncs seen, counted by (operation, call site)."""
+    """Host syncs seen, counted by (operation, call site); ``frames``: each site's frame (its
+    function and source line, by which an implementation names the reads it makes of host tensors)."""
 
     counts: Counter = field(default_factory=Counter)
     forbid: str | None = None  # a reason: raise instead of counting
     muted: int = 0  # > 0 while the aten op behind an already-recorded method runs
+    frames: dict = field(default_factory=dict)
 
     def record(self, op: str) -> None:
         if self.muted:
             return
-        site = call_site()
+        frame = caller_frame()
+        site = site_of(frame)
         if self.forbid:
             raise HostSyncError(f"host sync '{op}' at {site} {self.forbid}")
         self.counts[(op, site)] += 1
+        self.frames.setdefault(site, frame)
 
     @property
     def total(self) -> int:

@@ -55,7 +55,9 @@ class Implementation:
     holds on every device). divergences: the named differences from
     docs/DESIGN.md in force (``sim.impls.divergence``), shown on every run.
     describe: what exactly is under test, for the report header (versions,
-    the checkout's commit); the name by default."""
+    the checkout's commit); the name by default. host_reads: the reads of host
+    tensors its own code makes, which a CPU run counts as syncs
+    (``sim.impls.host_reads``)."""
 
     name: str
     ops: object
@@ -64,6 +66,7 @@ class Implementation:
     rules: Rules = CORE
     divergences: tuple = ()
     describe: str = ""
+    host_reads: tuple = ()
 
     def __post_init__(self):
         if not self.describe:

@@ -30,4 +30,4 @@ def test_padded_and_unpadded_agree(device, impl, case):
 
 @given(case=batch_cases())
 def test_padded_path_makes_no_host_sync(device, impl, case):
-    core_checks.check_padded_path_never_syncs(impl.ops, case, device)
+    core_checks.check_padded_path_never_syncs(impl.ops, case, device, impl.host_reads)

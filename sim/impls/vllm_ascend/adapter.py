@@ -31,7 +31,7 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, RULES
+from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, HOST_READS, RULES
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.kernel_grid import lapping_grid
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
@@ -241,4 +241,5 @@ def implementation() -> Implementation:
         RULES,
         tuple(DIVERGENCES.values()),
         describe=describe(),
+        host_reads=HOST_READS,
     )

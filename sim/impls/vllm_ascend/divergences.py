@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.host_reads import HostRead
 
 DIVERGENCES = table(
     Divergence(
@@ -86,12 +87,26 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name (one parametrization, or all): printed as the skip reason.
 GATE_SKIPS = {
-    "test_padded_path_makes_no_host_sync": Skip(
-        "vllm-ascend keeps its host copies as torch CPU tensors "
-        "(prepare_next_token_ids_padded: num_tokens_no_spec.tolist(); prepare_inputs_padded: "
-        "query_start_loc_cpu[-1].item()); on a CPU device the simulator counts them as syncs",
-        devices=("sim",),  # on an accelerator the host copies are host memory the watcher tells apart
-    ),
     # Every device: the adapter drives the proposer eagerly only.
     "test_graph_modes_match_reference": Skip("the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)"),
 }
+
+# The padded path's reads of host tensors (torch CPU tensors on an NPU too), named for the sync
+# property (sim.impls.host_reads): on the CPU device they look like syncs. The same lines in 0.23.0 and main.
+_PADDED = "vllm_ascend/spec_decode/llm_base_proposer.py"
+HOST_READS = (
+    HostRead(
+        "Tensor.item",
+        _PADDED,
+        "prepare_inputs_padded",
+        "total_num_tokens = query_start_loc_cpu[-1].item()",
+        "query_start_loc_cpu, the host mirror",
+    ),
+    HostRead(
+        "Tensor.item",
+        _PADDED,
+        "prepare_inputs_padded",
+        "max_query_len=new_query_len_per_req.max().item(),",
+        "query lengths from query_start_loc_cpu",
+    ),
+)

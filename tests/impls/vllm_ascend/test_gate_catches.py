@@ -16,7 +16,7 @@ from hypothesis import given, settings
 
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import RULES
+from sim.impls.vllm_ascend.divergences import HOST_READS, RULES
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
@@ -92,6 +92,33 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     with pytest.raises(AssertionError, match="num_rejected|sample_indices"):
         gate()
     assert broken.laps_cut > 0
+
+
+def _reads_rejected_counts_back(original):
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, rows, sample, rejected = original(self, *args, **kwargs)
+        if int(rejected.max()) > 0:  # a device sync: the padded path exists to make none
+            sample = sample.clone()
+        return cad, rows, sample, rejected
+
+    return broken
+
+
+def test_a_device_sync_in_the_padded_path_fails_the_gate(monkeypatch, device):
+    """The named host reads (``HOST_READS``) are all the padded path may read back: one more, of a
+    device tensor, fails the sync property."""
+    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if "prepare_inputs_padded" in vars(c))
+    monkeypatch.setattr(cls, "prepare_inputs_padded", _reads_rejected_counts_back(cls.prepare_inputs_padded))
+    ops = AscendOps()
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        core_checks.check_padded_path_never_syncs(ops, case, device, HOST_READS)
+
+    with pytest.raises(AssertionError, match=r"host syncs: aten._local_scalar_dense at tests/impls/vllm_ascend"):
+        gate()
 
 
 def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatch, device, impl):

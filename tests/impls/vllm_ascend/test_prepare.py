@@ -132,3 +132,17 @@ def test_prepare_inputs_rewrites_caller_slot_mapping(case):
     assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
     assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
     assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
+
+
+def test_every_named_host_read_is_made():
+    """Each ``HOST_READS`` entry names a read the padded path really makes, on the code under test."""
+    from devices.sync_watch import watch_host_syncs
+    from sim.impls.vllm_ascend.divergences import HOST_READS
+    from tests.impls.vllm.test_step_one import _one_decode
+
+    case = _one_decode(16, [3, -1])
+    batch, sampled = to_batch(case, CPU, padded=True)
+    with watch_host_syncs() as log:
+        ASCEND_TRITON.prepare_call(case.config, batch, sampled)
+    made = [(op, log.frames[site]) for op, site in log.counts]
+    assert [read for read in HOST_READS if not any(read.matches(op, frame) for op, frame in made)] == []
