@@ -51,3 +51,24 @@ def device_syncs(log, host_reads=()) -> Counter:
             continue
         left[(op, site)] = n
     return left
+
+
+def prepare_inputs_padded_reads(file: str) -> tuple[HostRead, ...]:
+    """The two host reads of vLLM's ``prepare_inputs_padded`` in ``file`` (vllm-ascend's copy has them too):
+    the token count and the longest query, both from ``query_start_loc_cpu``."""
+    return (
+        HostRead(
+            "Tensor.item",
+            file,
+            "prepare_inputs_padded",
+            "total_num_tokens = query_start_loc_cpu[-1].item()",
+            "query_start_loc_cpu, the host mirror",
+        ),
+        HostRead(
+            "Tensor.item",
+            file,
+            "prepare_inputs_padded",
+            "max_query_len=new_query_len_per_req.max().item(),",
+            "the query lengths taken from query_start_loc_cpu",
+        ),
+    )

@@ -75,3 +75,18 @@ def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: b
 
     with pytest.raises(AssertionError, match=r"draft [2-9]"):
         gate()
+
+
+def assert_every_host_read_made(ops, host_reads) -> None:
+    """Each named host read (``sim.impls.host_reads``) is one the padded path really makes, on the code
+    under test: a read renamed or moved upstream is a stale entry, not a silent exemption."""
+    from devices.sync_watch import watch_host_syncs
+    from sim.oracle.cases import to_batch
+    from tests.impls.vllm.test_step_one import _one_decode
+
+    case = _one_decode(16, [3, -1])
+    batch, sampled = to_batch(case, torch.device("cpu"), padded=True)
+    with watch_host_syncs() as log:
+        ops.prepare_call(case.config, batch, sampled)
+    made = [(op, log.frames[site]) for op, site in log.counts]
+    assert [read for read in host_reads if not any(read.matches(op, frame) for op, frame in made)] == []

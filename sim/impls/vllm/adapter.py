@@ -27,7 +27,7 @@ from sim.impls import Implementation, ImplementationUnavailable
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.vllm import interop
-from sim.impls.vllm.divergences import DIVERGENCES, GATE_SKIPS, RULES
+from sim.impls.vllm.divergences import DIVERGENCES, GATE_SKIPS, HOST_READS, RULES
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
@@ -188,4 +188,6 @@ def implementation() -> Implementation:
     reason = interop.unavailable_reason()
     if reason:
         raise ImplementationUnavailable("vllm", reason)
-    return Implementation("vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()))
+    return Implementation(
+        "vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()), host_reads=HOST_READS
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.host_reads import prepare_inputs_padded_reads
 
 DIVERGENCES = table(
     Divergence(
@@ -92,13 +93,10 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test function name (conftest skips it with this reason).
 GATE_SKIPS = {
-    "test_padded_path_makes_no_host_sync": Skip(
-        "vLLM keeps its host copies as torch CPU tensors "
-        "(prepare_inputs_padded: query_start_loc_cpu[-1].item(), max().item(); CpuGpuBuffer.numpy()); on a CPU "
-        "device the simulator cannot tell them from device reads, so it counts them as syncs: not a statement "
-        "about vLLM on a GPU",
-        devices=("sim",),  # on an accelerator the host copies are host memory the watcher tells apart
-    ),
     # Every device: the adapter drives vLLM's proposer eagerly only.
     "test_graph_modes_match_reference": Skip("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)"),
 }
+
+# The padded path's reads of host tensors, named for the sync property (sim.impls.host_reads): on the
+# CPU device they look like syncs.
+HOST_READS = prepare_inputs_padded_reads("vllm/v1/spec_decode/llm_base_proposer.py")

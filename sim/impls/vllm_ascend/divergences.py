@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
-from sim.impls.host_reads import HostRead
+from sim.impls.host_reads import prepare_inputs_padded_reads
 
 DIVERGENCES = table(
     Divergence(
@@ -91,22 +91,6 @@ GATE_SKIPS = {
     "test_graph_modes_match_reference": Skip("the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)"),
 }
 
-# The padded path's reads of host tensors (torch CPU tensors on an NPU too), named for the sync
-# property (sim.impls.host_reads): on the CPU device they look like syncs. The same lines in 0.23.0 and main.
-_PADDED = "vllm_ascend/spec_decode/llm_base_proposer.py"
-HOST_READS = (
-    HostRead(
-        "Tensor.item",
-        _PADDED,
-        "prepare_inputs_padded",
-        "total_num_tokens = query_start_loc_cpu[-1].item()",
-        "query_start_loc_cpu, the host mirror",
-    ),
-    HostRead(
-        "Tensor.item",
-        _PADDED,
-        "prepare_inputs_padded",
-        "max_query_len=new_query_len_per_req.max().item(),",
-        "query lengths from query_start_loc_cpu",
-    ),
-)
+# The padded path's reads of host tensors, named for the sync property (sim.impls.host_reads): on the
+# CPU device they look like syncs. The same lines in 0.23.0 and main.
+HOST_READS = prepare_inputs_padded_reads("vllm_ascend/spec_decode/llm_base_proposer.py")

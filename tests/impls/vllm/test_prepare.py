@@ -9,6 +9,7 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
+from tests.impls.suites import assert_every_host_read_made
 from tests.impls.vllm.cases import CORE, CPU, VLLM, both
 from tests.strategies.batches import batch_cases
 
@@ -70,3 +71,9 @@ def test_cpu_seq_lens_alias():
     spec_cad.seq_lens_cpu_upper_bound += 1  # what propose() does per step, beside the kernel's own +1
     assert spec_cad.seq_lens.tolist() == (before + 1).tolist()
     assert isinstance(spec_cad.seq_lens, torch.Tensor)
+
+
+def test_every_named_host_read_is_made():
+    from sim.impls.vllm.divergences import HOST_READS
+
+    assert_every_host_read_made(VLLM, HOST_READS)

@@ -11,6 +11,7 @@ from sim.impls.vllm_ascend import interop, kernel_grid
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
+from tests.impls.suites import assert_every_host_read_made
 from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
 from tests.strategies.batches import batch_cases
 
@@ -135,14 +136,6 @@ def test_prepare_inputs_rewrites_caller_slot_mapping(case):
 
 
 def test_every_named_host_read_is_made():
-    """Each ``HOST_READS`` entry names a read the padded path really makes, on the code under test."""
-    from devices.sync_watch import watch_host_syncs
     from sim.impls.vllm_ascend.divergences import HOST_READS
-    from tests.impls.vllm.test_step_one import _one_decode
 
-    case = _one_decode(16, [3, -1])
-    batch, sampled = to_batch(case, CPU, padded=True)
-    with watch_host_syncs() as log:
-        ASCEND_TRITON.prepare_call(case.config, batch, sampled)
-    made = [(op, log.frames[site]) for op, site in log.counts]
-    assert [read for read in HOST_READS if not any(read.matches(op, frame) for op, frame in made)] == []
+    assert_every_host_read_made(ASCEND_TRITON, HOST_READS)
