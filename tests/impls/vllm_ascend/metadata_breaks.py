@@ -1,12 +1,14 @@
 """Broken per-step updates of vllm-ascend's metadata, for ``test_gate_catches``.
 
-Each wraps ``attn_update_stack_num_spec_norm`` (0.23.0's signature or main's: the
-arguments are bound by name, and ``functools.wraps`` keeps the signature
-``sim.impls.vllm_ascend.generation`` reads):
+Each wraps a method of vllm-ascend's proposer (``attn_update_stack_num_spec_norm``:
+0.23.0's signature or main's, the arguments bound by name; ``functools.wraps`` keeps
+the signature ``sim.impls.vllm_ascend.generation`` reads):
 
 - ``host_mirror_not_advanced(field)``: the update leaves the host mirror ``field``
   as the step before had it (the step's attention is built on it), while its
   device tensor advances: bug class 1, vllm-ascend #3300.
+- ``computed_as_seq_lens``: ``prepare_inputs_padded`` hands the first pass
+  ``num_computed_tokens_cpu`` equal to ``seq_lens_cpu`` (the query counted as computed).
 - ``written_into_the_step_before(field)``: the update writes step j+1's ``field``
   into the tensor step j's attention holds, as one buffer shared by every step
   would (cross-step aliasing, vllm-ascend #7549); every step's metadata is built
@@ -51,6 +53,16 @@ def host_mirror_not_advanced(field: str):
         return broken
 
     return breaking
+
+
+def computed_as_seq_lens(original):
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, *rest = original(self, *args, **kwargs)
+        cad.num_computed_tokens_cpu = cad.seq_lens_cpu.clone()
+        return (cad, *rest)
+
+    return broken
 
 
 def written_into_the_step_before(field: str):

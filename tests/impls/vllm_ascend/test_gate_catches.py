@@ -32,7 +32,11 @@ from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
-from tests.impls.vllm_ascend.metadata_breaks import host_mirror_not_advanced, written_into_the_step_before
+from tests.impls.vllm_ascend.metadata_breaks import (
+    computed_as_seq_lens,
+    host_mirror_not_advanced,
+    written_into_the_step_before,
+)
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -90,8 +94,7 @@ def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaki
         gate()
 
 
-def _break_the_update(monkeypatch, breaking) -> None:
-    method = "attn_update_stack_num_spec_norm"
+def _break_the_update(monkeypatch, breaking, method: str = "attn_update_stack_num_spec_norm") -> None:
     cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
 
@@ -127,6 +130,16 @@ def test_a_host_mirror_not_advanced_fails_by_name(monkeypatch, device, impl, rec
     failure = _serving_runs_fail(impl, device, f"stale-{field}", record_property, padded, rf"host mirror {field} ")
     assert isinstance(failure, MetadataMismatch)
     assert re.match(rf"step \d+: host mirror {field} is not \w+ over the \d+ live rows: got \[", str(failure))
+
+
+def test_a_first_pass_computed_count_that_is_not_seq_lens_less_the_query_fails_by_name(
+    monkeypatch, device, impl, record_property
+):
+    _break_the_update(monkeypatch, computed_as_seq_lens, "prepare_inputs_padded")
+    failure = _serving_runs_fail(
+        impl, device, "computed-as-seq-lens", record_property, True, r"step 1: host mirror num_computed_tokens_cpu "
+    )
+    assert isinstance(failure, MetadataMismatch)
 
 
 def test_a_stale_host_mirror_changes_what_attention_reads(monkeypatch, device, impl, record_property):
