@@ -32,7 +32,7 @@ class MetadataMismatch(AssertionError):
     """The metadata a step's attention holds contradicts itself, or changed after it was built."""
 
 
-# (host mirror, the device tensor it mirrors, how many leading entries are live: "reqs" or "reqs+1")
+# (host mirror, the device tensor it mirrors, live entries past num_reqs: 1 for a [B+1] offsets tensor)
 MIRRORS = (
     ("query_start_loc_cpu", "query_start_loc", 1),
     ("seq_lens_cpu", "seq_lens", 0),
@@ -44,11 +44,14 @@ def _values(t: torch.Tensor, n: int) -> list[int]:
     return t[:n].to("cpu", torch.int64).tolist()
 
 
-def _present(cad, name: str):
-    """``cad.name`` when the metadata has that field and it is set, else None (vLLM's ``seq_lens_cpu``
-    is a deprecated property that syncs: only fields of the dataclass's own dict are read)."""
+def present(cad, name: str):
+    """``cad.name`` when the metadata has that field and it is set, else None (vLLM 0.23's ``seq_lens_cpu``
+    is a property that syncs: only the fields in the object's own dict are read). A field set to anything
+    but a tensor is refused by name, so no stand-in is ever taken for a checked mirror."""
     value = vars(cad).get(name)
-    return value if isinstance(value, torch.Tensor) else None
+    if value is not None and not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name}: a {type(value).__name__}, not a tensor")
+    return value
 
 
 def _label(step: int | None) -> str:
@@ -58,10 +61,11 @@ def _label(step: int | None) -> str:
 def check_mirrors(cad, step: int | None) -> None:
     """Each host mirror ``cad`` carries equals its device tensor over the ``cad.num_reqs`` live requests;
     ``num_computed_tokens_cpu`` (where set) equals ``seq_lens`` less the query lengths at the first pass
-    (``step`` 1), the one step at which the implementation hands it over defined (see docs/DESIGN.md)."""
+    (``step`` 1), the one step at which vllm-ascend hands it over defined (docs/DIVERGENCES-vllm-ascend.md, "What
+    attention is handed")."""
     n = int(cad.num_reqs)
     for host_name, device_name, extra in MIRRORS:
-        host, device = _present(cad, host_name), _present(cad, device_name)
+        host, device = present(cad, host_name), present(cad, device_name)
         if host is None or device is None:
             continue
         got, want = _values(host, n + extra), _values(device, n + extra)
@@ -70,7 +74,7 @@ def check_mirrors(cad, step: int | None) -> None:
                 f"{_label(step)}: host mirror {host_name} is not {device_name} over the {n + extra} live rows: "
                 f"got {got}, want {want}"
             )
-    computed = _present(cad, "num_computed_tokens_cpu")
+    computed = present(cad, "num_computed_tokens_cpu")
     if step == 1 and computed is not None:
         qsl = _values(cad.query_start_loc_cpu, n + 1)
         want = [s - (b - a) for s, a, b in zip(_values(cad.seq_lens, n), qsl, qsl[1:])]

@@ -21,7 +21,7 @@ from torch import nn
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.vllm.interop import import_vllm
-from sim.impls.vllm.metadata_checks import MIRRORS, Built, RecordedMeta, check_mirrors, check_unchanged
+from sim.impls.vllm.metadata_checks import MIRRORS, Built, RecordedMeta, check_mirrors, check_unchanged, present
 
 LAYER = "mtp.attn"
 
@@ -64,8 +64,8 @@ class SnapshotAttnGroup:
             "slot_mapping": cad.slot_mapping,
         }
         for host, _, extra in MIRRORS:
-            value = vars(cad).get(host)
-            if isinstance(value, torch.Tensor):
+            value = present(cad, host)
+            if value is not None:
                 views[host] = value[: n + extra]
         return views
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from mtp.model import AttentionMeta
+from sim.impls.vllm.metadata_checks import present
 from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp
 
 __all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendTinyMtp"]
@@ -56,8 +57,8 @@ class AscendSnapshotAttnGroup(SnapshotAttnGroup):
 def host_seq_lens(cad) -> torch.Tensor:
     """The host lengths vllm-ascend's builders read: ``_seq_lens_cpu``, else ``seq_lens_cpu``, else the device's."""
     for name in ("_seq_lens_cpu", "seq_lens_cpu"):
-        value = vars(cad).get(name)
-        if isinstance(value, torch.Tensor):
+        value = present(cad, name)
+        if value is not None:
             return value
     return cad.seq_lens.cpu()
 
