@@ -4,7 +4,7 @@ Each check is shown passing on consistent metadata and failing, by step, field a
 metadata object broken one way: a host mirror that is not its device tensor, a first-pass
 computed count that is not ``seq_lens`` less the query, a tensor written in place after the
 build, a mirror set to something that is not a tensor. The same checks on vllm-ascend's own
-code: ``tests/impls/vllm_ascend/test_gate_catches.py``.
+code: ``tests/impls/vllm_ascend/test_gate_catches_metadata.py``.
 """
 
 from __future__ import annotations

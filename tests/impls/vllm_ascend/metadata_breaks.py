@@ -1,4 +1,4 @@
-"""Broken per-step updates of vllm-ascend's metadata, for ``test_gate_catches``.
+"""Broken per-step updates of vllm-ascend's metadata, for ``test_gate_catches_metadata``.
 
 Each wraps a method of vllm-ascend's proposer (``attn_update_stack_num_spec_norm``:
 0.23.0's signature or main's, the arguments bound by name; ``functools.wraps`` keeps
