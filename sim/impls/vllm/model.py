@@ -4,10 +4,13 @@ vLLM's ``propose`` hands the model only ids, positions and hidden states; the
 attention metadata travels through its forward context, built per step by
 each attention group's ``build_metadata_for_drafting``. ``SnapshotAttnGroup``
 builds the core's ``AttentionMeta`` from vLLM's ``CommonAttentionMetadata``
-(copied: vLLM mutates that object between steps); ``VllmTinyMtp`` reads it back
-from the forward context, runs ``TinyMtp`` on the paged cache and records a
-``StepRecord`` per call, so the simulator's comparisons see exactly what vLLM
-fed the model.
+the way a backend does: views of its tensors (the object itself is edited
+between steps, its tensors must not be), after checking its host mirrors
+(``metadata_checks.check_mirrors``), with a copy of what it holds taken at
+build. ``VllmTinyMtp`` reads it back from the forward context, checks nothing
+it holds changed since the build (``metadata_checks.check_unchanged``), runs
+``TinyMtp`` on the paged cache and records a ``StepRecord`` per call, so the
+simulator's comparisons see exactly what the model was fed when it ran.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from torch import nn
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.vllm.interop import import_vllm
+from sim.impls.vllm.metadata_checks import MIRRORS, Built, RecordedMeta, check_mirrors, check_unchanged, present
 
 LAYER = "mtp.attn"
 
@@ -31,15 +35,39 @@ class SnapshotAttnGroup:
     def __init__(self):
         self.sample_indices: torch.Tensor | None = None
 
-    def build_metadata_for_drafting(self, common_attn_metadata, draft_index: int) -> AttentionMeta:
+    def build_metadata_for_drafting(self, common_attn_metadata, draft_index: int | None) -> RecordedMeta:
+        """Step ``draft_index + 1``'s metadata (None: a builder that is not told the step), its host
+        mirrors checked, holding views of ``common_attn_metadata``'s tensors and their values at build."""
         cad = common_attn_metadata
+        step = None if draft_index is None else draft_index + 1
+        check_mirrors(cad, step)
+        meta = self.attention_meta(cad)
+        return RecordedMeta(**vars(meta), built=Built(step, self.held(cad)))
+
+    def attention_meta(self, cad) -> AttentionMeta:
+        """What the attention reads: vLLM's backends read the device tensors (views, not copies)."""
         return AttentionMeta(
-            query_start_loc=cad.query_start_loc[: cad.num_reqs + 1].clone(),
-            seq_lens=cad.seq_lens[: cad.num_reqs].clone(),
+            query_start_loc=cad.query_start_loc[: cad.num_reqs + 1],
+            seq_lens=cad.seq_lens[: cad.num_reqs],
             block_table=cad.block_table_tensor,
-            slot_mapping=cad.slot_mapping.clone(),
+            slot_mapping=cad.slot_mapping,
             seq_len_bound=torch.tensor([self.seq_len_bound(cad)], dtype=torch.int64),
         )
+
+    def held(self, cad) -> dict[str, torch.Tensor]:
+        """The tensors of ``cad`` a backend keeps views of until the forward: device and host, live rows."""
+        n = cad.num_reqs
+        views = {
+            "query_start_loc": cad.query_start_loc[: n + 1],
+            "seq_lens": cad.seq_lens[:n],
+            "block_table": cad.block_table_tensor,
+            "slot_mapping": cad.slot_mapping,
+        }
+        for host, _, extra in MIRRORS:
+            value = present(cad, host)
+            if value is not None:
+                views[host] = value[: n + extra]
+        return views
 
     def seq_len_bound(self, cad) -> int:
         """The host-side bound of ``seq_lens`` the attention is given (vLLM: ``max_seq_len``)."""
@@ -71,6 +99,8 @@ class VllmTinyMtp(nn.Module):
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
         context = import_vllm("vllm.forward_context").get_forward_context()
         attn: AttentionMeta = context.attn_metadata[LAYER]
+        if isinstance(attn, RecordedMeta):
+            check_unchanged(attn.built, self.calls + 1)
         slots = self.slots(context, attn)  # what the KV write is told, may be longer than attn's rows
         n = input_ids.shape[0]
         real = int(attn.query_start_loc[-1])  # rows past it are padding (vllm-ascend runs MTP steps at the

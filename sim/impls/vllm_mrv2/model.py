@@ -2,9 +2,11 @@
 
 MRV2 builds each draft step's attention metadata with ``build_attn_metadata``, which asks every
 attention group for its builder and calls ``build_metadata(common_attn_metadata, ubatch_idx)``.
-``RecordingAttnGroup`` answers with the core's ``AttentionMeta``, copied from vLLM's
-``CommonAttentionMetadata`` by ``sim.impls.vllm.model.SnapshotAttnGroup`` (MRV2 writes its
-``seq_lens`` buffer in place between steps). The draft model that reads it back from the forward
+``RecordingAttnGroup`` answers with the core's ``AttentionMeta``, built from vLLM's
+``CommonAttentionMetadata`` by ``sim.impls.vllm.model.SnapshotAttnGroup``: views of its tensors,
+checked at the step's forward to be unchanged since the build (MRV2 writes its ``seq_lens``
+buffer in place between steps, after each step's forward). The builder is not told the step
+(``draft_index`` None), so a failure at build names none. The draft model that reads it back from the forward
 context and records each call is V1's ``VllmTinyMtp``: MRV2 calls it the same way.
 """
 
@@ -32,4 +34,4 @@ class RecordingAttnGroup(SnapshotAttnGroup):
         return SimpleNamespace(supports_update_block_table=False)
 
     def build_metadata(self, common_attn_metadata, ubatch_idx: int = 0, **_) -> AttentionMeta:
-        return self.build_metadata_for_drafting(common_attn_metadata, draft_index=0)
+        return self.build_metadata_for_drafting(common_attn_metadata, draft_index=None)

@@ -1,0 +1,115 @@
+"""Two checks on the attention metadata an implementation hands its attention backend.
+
+- Host mirrors, at build: every host copy of a device tensor that the
+  implementation's ``CommonAttentionMetadata`` carries (``query_start_loc_cpu``;
+  vllm-ascend's ``seq_lens_cpu``, ``_seq_lens_cpu`` and ``num_computed_tokens_cpu``)
+  must equal it over the live rows. NPU kernels take their lengths from the host,
+  so a mirror not advanced with its device tensor (vllm-ascend #3300) feeds
+  attention stale lengths while the device side, which the gate also compares,
+  looks right.
+- Unchanged until the forward: backends keep views of the metadata's tensors,
+  not copies, and vllm-ascend builds every step's metadata before the first
+  forward. ``Built`` keeps the views a step's attention holds and a copy of
+  their values at build; ``check_unchanged`` compares them when that step's
+  forward runs, so a tensor written in place in between (one step's update
+  writing into the buffer an earlier step holds: cross-step aliasing,
+  vllm-ascend #7549) fails by name.
+
+Either failure is a ``MetadataMismatch`` (an ``AssertionError``: the gate's
+checks fail with it) naming the step, the field and both values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from mtp.model import AttentionMeta
+
+
+class MetadataMismatch(AssertionError):
+    """The metadata a step's attention holds contradicts itself, or changed after it was built."""
+
+
+# (host mirror, the device tensor it mirrors, live entries past num_reqs: 1 for a [B+1] offsets tensor)
+MIRRORS = (
+    ("query_start_loc_cpu", "query_start_loc", 1),
+    ("seq_lens_cpu", "seq_lens", 0),
+    ("_seq_lens_cpu", "seq_lens", 0),
+)
+
+
+def _values(t: torch.Tensor, n: int) -> list[int]:
+    return t[:n].to("cpu", torch.int64).tolist()
+
+
+def present(cad, name: str):
+    """``cad.name`` when the metadata has that field and it is set, else None (vLLM 0.23's ``seq_lens_cpu``
+    is a property that syncs: only the fields in the object's own dict are read). A field set to anything
+    but a tensor is refused by name, so no stand-in is ever taken for a checked mirror."""
+    value = vars(cad).get(name)
+    if value is not None and not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name}: a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _label(step: int | None) -> str:
+    return f"step {step}" if step is not None else "a step"  # MRV2's builder is not told the step
+
+
+def check_mirrors(cad, step: int | None) -> None:
+    """Each host mirror ``cad`` carries equals its device tensor over the ``cad.num_reqs`` live requests;
+    ``num_computed_tokens_cpu`` (where set) equals ``seq_lens`` less the query lengths at the first pass
+    (``step`` 1), the one step at which vllm-ascend hands it over defined (docs/DIVERGENCES-vllm-ascend.md, "What
+    attention is handed")."""
+    n = int(cad.num_reqs)
+    for host_name, device_name, extra in MIRRORS:
+        host, device = present(cad, host_name), present(cad, device_name)
+        if host is None or device is None:
+            continue
+        got, want = _values(host, n + extra), _values(device, n + extra)
+        if got != want:
+            raise MetadataMismatch(
+                f"{_label(step)}: host mirror {host_name} is not {device_name} over the {n + extra} live rows: "
+                f"got {got}, want {want}"
+            )
+    computed = present(cad, "num_computed_tokens_cpu")
+    if step == 1 and computed is not None:
+        qsl = _values(cad.query_start_loc_cpu, n + 1)
+        want = [s - (b - a) for s, a, b in zip(_values(cad.seq_lens, n), qsl, qsl[1:])]
+        got = _values(computed, n)
+        if got != want:
+            raise MetadataMismatch(
+                f"step {step}: host mirror num_computed_tokens_cpu is not seq_lens - query lens: got {got}, want {want}"
+            )
+
+
+@dataclass
+class Built:
+    """The tensors one step's attention holds (views, as a backend keeps them) and their values at build."""
+
+    step: int | None
+    views: dict[str, torch.Tensor]
+    at_build: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.at_build = {k: v.detach().clone() for k, v in self.views.items()}
+
+
+@dataclass
+class RecordedMeta(AttentionMeta):
+    """The ``AttentionMeta`` a recording attention group builds, with what it held at build."""
+
+    built: Built | None = None
+
+
+def check_unchanged(built: Built, step: int) -> None:
+    """Every tensor ``built`` holds has the values it had at build, now that step ``step``'s forward runs."""
+    for name, view in built.views.items():
+        before = built.at_build[name]
+        if view.shape != before.shape or not torch.equal(view, before):
+            raise MetadataMismatch(
+                f"step {step}: {name} changed between build and forward: "
+                f"at forward {view.tolist()}, at build {before.tolist()}"
+            )

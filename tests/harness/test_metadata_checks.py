@@ -1,0 +1,86 @@
+"""The recording attention groups' two checks (``sim.impls.vllm.metadata_checks``), without upstream code.
+
+Each check is shown passing on consistent metadata and failing, by step, field and values, on a
+metadata object broken one way: a host mirror that is not its device tensor, a first-pass
+computed count that is not ``seq_lens`` less the query, a tensor written in place after the
+build, a mirror set to something that is not a tensor. The same checks on vllm-ascend's own
+code: ``tests/impls/vllm_ascend/test_gate_catches_metadata.py``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from sim.impls.vllm.metadata_checks import Built, MetadataMismatch, check_mirrors, check_unchanged
+
+pytestmark = pytest.mark.order(0)
+
+
+def _metadata(**changes):
+    """Two requests, query lengths 3 and 1, seq_lens 7 and 4, every mirror consistent; plus a padded row."""
+    fields = dict(
+        num_reqs=2,
+        query_start_loc=torch.tensor([0, 3, 4, 4], dtype=torch.int32),
+        query_start_loc_cpu=torch.tensor([0, 3, 4, 4], dtype=torch.int32),
+        seq_lens=torch.tensor([7, 4, 0], dtype=torch.int32),
+        seq_lens_cpu=torch.tensor([7, 4, 9], dtype=torch.int32),  # a padded row past num_reqs is not live
+        _seq_lens_cpu=None,
+        num_computed_tokens_cpu=torch.tensor([4, 3], dtype=torch.int32),
+    )
+    return SimpleNamespace(**(fields | changes))
+
+
+def test_consistent_mirrors_pass_at_every_step():
+    check_mirrors(_metadata(), 1)
+    check_mirrors(_metadata(num_computed_tokens_cpu=torch.tensor([5, 4])), 2)  # not compared after step 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"seq_lens_cpu": torch.tensor([6, 4])},
+            r"^step 2: host mirror seq_lens_cpu is not seq_lens over the 2 live rows: got \[6, 4\], want \[7, 4\]$",
+        ),
+        (
+            {"_seq_lens_cpu": torch.tensor([7, 5])},
+            r"^step 2: host mirror _seq_lens_cpu is not seq_lens .*got \[7, 5\], want \[7, 4\]$",
+        ),
+        (
+            {"query_start_loc_cpu": torch.tensor([0, 1, 2])},
+            r"^step 2: host mirror query_start_loc_cpu is not query_start_loc over the 3 live rows: "
+            r"got \[0, 1, 2\], want \[0, 3, 4\]$",
+        ),
+    ],
+    ids=["seq_lens_cpu", "_seq_lens_cpu", "query_start_loc_cpu"],
+)
+def test_a_stale_mirror_fails_by_step_field_and_values(changes, message):
+    with pytest.raises(MetadataMismatch, match=message):
+        check_mirrors(_metadata(**changes), 2)
+
+
+def test_a_first_pass_computed_count_off_fails():
+    with pytest.raises(
+        MetadataMismatch, match=r"^step 1: host mirror num_computed_tokens_cpu .*got \[7, 4\], want \[4, 3\]$"
+    ):
+        check_mirrors(_metadata(num_computed_tokens_cpu=torch.tensor([7, 4])), 1)
+
+
+def test_a_mirror_that_is_not_a_tensor_is_refused_by_name():
+    with pytest.raises(TypeError, match="^seq_lens_cpu: a list, not a tensor$"):
+        check_mirrors(_metadata(seq_lens_cpu=[7, 4]), 1)
+
+
+def test_a_tensor_written_after_its_build_fails_at_the_forward():
+    seq_lens = torch.tensor([7, 4])
+    built = Built(3, {"seq_lens": seq_lens, "slot_mapping": torch.tensor([5, -1])})
+    check_unchanged(built, 3)  # nothing written yet
+    seq_lens[1] += 1  # the next step's update, into the tensor this step holds
+    with pytest.raises(
+        MetadataMismatch,
+        match=r"^step 3: seq_lens changed between build and forward: at forward \[7, 5\], at build \[7, 4\]$",
+    ):
+        check_unchanged(built, 3)

@@ -1,0 +1,81 @@
+"""Broken per-step updates of vllm-ascend's metadata, for ``test_gate_catches_metadata``.
+
+Each wraps a method of vllm-ascend's proposer (``attn_update_stack_num_spec_norm``:
+0.23.0's signature or main's, the arguments bound by name; ``functools.wraps`` keeps
+the signature ``sim.impls.vllm_ascend.generation`` reads):
+
+- ``host_mirror_not_advanced(field)``: the update leaves the host mirror ``field``
+  as the step before had it (the step's attention is built on it), while its
+  device tensor advances: bug class 1, vllm-ascend #3300.
+- ``computed_as_seq_lens``: ``prepare_inputs_padded`` hands the first pass
+  ``num_computed_tokens_cpu`` equal to ``seq_lens_cpu`` (the query counted as computed).
+- ``written_into_the_step_before(field)``: the update writes step j+1's ``field``
+  into the tensor step j's attention holds, as one buffer shared by every step
+  would (cross-step aliasing, vllm-ascend #7549); every step's metadata is built
+  before the first forward, so step j's forward reads step j+1's values.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+
+def _old_metadata(original, self, args, kwargs):
+    bound = inspect.signature(original).bind(self, *args, **kwargs)
+    return bound.arguments["old_common_metadata"], bound.arguments["batch_size"]
+
+
+class _BuiltOnStaleMirror:
+    """An attention group whose builder first puts ``stale`` back as the metadata's ``field``."""
+
+    def __init__(self, group, field: str, stale):
+        self.group, self.field, self.stale = group, field, stale
+
+    def get_metadata_builder(self):
+        return self
+
+    def build_for_drafting(self, common_attn_metadata, draft_index, **kwargs):
+        setattr(common_attn_metadata, self.field, self.stale.clone())
+        return self.group.get_metadata_builder().build_for_drafting(common_attn_metadata, draft_index, **kwargs)
+
+
+def host_mirror_not_advanced(field: str):
+    def breaking(original):
+        @functools.wraps(original)
+        def broken(self, *args, **kwargs):
+            old, _ = _old_metadata(original, self, args, kwargs)
+            stale = vars(old).get(field)
+            if stale is not None:
+                kwargs["attn_group"] = _BuiltOnStaleMirror(kwargs["attn_group"], field, stale)
+            return original(self, *args, **kwargs)
+
+        return broken
+
+    return breaking
+
+
+def computed_as_seq_lens(original):
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, *rest = original(self, *args, **kwargs)
+        cad.num_computed_tokens_cpu = cad.seq_lens_cpu.clone()
+        return (cad, *rest)
+
+    return broken
+
+
+def written_into_the_step_before(field: str):
+    def breaking(original):
+        @functools.wraps(original)
+        def broken(self, *args, **kwargs):
+            old, batch_size = _old_metadata(original, self, args, kwargs)
+            cad, attn_metadata = original(self, *args, **kwargs)
+            held, new = getattr(old, field), getattr(cad, field)
+            if held is not None and new is not None:
+                held[:batch_size].copy_(new[:batch_size])
+            return cad, attn_metadata
+
+        return broken
+
+    return breaking

@@ -1,0 +1,117 @@
+"""The gate catches vllm-ascend handing its attention metadata that a backend would read wrong.
+
+Each case breaks one of vllm-ascend's methods (``metadata_breaks``) in what attention
+is handed rather than in what the device side holds: a host mirror not advanced with
+its device tensor (vllm-ascend #3300), a first-pass computed count that is not
+``seq_lens`` less the query, a step's tensor written after its build (cross-step
+aliasing, vllm-ascend #7549). Each must fail the gate under ``--impl vllm_ascend``'s
+rules by name (``sim.impls.vllm.metadata_checks``: step, field, both values), and
+each serving-run case reports the seconds from the start of the search to its first
+failing example (``seconds_to_first_failure`` in the JUnit properties, printed with
+``-rP``). One more shows that, with the mirror check off, a stale mirror still fails
+against the reference: the tiny attention reads the host lengths, as vllm-ascend's
+kernels do.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+
+from sim.impls.vllm import model as recording
+from sim.impls.vllm.metadata_checks import MetadataMismatch
+from sim.impls.vllm_ascend.adapter import AscendOps
+from sim.impls.vllm_ascend.build import configured
+from sim.impls.vllm_ascend.divergences import RULES
+from tests.checks import core_checks
+from tests.checks.e2e_checks import check_implementation
+from tests.impls.vllm_ascend.metadata_breaks import (
+    computed_as_seq_lens,
+    host_mirror_not_advanced,
+    written_into_the_step_before,
+)
+from tests.strategies.batches import batch_cases
+from tests.strategies.scenarios import scenarios
+
+
+def _break_the_update(monkeypatch, breaking, method: str = "attn_update_stack_num_spec_norm") -> None:
+    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
+
+
+def _serving_runs_fail(impl, device, name: str, record_property, padded: bool | None, match: str) -> AssertionError:
+    """The failure of the serving runs of ``impl`` (hypothesis' shrunk example), whose message must match
+    ``match``; records the seconds from the start of the search to the first failing example."""
+    start, first = time.perf_counter(), []
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
+    @given(scenario=scenarios(padded=padded, max_iterations=10))
+    def gate(scenario):
+        try:
+            check_implementation(impl, scenario, device, name)
+        except AssertionError:
+            first or first.append(time.perf_counter() - start)
+            raise
+
+    with pytest.raises(AssertionError, match=match) as failure:
+        gate()
+    record_property("seconds_to_first_failure", round(first[0], 2))
+    print(f"{name}: first failure after {first[0]:.2f} s; shrunk: {str(failure.value).splitlines()[:3]}")
+    return failure.value
+
+
+MIRRORS_NOT_ADVANCED = [("seq_lens_cpu", True), ("_seq_lens_cpu", False), ("query_start_loc_cpu", None)]
+
+
+@pytest.mark.parametrize(("field", "padded"), MIRRORS_NOT_ADVANCED, ids=[f for f, _ in MIRRORS_NOT_ADVANCED])
+def test_a_host_mirror_not_advanced_fails_by_name(monkeypatch, device, impl, record_property, field, padded):
+    """``_seq_lens_cpu`` is set by the unpadded path only (``prepare_inputs``), hence the modes."""
+    _break_the_update(monkeypatch, host_mirror_not_advanced(field))
+    failure = _serving_runs_fail(impl, device, f"stale-{field}", record_property, padded, rf"host mirror {field} ")
+    assert isinstance(failure, MetadataMismatch)
+    assert re.match(rf"step \d+: host mirror {field} is not \w+ over the \d+ live rows: got \[", str(failure))
+
+
+def test_a_first_pass_computed_count_that_is_not_seq_lens_less_the_query_fails_by_name(
+    monkeypatch, device, impl, record_property
+):
+    _break_the_update(monkeypatch, computed_as_seq_lens, "prepare_inputs_padded")
+    failure = _serving_runs_fail(
+        impl, device, "computed-as-seq-lens", record_property, True, r"step 1: host mirror num_computed_tokens_cpu "
+    )
+    assert isinstance(failure, MetadataMismatch)
+
+
+def test_a_stale_host_mirror_changes_what_attention_reads(monkeypatch, device, impl, record_property):
+    """With the mirror check off, the stale ``seq_lens_cpu`` still fails against the reference: the
+    tiny attention reads the host lengths, as vllm-ascend's kernels do."""
+    _break_the_update(monkeypatch, host_mirror_not_advanced("seq_lens_cpu"))
+    monkeypatch.setattr(recording, "check_mirrors", lambda cad, step: None)
+    failure = _serving_runs_fail(impl, device, "stale-seq-lens-cpu-unchecked", record_property, True, r"mismatches")
+    assert not isinstance(failure, MetadataMismatch)
+
+
+@pytest.mark.parametrize("field", ["seq_lens", "seq_lens_cpu"])
+def test_a_tensor_written_after_its_build_fails_by_name(monkeypatch, device, impl, record_property, field):
+    _break_the_update(monkeypatch, written_into_the_step_before(field))
+    failure = _serving_runs_fail(
+        impl, device, f"aliased-{field}", record_property, None, rf"step \d+: {field} changed between build and forward"
+    )
+    assert isinstance(failure, MetadataMismatch) and "at build [" in str(failure)
+
+
+def test_the_core_gates_step_check_catches_a_host_mirror_not_advanced(monkeypatch, device):
+    """The gate's step property builds each step through the recording group: its mirror check fails there too."""
+    _break_the_update(monkeypatch, host_mirror_not_advanced("seq_lens_cpu"))
+    ops = AscendOps()
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        core_checks.check_steps(ops, case, padded=True, device=device, rules=RULES)
+
+    with pytest.raises(MetadataMismatch, match=r"^step \d+: host mirror seq_lens_cpu is not seq_lens"):
+        gate()
