@@ -8,8 +8,8 @@ entry says). A property of the gate that cannot hold for vLLM is skipped under
 
 from __future__ import annotations
 
-from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.kit import tables
 
 DIVERGENCES = table(
     Divergence(
@@ -91,14 +91,12 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test function name (conftest skips it with this reason).
-GATE_SKIPS = {
-    "test_padded_path_makes_no_host_sync": Skip(
-        "vLLM keeps its host copies as torch CPU tensors "
-        "(prepare_inputs_padded: query_start_loc_cpu[-1].item(), max().item(); CpuGpuBuffer.numpy()); on a CPU "
-        "device the simulator cannot tell them from device reads, so it counts them as syncs: not a statement "
-        "about vLLM on a GPU",
-        devices=("sim",),  # on an accelerator the host copies are host memory the watcher tells apart
+GATE_SKIPS = tables.gate_skips(
+    "the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)",
+    tables.host_copies(
+        "vLLM",
+        "prepare_inputs_padded: query_start_loc_cpu[-1].item(), max().item(); CpuGpuBuffer.numpy()",
+        "on a CPU device the simulator cannot tell them from device reads, so it counts them as syncs: "
+        "not a statement about vLLM on a GPU",
     ),
-    # Every device: the adapter drives vLLM's proposer eagerly only.
-    "test_graph_modes_match_reference": Skip("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)"),
-}
+)

@@ -9,8 +9,8 @@ its reason (``GATE_SKIPS``).
 
 from __future__ import annotations
 
-from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.kit import tables
 
 DIVERGENCES = table(
     Divergence(
@@ -85,13 +85,11 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name (one parametrization, or all): printed as the skip reason.
-GATE_SKIPS = {
-    "test_padded_path_makes_no_host_sync": Skip(
-        "vllm-ascend keeps its host copies as torch CPU tensors "
-        "(prepare_next_token_ids_padded: num_tokens_no_spec.tolist(); prepare_inputs_padded: "
-        "query_start_loc_cpu[-1].item()); on a CPU device the simulator counts them as syncs",
-        devices=("sim",),  # on an accelerator the host copies are host memory the watcher tells apart
+GATE_SKIPS = tables.gate_skips(
+    "the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)",
+    tables.host_copies(
+        "vllm-ascend",
+        "prepare_next_token_ids_padded: num_tokens_no_spec.tolist(); prepare_inputs_padded: "
+        "query_start_loc_cpu[-1].item()",
     ),
-    # Every device: the adapter drives the proposer eagerly only.
-    "test_graph_modes_match_reference": Skip("the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)"),
-}
+)
