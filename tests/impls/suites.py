@@ -4,6 +4,14 @@ They skip, with the reason, wherever that implementation cannot be imported (its
 ``--impl NAME``, so there the session stops with the cause instead). ``STALE_ROW_RUN`` reads a
 row the upstream code reads before writing it, which pins ``sim.impls.fresh_start``; the
 later-steps break shows drafts 2..K compared under a modelled defect.
+
+The bodies several suites run alike are here, each taking the adapter's ops: ``both`` (the core's
+and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
+``assert_first_pass_matches_core``, ``assert_stale_last_row`` (divergence ``stale-last-row``, pinned
+by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
+(``slot-mapping-in-place``), ``assert_steps_match`` (step 4 against a hand-stated rule and the core)
+and ``assert_gate_fails`` (a broken upstream method fails the gate's check). Each adapter's pin stays
+a ``def test_...`` in its own suite (tests/harness/test_divergence_tables.py finds it there).
 """
 
 from __future__ import annotations
@@ -15,9 +23,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from mtp.ops import CoreOps
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase, to_batch
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
+from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
+
+CPU = torch.device("cpu")
+CORE = CoreOps()
 
 
 def skip_unless_importable(items, folder: Path, unavailable_reason, label: str) -> None:
@@ -74,4 +89,87 @@ def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: b
         check_implementation(impl, scenario, device, name)
 
     with pytest.raises(AssertionError, match=r"draft [2-9]"):
+        gate()
+
+
+def both(case: BatchCase, padded: bool, ops):
+    """(batch, sampled, core's PreparedCall, ``ops``' PreparedCall) of one case."""
+    batch, sampled = to_batch(case, CPU, padded)
+    return batch, sampled, CORE.prepare_call(case.config, batch, sampled), ops.prepare_call(case.config, batch, sampled)
+
+
+def assert_next_tokens_match_core(ops, case: BatchCase, padded: bool) -> None:
+    """With the batch's own backup as the last known token, the adapter's step 1 is the core's."""
+    batch, sampled = to_batch(case, CPU, padded)
+    got = ops._next_tokens(case.config, batch, sampled)
+    want = CORE.next_tokens(case.config, sampled, CPU)
+    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
+    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+
+
+def assert_first_pass_matches_core(core, got, fields) -> None:
+    """The first-pass ``fields`` and the base positions of two prepared calls agree."""
+    for name in fields:
+        assert getattr(got.first, name).tolist() == getattr(core.first, name).tolist(), name
+    assert got.base_positions.tolist() == core.base_positions.tolist()
+
+
+def assert_stale_last_row(ops, case: BatchCase, padded: bool, shift_buffer) -> None:
+    """stale-last-row: the first-pass ids are the core's on every row but the batch's last one when that
+    row is a rejected token (padded mode only); the upstream shift leaves its buffer's old value there.
+    ``shift_buffer(hidden_size)``: the buffer the adapter's shift writes, marked with -7 before a re-run."""
+    batch, sampled = to_batch(case, CPU, padded)
+    mine = ops.prepare_call(case.config, batch, sampled)  # the adapter's prepared call ...
+    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
+    shift_buffer(case.config.hidden_size).fill_(-7)  # ... re-run on a marked buffer
+    got = ops.first_pass_input_ids(batch, mine.first, mine.next).tolist()
+    last = len(got) - 1
+    stale = last not in mine.first.sample_indices.tolist()
+    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
+    assert got[:last] == want[:last]
+    assert got[last] == (-7 if stale else want[last])
+
+
+def assert_caller_slot_mapping_compacted(p, cad, batch, sampled) -> torch.Tensor:
+    """slot-mapping-in-place: ``p.prepare_inputs`` compacts the caller's ``cad.slot_mapping`` tensor itself
+    (accepted rows first, -1 tail); returns the slots as they were."""
+    before = cad.slot_mapping.clone()
+    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
+    n = rows.shape[0]
+    assert spec_cad.slot_mapping is cad.slot_mapping
+    assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
+    assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
+    assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
+    return before
+
+
+def assert_steps_match(ops, case: BatchCase, padded: bool, expected, differs) -> list:
+    """Step j = 2..K of the adapter equals ``expected(case, accepted_seq_lens, j)`` (positions, seq_lens,
+    slots, per request), and differs from the core's exactly on the requests ``differs(base, j)`` names
+    (``base``: the request's base position). Returns each step's (positions, seq_lens, slots)."""
+    batch, _, _, got = both(case, padded, ops)
+    accepted = got.first.accepted_seq_lens.tolist()
+    out = []
+    for j in range(2, case.config.num_spec_tokens + 1):
+        meta = ops.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        meta = (meta.positions.tolist(), meta.seq_lens.tolist(), meta.slot_mapping.tolist())
+        assert meta == expected(case, accepted, j)
+        core = reference.step(case, j)
+        for r, b in enumerate(got.base_positions.tolist()):
+            same = (meta[0][r], meta[1][r], meta[2][r]) == (core.positions[r], core.seq_lens[r], core.slot_mapping[r])
+            assert same != differs(b, j), (j, r)
+        out.append(meta)
+    return out
+
+
+def assert_gate_fails(ops, check, rules, device, padded: bool) -> None:
+    """The gate's ``check`` of ``ops`` under ``rules`` fails on some batch (the ``broken`` profile)."""
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        functools.partial(check, padded=padded, rules=rules)(ops, case, device=device)
+
+    with pytest.raises(AssertionError):
         gate()

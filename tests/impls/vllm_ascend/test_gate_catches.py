@@ -12,15 +12,17 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given, settings
 
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
-from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
-from tests.strategies.batches import batch_cases
+from tests.impls.suites import (
+    assert_gate_fails,
+    assert_serving_runs_fail_on_a_later_draft,
+    later_steps_fed_rolled_hidden_rows,
+)
 
 
 def _slot_plus_one(original):
@@ -62,15 +64,7 @@ BREAKS = [
 def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaking, check):
     cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))  # where it is defined
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
-    ops = AscendOps()
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
-    @given(case=batch_cases())
-    def gate(case):
-        functools.partial(check, padded=True, rules=RULES)(ops, case, device=device)
-
-    with pytest.raises(AssertionError):
-        gate()
+    assert_gate_fails(AscendOps(), check, RULES, device, padded=True)
 
 
 def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatch, device, impl):

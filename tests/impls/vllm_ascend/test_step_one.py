@@ -10,6 +10,7 @@ from hypothesis import given
 from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
+from tests.impls import suites
 from tests.impls.vllm_ascend.cases import ASCEND, CORE, CPU
 from tests.strategies.batches import batch_cases
 
@@ -18,11 +19,7 @@ from tests.strategies.batches import batch_cases
 @given(case=batch_cases())
 def test_next_tokens_match_core(padded, case):
     """With the batch's own backup as the last known token, vllm-ascend and the core agree everywhere."""
-    batch, sampled = to_batch(case, CPU, padded)
-    got = ASCEND._next_tokens(case.config, batch, sampled)
-    want = CORE.next_tokens(case.config, sampled, CPU)
-    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
-    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+    suites.assert_next_tokens_match_core(ASCEND, case, padded)
 
 
 @given(case=batch_cases())
