@@ -4,7 +4,8 @@ vLLM's ``EagleProposer``, vllm-ascend's ``AscendEagleProposer`` and 0.13.0's ``M
 take step 1 from ``prepare_next_token_ids_padded`` (padded) or vLLM's ``prepare_next_token_ids_cpu``
 (unpadded), and steps 2-3 from ``prepare_inputs_padded`` or ``prepare_inputs``. The unpadded calls
 are alike in every generation; the padded ones take other arguments and return other tuples, so a
-generation hands its own call in (``padded``). ``triton_path`` chooses vllm-ascend's Triton kernel
+generation hands its own call in (``padded``). ``shifted_input_ids`` is the first-pass shift of
+``set_inputs_first_pass`` (vLLM's and vllm-ascend's). ``triton_path`` chooses vllm-ascend's Triton kernel
 or its torch fallback for ``prepare_inputs_padded``.
 """
 
@@ -14,7 +15,7 @@ import contextlib
 
 import torch
 
-from mtp.batch import NextTokens, SampledTokens, VerifiedBatch
+from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
 from sim.impls.kit.vllm_types import StepOneInputs, to_spec_decode_metadata, to_step_one_inputs
 
 
@@ -47,6 +48,22 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, cad, padded)
     spec_cad, rows = p.prepare_inputs(cad, unpadded_lists(sampled), [int(k) for k in batch.num_draft_tokens_cpu])
     rejected = (batch.seq_lens - spec_cad.seq_lens).to(torch.int32)
     return spec_cad, rows, None, rejected
+
+
+def shifted_input_ids(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
+    """The first pass's input ids by ``p.set_inputs_first_pass`` (vLLM's shift, which vllm-ascend inherits)
+    on ``p``'s own buffer: rows it never writes keep their old values."""
+    rows = first.token_indices
+    p.set_inputs_first_pass(
+        target_token_ids=batch.token_ids[rows],
+        next_token_ids=nxt.next_token_ids,
+        target_positions=batch.positions[rows],
+        target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
+        token_indices_to_sample=first.sample_indices,
+        cad=None,
+        num_rejected_tokens_gpu=None,
+    )
+    return p.input_ids[: first.num_tokens].clone()
 
 
 @contextlib.contextmanager

@@ -73,19 +73,7 @@ class VllmOps(HelperOps):
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vLLM's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
-        p = eagle_proposer(batch.hidden_states.shape[1])
-        n = first.num_tokens
-        rows = first.token_indices
-        p.set_inputs_first_pass(
-            target_token_ids=batch.token_ids[rows],
-            next_token_ids=nxt.next_token_ids,
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
-            token_indices_to_sample=first.sample_indices,
-            cad=None,
-            num_rejected_tokens_gpu=None,
-        )
-        return p.input_ids[:n].clone()
+        return steps.shifted_input_ids(eagle_proposer(batch.hidden_states.shape[1]), batch, first, nxt)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata by running vLLM's per-step kernel ``step - 1`` times (it is incremental)."""

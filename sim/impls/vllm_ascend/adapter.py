@@ -77,17 +77,7 @@ class AscendOps(HelperOps):
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vllm-ascend's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
         p = configured(2, 16, 64, batch.hidden_states.shape[1])  # sizes unread by the shift
-        rows = first.token_indices
-        p.set_inputs_first_pass(
-            target_token_ids=batch.token_ids[rows],
-            next_token_ids=nxt.next_token_ids,
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
-            token_indices_to_sample=first.sample_indices,
-            cad=None,
-            num_rejected_tokens_gpu=None,
-        )
-        return p.input_ids[: first.num_tokens].clone()
+        return steps.shifted_input_ids(p, batch, first, nxt)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata: vllm-ascend's ``attn_update_stack_num_spec_norm`` run ``step - 1`` times."""
