@@ -10,7 +10,8 @@ and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
 ``assert_first_pass_matches_core``, ``assert_stale_last_row`` (divergence ``stale-last-row``, pinned
 by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
 (``slot-mapping-in-place``), ``assert_steps_match`` (step 4 against a hand-stated rule and the core)
-and ``assert_gate_fails`` (a broken upstream method fails the gate's check). Each adapter's pin stays
+and ``assert_gate_fails`` (a broken upstream method fails the gate's check), ``assert_backup_token``
+(divergence ``backup-token`` of vLLM-based step 1). Each adapter's pin stays
 a ``def test_...`` in its own suite (tests/harness/test_divergence_tables.py finds it there).
 """
 
@@ -19,11 +20,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 
 from mtp.ops import CoreOps
+from sim.impls.kit.vllm_types import to_step_one_inputs
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, to_batch
 from sim.serving.scenario import RequestSpec, Scenario
@@ -105,6 +108,26 @@ def assert_next_tokens_match_core(ops, case: BatchCase, padded: bool) -> None:
     want = CORE.next_tokens(case.config, sampled, CPU)
     assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
     assert got.valid_counts.tolist() == want.valid_counts.tolist()
+
+
+def assert_backup_token(case: BatchCase, padded_step_one):
+    """backup-token: for a real runner state (a discarded request's prompt runs past seq_len), the padded
+    step 1 continues from the last prompt token, ``get_token_id(num_tokens_no_spec - 1)``; every other
+    request from the core's token. ``padded_step_one(batch, sampled, step_one) -> ids`` is the adapter's
+    padded call. Returns (batch, step_one, the core's next ids) for the caller's further checks."""
+    cfg = case.config
+    batch, sampled = to_batch(case, CPU, padded=True)
+    known = batch.seq_lens_cpu + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
+    step_one = to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
+    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
+    got = padded_step_one(batch, sampled, step_one)
+    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
+    assert got.tolist() == np.where(np.asarray(sampled.discarded), last_prompt, core).tolist()
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # the lookup: num_tokens_no_spec - 1
+    return batch, step_one, core
 
 
 def assert_first_pass_matches_core(core, got, fields) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -28,25 +27,15 @@ def test_backup_token_divergence(case):
     path continues from the last prompt token; the unpadded path and the core from the token at seq_len.
     Exactly the discarded requests differ."""
     cfg = case.config
-    batch, sampled = to_batch(case, CPU, padded=True)
-    seq_lens = batch.seq_lens_cpu
-    known = seq_lens + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
-    step_one = interop.to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
-    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
     p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
-    got, _ = p.prepare_next_token_ids_padded(
-        sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
-    )
-    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
-    discarded = np.asarray(sampled.discarded)
-    want = np.where(discarded, last_prompt, core).tolist()
-    assert got.tolist() == want
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # vLLM looks up num_tokens_no_spec - 1
+
+    def padded(batch, sampled, s):
+        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, s.discard_mask)[0]
+
+    _, step_one, core = suites.assert_backup_token(case, padded)
     # Unpadded: vLLM asks for the token at seq_len, as the core does.
-    lists = [[] if d else ids for ids, d in zip(to_batch(case, CPU, False)[1].lists, discarded)]
+    unpadded = to_batch(case, CPU, False)[1]
+    lists = [[] if d else ids for ids, d in zip(unpadded.lists, unpadded.discarded)]
     got = p.prepare_next_token_ids_cpu(lists, step_one.requests, step_one.input_batch, step_one.num_scheduled)
     assert got.tolist() == core
 
