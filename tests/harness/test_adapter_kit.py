@@ -18,32 +18,15 @@ import pytest
 import torch
 from _pytest.outcomes import Failed
 
-from mtp.config import ProposerConfig
 from sim.impls import Skip
 from sim.impls import eager_adapter as eager_module
 from sim.impls.divergence import Divergence, rules_of, table
 from sim.impls.kit import factory, tables, tiny_config
-from sim.oracle.cases import BatchCase, RequestCase, to_batch
+from sim.oracle.cases import to_batch
+from tests.impls.suites import one_decode
 
 pytestmark = pytest.mark.order(0)
 CPU = torch.device("cpu")
-
-
-def _case() -> BatchCase:
-    cfg = ProposerConfig(
-        num_spec_tokens=2,
-        vocab_size=16,
-        block_size=4,
-        max_model_len=64,
-        max_num_tokens=8,
-        max_num_reqs=4,
-        hidden_size=8,
-    )
-    req = RequestCase(
-        tokens=[1, 2, 3, 4], num_computed=5, query_len=3, num_drafts=2, sampled=[3, 4, -1], discarded=False,
-        blocks=[7, 2, 5],
-    )  # fmt: skip
-    return BatchCase(cfg, [req], seed=0)
 
 
 def check_template(module) -> None:
@@ -57,7 +40,7 @@ def check_template(module) -> None:
             self.trace.append("step")
             return torch.tensor([10 + i for i in range(batch.num_reqs * k)], dtype=torch.int32)
 
-    case = _case()
+    case = one_decode(16, [3, 4])
     adapter = Recording(case.config, SimpleNamespace(hidden_size=8), CPU)
     adapter.model, adapter.calls = SimpleNamespace(trace="unset", calls=5), []
     adapter.record()

@@ -5,7 +5,8 @@ They skip, with the reason, wherever that implementation cannot be imported (its
 row the upstream code reads before writing it, which pins ``sim.impls.fresh_start``; the
 later-steps break shows drafts 2..K compared under a modelled defect.
 
-The bodies several suites run alike are here, each taking the adapter's ops: ``both`` (the core's
+The bodies several suites run alike are here, each taking the adapter's ops: ``one_decode`` (a
+hand-made one-request case), ``both`` (the core's
 and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
 ``assert_first_pass_matches_core``, ``assert_stale_last_row`` (divergence ``stale-last-row``, pinned
 by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
@@ -25,10 +26,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from mtp.config import ProposerConfig
 from mtp.ops import CoreOps
 from sim.impls.kit.vllm_types import to_step_one_inputs
 from sim.oracle import reference
-from sim.oracle.cases import BatchCase, to_batch
+from sim.oracle.cases import BatchCase, RequestCase, to_batch
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.strategies.batches import batch_cases
@@ -93,6 +95,19 @@ def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: b
 
     with pytest.raises(AssertionError, match=r"draft [2-9]"):
         gate()
+
+
+def one_decode(vocab: int, sampled: list[int]) -> BatchCase:
+    """One decode request (K = 2, 4 tokens known, blocks 7, 2, 5) that sampled ``sampled`` (padded with -1)."""
+    cfg = ProposerConfig(
+        num_spec_tokens=2, vocab_size=vocab, block_size=4, max_model_len=64, max_num_tokens=8, max_num_reqs=4,
+        hidden_size=8,
+    )  # fmt: skip
+    req = RequestCase(
+        tokens=[1, 2, 3, 4], num_computed=5, query_len=3, num_drafts=2,
+        sampled=sampled + [-1] * (3 - len(sampled)), discarded=False, blocks=[7, 2, 5],
+    )  # fmt: skip
+    return BatchCase(cfg, [req], seed=0)
 
 
 def both(case: BatchCase, padded: bool, ops):

@@ -48,9 +48,7 @@ def test_stale_last_row_divergence(padded, case):
 
 def test_cpu_seq_lens_alias():
     """cpu-seq-lens-alias: on CPU, prepare_inputs returns seq_lens as the very tensor of its host bound."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
-    case = _one_decode(16, [3])
+    case = suites.one_decode(16, [3])
     batch, sampled = to_batch(case, CPU, padded=False)
     p = configured(2, 4, 64, 8)
     spec_cad, _ = p.prepare_inputs(interop.to_common_attn_metadata(batch), sampled.lists, [2])

@@ -42,7 +42,7 @@ def test_backup_token_divergence(case):
 
 def test_unpadded_lists_are_not_filtered():
     """unpadded-no-filter: vLLM takes a list's last entry as is; the core refuses it before any work."""
-    cfg_case = _one_decode(vocab=16, sampled=[3, 99])
+    cfg_case = suites.one_decode(vocab=16, sampled=[3, 99])
     batch, sampled = to_batch(cfg_case, CPU, padded=False)
     sampled.lists = [[3, 99]]  # 99 >= vocab: not a token id
     step_one = interop.to_step_one_inputs(batch, sampled, 16)
@@ -57,34 +57,9 @@ def test_unpadded_lists_are_not_filtered():
     ]
 
 
-def _one_decode(vocab: int, sampled: list[int]):
-    from mtp.config import ProposerConfig
-    from sim.oracle.cases import BatchCase, RequestCase
-
-    cfg = ProposerConfig(
-        num_spec_tokens=2,
-        vocab_size=vocab,
-        block_size=4,
-        max_model_len=64,
-        max_num_tokens=8,
-        max_num_reqs=4,
-        hidden_size=8,
-    )
-    req = RequestCase(
-        tokens=[1, 2, 3, 4],
-        num_computed=5,
-        query_len=3,
-        num_drafts=2,
-        sampled=sampled + [-1] * (3 - len(sampled)),
-        discarded=False,
-        blocks=[7, 2, 5],
-    )
-    return BatchCase(cfg, [req], seed=0)
-
-
 def test_step_one_torch_dtypes():
     """vLLM's step 1 returns int32 ids and counts, as the core does."""
-    case = _one_decode(16, [3, 4])
+    case = suites.one_decode(16, [3, 4])
     batch, sampled = to_batch(case, CPU, padded=True)
     got = VLLM._next_tokens(case.config, batch, sampled)
     assert got.next_token_ids.dtype == torch.int32 and got.valid_counts.dtype == torch.int32

@@ -29,8 +29,6 @@ def test_prepare_matches_core(padded, ops, case):
 
 def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
     """The Triton path really launches vllm-ascend's prepare_inputs_padded_kernel (not the fallback)."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
     module = __import__("vllm_ascend.spec_decode.llm_base_proposer", fromlist=["x"])
     kernel, grids = module.prepare_inputs_padded_kernel, []
 
@@ -40,7 +38,7 @@ def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
             return kernel[grid]
 
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", Counting())
-    case = _one_decode(16, [3, -1])
+    case = suites.one_decode(16, [3, -1])
     batch, sampled = to_batch(case, CPU, padded=True)
     got = ASCEND_TRITON.prepare_call(case.config, batch, sampled)
     assert grids == [(1,)] and got.first.sample_indices.tolist() == [0]

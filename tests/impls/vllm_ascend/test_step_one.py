@@ -37,9 +37,7 @@ def test_backup_token_divergence(case):
 
 def test_discard_is_by_index_and_count():
     """Only the first ``num_discarded_requests`` indices are discarded: a count of 0 discards nothing."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
-    case = _one_decode(16, [3, 4])
+    case = suites.one_decode(16, [3, 4])
     batch, sampled = to_batch(case, CPU, padded=True)
     step_one = interop.to_step_one_inputs(batch, sampled, 16)
     p = configured(2, 4, 64, 8)
