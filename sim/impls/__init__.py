@@ -7,10 +7,15 @@ The project's own core is ``core``; adapters for other proposers (vLLM's
 under ``mtp_harness.impls`` as ``name = "package.module:factory"``, where the
 factory returns an ``Implementation``. Nothing is imported until asked for.
 
-Each adapter has its own sub-package here (``vllm``: adapter, interop with
-vLLM's types, the tiny model behind vLLM's interface, divergences; ``vllm_ascend``:
-vllm-ascend 0.23.0's ``AscendEagleProposer`` on the same pieces; ``vllm_mrv2``: vLLM's Model
-Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model).
+Each adapter has its own sub-package here, holding what its upstream generation does
+differently (``vllm``: vLLM 0.33's ``EagleProposer``: adapter, interop with its types, the
+tiny model behind vLLM's interface, divergences; ``vllm_ascend``: vllm-ascend's
+``AscendEagleProposer``, 0.23.0 or main, what differs between them found by signature in
+``generation``; ``vllm_ascend_0_13``: 0.13.0's ``MtpProposer``; ``vllm_mrv2``: vLLM's Model
+Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model). What they
+share is the adapter kit: ``eager_adapter`` (``MtpProposer``'s face and the propose
+template), ``fresh_start`` and ``kit`` (runner ops, the shared steps 1-3, vLLM's types, the
+tiny config, gate skips, the ``implementation()`` factory).
 """
 
 from __future__ import annotations

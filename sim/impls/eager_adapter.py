@@ -3,17 +3,22 @@
 The serving simulation and the gate build a proposer as ``cls(cfg, model,
 device, ops=, mode=)`` and read it through ``mtp.trace.ProposerUnderTest``
 (its trace, captured sizes and hidden dtype; the tests also read
-``logits_calls``), moving drafts to the host with ``drafts_to_host``. An adapter subclasses ``EagerAdapter``
-and writes ``propose``; graph modes are refused at construction, since the
-other projects' graphs (CUDA, ACL) cannot be captured on a CPU run.
+``logits_calls``), moving drafts to the host with ``drafts_to_host``. An adapter
+subclasses ``EagerAdapter``, sets ``self.model`` (its recording draft model) and
+writes ``_propose``, the generation's own call; ``propose`` is the template every
+adapter runs (validation, the trace, logit counting, the drafts' dtype and shape).
+Graph modes are refused at construction, since the other projects' graphs (CUDA,
+ACL) cannot be captured on a CPU run. Part of the adapter kit (``sim.impls.kit``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from mtp.batch import SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.trace import Phase
+from mtp.validate import validate_batch, validate_sampled
 
 
 class EagerAdapter:
@@ -34,6 +39,24 @@ class EagerAdapter:
         self.cfg, self.device, self.ops = cfg, device, ops
         self.trace = None
         self.logits_calls = 0
+
+    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
+        """Draft tokens, int64 [B, K]: the core's validation first (a malformed call is refused before
+        anything is written), the trace cleared and handed to the draft model, the generation's
+        ``_propose``, then the K logits calls counted."""
+        validate_batch(batch, self.cfg)
+        validate_sampled(sampled, batch, self.cfg)
+        k = self.cfg.num_spec_tokens
+        if self.trace is not None:
+            self.trace.clear()
+        self.model.trace, self.model.calls = self.trace, 0
+        drafts = self._propose(batch, sampled, k)
+        self.logits_calls += k
+        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
+
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """The upstream proposer's drafts for one call (any integer dtype, B * K values)."""
+        raise NotImplementedError(f"{self.label} has no _propose")
 
     hidden_dtype = torch.float32  # the tiny model's, fed to the adapted proposer as it is
 

@@ -4,6 +4,16 @@ They skip, with the reason, wherever that implementation cannot be imported (its
 ``--impl NAME``, so there the session stops with the cause instead). ``STALE_ROW_RUN`` reads a
 row the upstream code reads before writing it, which pins ``sim.impls.fresh_start``; the
 later-steps break shows drafts 2..K compared under a modelled defect.
+
+The bodies several suites run alike are here, each taking the adapter's ops: ``one_decode`` (a
+hand-made one-request case), ``both`` (the core's
+and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
+``assert_first_pass_matches_core``, ``assert_stale_last_row`` (divergence ``stale-last-row``, pinned
+by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
+(``slot-mapping-in-place``), ``assert_steps_match`` (step 4 against a hand-stated rule and the core)
+and ``assert_gate_fails`` (a broken upstream method fails the gate's check), ``assert_backup_token``
+(divergence ``backup-token`` of vLLM-based step 1). Each adapter's pin stays
+a ``def test_...`` in its own suite (tests/harness/test_divergence_tables.py finds it there).
 """
 
 from __future__ import annotations
@@ -11,13 +21,23 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 
+from mtp.config import ProposerConfig
+from mtp.ops import CoreOps
+from sim.impls.kit.vllm_types import to_step_one_inputs
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase, RequestCase, to_batch
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
+from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
+
+CPU = torch.device("cpu")
+CORE = CoreOps()
 
 
 def skip_unless_importable(items, folder: Path, unavailable_reason, label: str) -> None:
@@ -77,15 +97,130 @@ def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: b
         gate()
 
 
+def one_decode(vocab: int, sampled: list[int]) -> BatchCase:
+    """One decode request (K = 2, 4 tokens known, blocks 7, 2, 5) that sampled ``sampled`` (padded with -1)."""
+    cfg = ProposerConfig(
+        num_spec_tokens=2, vocab_size=vocab, block_size=4, max_model_len=64, max_num_tokens=8, max_num_reqs=4,
+        hidden_size=8,
+    )  # fmt: skip
+    req = RequestCase(
+        tokens=[1, 2, 3, 4], num_computed=5, query_len=3, num_drafts=2,
+        sampled=sampled + [-1] * (3 - len(sampled)), discarded=False, blocks=[7, 2, 5],
+    )  # fmt: skip
+    return BatchCase(cfg, [req], seed=0)
+
+
+def both(case: BatchCase, padded: bool, ops):
+    """(batch, sampled, core's PreparedCall, ``ops``' PreparedCall) of one case."""
+    batch, sampled = to_batch(case, CPU, padded)
+    return batch, sampled, CORE.prepare_call(case.config, batch, sampled), ops.prepare_call(case.config, batch, sampled)
+
+
+def assert_next_tokens_match_core(ops, case: BatchCase, padded: bool) -> None:
+    """With the batch's own backup as the last known token, the adapter's step 1 is the core's."""
+    batch, sampled = to_batch(case, CPU, padded)
+    got = ops._next_tokens(case.config, batch, sampled)
+    want = CORE.next_tokens(case.config, sampled, CPU)
+    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
+    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+
+
+def assert_backup_token(case: BatchCase, padded_step_one):
+    """backup-token: for a real runner state (a discarded request's prompt runs past seq_len), the padded
+    step 1 continues from the last prompt token, ``get_token_id(num_tokens_no_spec - 1)``; every other
+    request from the core's token. ``padded_step_one(batch, sampled, step_one) -> ids`` is the adapter's
+    padded call. Returns (batch, step_one, the core's next ids) for the caller's further checks."""
+    cfg = case.config
+    batch, sampled = to_batch(case, CPU, padded=True)
+    known = batch.seq_lens_cpu + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
+    step_one = to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
+    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
+    got = padded_step_one(batch, sampled, step_one)
+    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
+    assert got.tolist() == np.where(np.asarray(sampled.discarded), last_prompt, core).tolist()
+    for r, rid in enumerate(step_one.input_batch.req_ids):
+        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # the lookup: num_tokens_no_spec - 1
+    return batch, step_one, core
+
+
+def assert_first_pass_matches_core(core, got, fields) -> None:
+    """The first-pass ``fields`` and the base positions of two prepared calls agree."""
+    for name in fields:
+        assert getattr(got.first, name).tolist() == getattr(core.first, name).tolist(), name
+    assert got.base_positions.tolist() == core.base_positions.tolist()
+
+
+def assert_stale_last_row(ops, case: BatchCase, padded: bool, shift_buffer) -> None:
+    """stale-last-row: the first-pass ids are the core's on every row but the batch's last one when that
+    row is a rejected token (padded mode only); the upstream shift leaves its buffer's old value there.
+    ``shift_buffer(hidden_size)``: the buffer the adapter's shift writes, marked with -7 before a re-run."""
+    batch, sampled = to_batch(case, CPU, padded)
+    mine = ops.prepare_call(case.config, batch, sampled)  # the adapter's prepared call ...
+    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
+    shift_buffer(case.config.hidden_size).fill_(-7)  # ... re-run on a marked buffer
+    got = ops.first_pass_input_ids(batch, mine.first, mine.next).tolist()
+    last = len(got) - 1
+    stale = last not in mine.first.sample_indices.tolist()
+    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
+    assert got[:last] == want[:last]
+    assert got[last] == (-7 if stale else want[last])
+
+
+def assert_caller_slot_mapping_compacted(p, cad, batch, sampled) -> torch.Tensor:
+    """slot-mapping-in-place: ``p.prepare_inputs`` compacts the caller's ``cad.slot_mapping`` tensor itself
+    (accepted rows first, -1 tail); returns the slots as they were."""
+    before = cad.slot_mapping.clone()
+    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
+    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
+    n = rows.shape[0]
+    assert spec_cad.slot_mapping is cad.slot_mapping
+    assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
+    assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
+    assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
+    return before
+
+
+def assert_steps_match(ops, case: BatchCase, padded: bool, expected, differs) -> list:
+    """Step j = 2..K of the adapter equals ``expected(case, accepted_seq_lens, j)`` (positions, seq_lens,
+    slots, per request), and differs from the core's exactly on the requests ``differs(base, j)`` names
+    (``base``: the request's base position). Returns each step's (positions, seq_lens, slots)."""
+    batch, _, _, got = both(case, padded, ops)
+    accepted = got.first.accepted_seq_lens.tolist()
+    out = []
+    for j in range(2, case.config.num_spec_tokens + 1):
+        meta = ops.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        meta = (meta.positions.tolist(), meta.seq_lens.tolist(), meta.slot_mapping.tolist())
+        assert meta == expected(case, accepted, j)
+        core = reference.step(case, j)
+        for r, b in enumerate(got.base_positions.tolist()):
+            same = (meta[0][r], meta[1][r], meta[2][r]) == (core.positions[r], core.seq_lens[r], core.slot_mapping[r])
+            assert same != differs(b, j), (j, r)
+        out.append(meta)
+    return out
+
+
+def assert_gate_fails(ops, check, rules, device, padded: bool, match: str | None = None) -> None:
+    """The gate's ``check`` of ``ops`` under ``rules`` fails on some batch (the ``broken`` profile),
+    with a message matching ``match`` where given."""
+
+    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
+    @given(case=batch_cases())
+    def gate(case):
+        functools.partial(check, padded=padded, rules=rules)(ops, case, device=device)
+
+    with pytest.raises(AssertionError, match=match):
+        gate()
+
+
 def assert_every_host_read_made(ops, host_reads) -> None:
     """Each named host read (``sim.impls.host_reads``) is one the padded path really makes, on the code
     under test: a read renamed or moved upstream is a stale entry, not a silent exemption."""
     from devices.sync_watch import watch_host_syncs
-    from sim.oracle.cases import to_batch
-    from tests.impls.vllm.test_step_one import _one_decode
 
-    case = _one_decode(16, [3, -1])
-    batch, sampled = to_batch(case, torch.device("cpu"), padded=True)
+    case = one_decode(16, [3, -1])
+    batch, sampled = to_batch(case, CPU, padded=True)
     with watch_host_syncs() as log:
         ops.prepare_call(case.config, batch, sampled)
     made = [(op, log.frames[site]) for op, site in log.counts]

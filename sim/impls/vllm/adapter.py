@@ -6,7 +6,9 @@
 and the per-step kernel ``eagle_step_update_slot_mapping_and_metadata``) and
 returns the core's types, so the gate's properties run on them unchanged.
 ``VllmProposer`` drives vLLM's whole ``propose`` loop with the simulator's
-tiny MTP model and paged cache, behind ``MtpProposer``'s constructor.
+tiny MTP model and paged cache, behind ``MtpProposer``'s constructor. What is
+vLLM 0.33's own is here: its padded step-1 and steps-2-3 calls, the shift, the
+step kernel and ``propose``'s arguments; the rest is the kit's (``sim.impls.kit``).
 
 Where vLLM differs by design, the difference is named in
 ``sim.impls.vllm.divergences`` (and docs/DIVERGENCES.md); the properties that
@@ -21,75 +23,57 @@ import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
-from mtp.ops import CoreOps, PreparedCall
-from mtp.validate import validate_batch, validate_sampled
-from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
-from sim.impls.vllm import interop
-from sim.impls.vllm.divergences import DIVERGENCES, GATE_SKIPS, HOST_READS, RULES
+from sim.impls.kit import factory, steps
+from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.vllm import divergences, interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # vLLM reads nothing else of it in greedy drafting
 
 
-def _proposer(cfg: ProposerConfig):
+def _proposer(cfg: ProposerConfig, padded: bool = True):
     return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
 
 
-class VllmOps(CoreOps):
+def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
+    """Step 1 by vLLM: padded takes a discard mask."""
+
+    def padded(s):
+        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, s.discard_mask)
+
+    return steps.next_tokens(p, batch, sampled, vocab_size, padded)
+
+
+def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts: torch.Tensor, triton: bool = False):
+    """Steps 2-3 by vLLM: (spec metadata, token indices, sample indices or None, rejected counts).
+    Padded, the first pass runs every row; unpadded, ``seq_lens`` is cloned (divergence cpu-seq-lens-alias)."""
+
+    def padded(cad, spec):
+        spec_cad, sample, rejected = p.prepare_inputs_padded(cad, spec, valid_counts)
+        return spec_cad, torch.arange(spec_cad.num_actual_tokens, device=sample.device), sample, rejected
+
+    spec_cad, rows, sample, rejected = steps.prepare_inputs(
+        p, batch, sampled, interop.to_common_attn_metadata(batch), padded
+    )
+    if not sampled.is_padded:
+        spec_cad.seq_lens = spec_cad.seq_lens.clone()  # divergence cpu-seq-lens-alias
+    return spec_cad, rows, sample, rejected
+
+
+class VllmOps(HelperOps):
     """Steps 1-4 by vLLM's functions; validation and the step wiring are the core's."""
 
-    def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
-        raise NotImplementedError("VllmOps needs the batch: prepare_call calls _next_tokens")
-
-    def _next_tokens(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> NextTokens:
-        p = _proposer(cfg)
-        step_one = interop.to_step_one_inputs(batch, sampled, cfg.vocab_size)
-        if sampled.is_padded:
-            ids, counts = p.prepare_next_token_ids_padded(
-                sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
-            )
-            return NextTokens(next_token_ids=ids.clone(), valid_counts=counts.clone())
-        ids = p.prepare_next_token_ids_cpu(
-            step_one.sampled_lists, step_one.requests, step_one.input_batch, step_one.num_scheduled
-        )
-        counts = torch.tensor([len(x) for x in step_one.sampled_lists], dtype=torch.int32)
-        return NextTokens(next_token_ids=ids.to(batch.query_start_loc.device), valid_counts=counts)
-
-    def prepare(
-        self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
-    ) -> FirstPassInputs:
-        p = _proposer(cfg)
-        cad = interop.to_common_attn_metadata(batch)
-        if sampled.is_padded:
-            spec = interop.to_spec_decode_metadata(batch)
-            spec_cad, sample, rejected = p.prepare_inputs_padded(cad, spec, nxt.valid_counts)
-            rows = torch.arange(spec_cad.num_actual_tokens, device=sample.device)
-            return interop.first_pass_from_vllm(spec_cad, rows, sample, rejected, cfg.max_num_tokens, padded=True)
-        lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-        spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
-        spec_cad.seq_lens = spec_cad.seq_lens.clone()  # divergence cpu-seq-lens-alias
-        rejected = batch.seq_lens - spec_cad.seq_lens  # prepare_inputs returns no count: it is the drop
-        sample = spec_cad.query_start_loc[1:] - 1  # what propose() samples when given no indices
-        return interop.first_pass_from_vllm(spec_cad, rows, sample, rejected, cfg.max_num_tokens, padded=False)
+    helpers = staticmethod(_proposer)
+    step_one = staticmethod(next_tokens)
+    steps_two_three = staticmethod(prepare_inputs)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vLLM's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
-        p = eagle_proposer(batch.hidden_states.shape[1])
-        n = first.num_tokens
-        rows = first.token_indices
-        p.set_inputs_first_pass(
-            target_token_ids=batch.token_ids[rows],
-            next_token_ids=nxt.next_token_ids,
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
-            token_indices_to_sample=first.sample_indices,
-            cad=None,
-            num_rejected_tokens_gpu=None,
-        )
-        return p.input_ids[:n].clone()
+        return steps.shifted_input_ids(eagle_proposer(batch.hidden_states.shape[1]), batch, first, nxt)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata by running vLLM's per-step kernel ``step - 1`` times (it is incremental)."""
@@ -113,16 +97,6 @@ class VllmOps(CoreOps):
             positions = out
         return StepMeta(positions=positions, seq_lens=seq_lens, slot_mapping=slots)
 
-    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
-        """``CoreOps.prepare_call`` with vLLM's step 1, which reads request states built from the batch."""
-        validate_batch(batch, cfg)
-        validate_sampled(sampled, batch, cfg)
-        nxt = self._next_tokens(cfg, batch, sampled)
-        first = self.prepare(cfg, batch, sampled, nxt)
-        ids = self.first_pass_input_ids(batch, first, nxt)
-        base = batch.positions[first.token_indices][first.sample_indices]
-        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
-
 
 class VllmProposer(EagerAdapter):
     """vLLM's ``EagleProposer.propose`` behind ``MtpProposer``'s constructor and trace (eager only)."""
@@ -142,52 +116,26 @@ class VllmProposer(EagerAdapter):
         p._draft_attn_layer_names = {self.attn_group.layer_names[0]}
         return p
 
-    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
-        """Draft tokens, int64 [B, K], as vLLM's runner would call ``propose`` (padded or unpadded)."""
-        validate_batch(batch, self.cfg)
-        validate_sampled(sampled, batch, self.cfg)
-        p, k = self._vllm(), self.cfg.num_spec_tokens
-        step_one = interop.to_step_one_inputs(batch, sampled, self.cfg.vocab_size)
-        cad = interop.to_common_attn_metadata(batch)
-        if self.trace is not None:
-            self.trace.clear()
-        self.model.trace, self.model.calls = self.trace, 0
-        if sampled.is_padded:
-            ids, counts = p.prepare_next_token_ids_padded(
-                sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
-            )
-            spec_cad, sample, rejected = p.prepare_inputs_padded(cad, interop.to_spec_decode_metadata(batch), counts)
-            n = spec_cad.num_actual_tokens
-            rows = torch.arange(n)
-            extra = {"token_indices_to_sample": sample, "num_rejected_tokens_gpu": rejected}
-        else:
-            ids = p.prepare_next_token_ids_cpu(
-                step_one.sampled_lists, step_one.requests, step_one.input_batch, step_one.num_scheduled
-            )
-            spec_cad, rows = p.prepare_inputs(cad, step_one.sampled_lists, [int(x) for x in batch.num_draft_tokens_cpu])
-            spec_cad.seq_lens = spec_cad.seq_lens.clone()  # divergence cpu-seq-lens-alias
-            sample = spec_cad.query_start_loc[1:] - 1
-            extra = {"token_indices_to_sample": None}
-        self.model.sample_indices = sample.to(torch.int64)
-        drafts = p.propose(
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """vLLM's ``propose`` as its runner would call it (padded or unpadded)."""
+        p = self._vllm()
+        nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
+        spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts)
+        self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
+        extra = {"num_rejected_tokens_gpu": rejected} if sampled.is_padded else {}
+        return p.propose(
             num_speculative_tokens=k,
             target_token_ids=batch.token_ids[rows],
             target_positions=batch.positions[rows],
             target_hidden_states=batch.hidden_states[rows].to(torch.float32),
-            next_token_ids=ids,
+            next_token_ids=nxt.next_token_ids,
             common_attn_metadata=spec_cad,
             sampling_metadata=GREEDY,
+            token_indices_to_sample=sample,
             **extra,
         )
-        self.logits_calls += k
-        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
 
 
 def implementation() -> Implementation:
     """The ``vllm`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
-    reason = interop.unavailable_reason()
-    if reason:
-        raise ImplementationUnavailable("vllm", reason)
-    return Implementation(
-        "vllm", VllmOps(), VllmProposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()), host_reads=HOST_READS
-    )
+    return factory.implementation("vllm", interop.unavailable_reason, VllmOps(), VllmProposer, divergences)

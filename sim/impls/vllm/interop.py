@@ -1,4 +1,4 @@
-"""Conversions between the core's metadata and vLLM's, for vLLM as a second oracle.
+"""Conversions between the core's metadata and vLLM 0.33.0's, for vLLM as a second oracle.
 
 vLLM (0.33.0, ``vllm/v1``) describes a propose call with a
 ``CommonAttentionMetadata`` (query_start_loc, seq_lens, block table, slot
@@ -6,42 +6,35 @@ mapping, with host copies), a ``SpecDecodeMetadata`` (drafts verified per
 request) and, for step 1, the runner's request states (``get_token_id``) and
 input batch (``req_ids``, ``num_tokens_no_spec``, ``vocab_size``). The core
 carries the same facts in ``VerifiedBatch``, ``SampledTokens`` and
-``FirstPassInputs``. Every function here maps one onto the other, copying
-tensors so that vLLM's in-place updates (it lowers ``seq_lens`` inside
-``propose``) never reach the caller's batch.
-
-vllm is imported inside the functions only: importing this module costs
-nothing and works without vllm. ``import_vllm`` sets the environment vLLM needs
-on a CPU-only machine before the first import.
+``FirstPassInputs``. What every vLLM release the adapters run agrees on (step 1's
+inputs, ``SpecDecodeMetadata``, the first pass read back) is the kit's
+(``sim.impls.kit.vllm_types``, re-exported here); this module adds the pin and
+0.33's ``CommonAttentionMetadata``, copying tensors so that vLLM's in-place
+updates (it lowers ``seq_lens`` inside ``propose``) never reach the caller's batch.
 
 Why it lives beside the adapter, not in the core: only adapters and their
 tests speak vLLM's types, and those types change from release to release
-(vllm-ascend pins its own vLLM). The core stays free of any notion of vLLM;
-an adapter for a proposer built on vLLM's types (vllm-ascend's) imports this
-module, with the version it runs against.
+(vllm-ascend pins its own vLLM). The core stays free of any notion of vLLM.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
-from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
+from mtp.batch import VerifiedBatch
+from sim.impls.kit.vllm_types import (  # noqa: F401 - re-exported: the adapter's and its tests' one interop
+    CPU_ENV,
+    InputBatchView,
+    RequestView,
+    StepOneInputs,
+    first_pass_from_vllm,
+    import_vllm,
+    to_spec_decode_metadata,
+    to_step_one_inputs,
+)
 
 VLLM_VERSION = "0.33.0"
-# vLLM on a CPU-only machine: CPU platform, no CUDA probing, Triton kernels interpreted.
-CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
-
-
-def import_vllm(module: str = "vllm"):
-    """Import ``module`` of vllm after setting ``CPU_ENV`` defaults (a caller's values win)."""
-    for key, value in CPU_ENV.items():
-        os.environ.setdefault(key, value)
-    return importlib.import_module(module)
 
 
 def unavailable_reason() -> str | None:
@@ -74,126 +67,4 @@ def to_common_attn_metadata(batch: VerifiedBatch):
         block_table_tensor=batch.block_table.to(torch.int32).clone(),
         slot_mapping=batch.slot_mapping[: batch.num_tokens].to(torch.int64).clone(),
         causal=True,
-    )
-
-
-def to_spec_decode_metadata(batch: VerifiedBatch):
-    """vLLM's ``SpecDecodeMetadata``: request r verified the ``k_r`` ids after its first query row."""
-    metadata = import_vllm("vllm.v1.spec_decode.metadata")
-    qsl = np.asarray(batch.query_start_loc_cpu)
-    ids = batch.token_ids.tolist()
-    drafts = [ids[qsl[r] + 1 : qsl[r] + 1 + int(k)] for r, k in enumerate(batch.num_draft_tokens_cpu)]
-    return metadata.SpecDecodeMetadata.make_dummy(drafts, batch.token_ids.device)
-
-
-# ------------------------------------------------------------------ spec metadata -> FirstPassInputs
-def first_pass_from_vllm(
-    cad,
-    token_indices: torch.Tensor,
-    sample_indices: torch.Tensor,
-    num_rejected: torch.Tensor,
-    slot_buffer_len: int,
-    padded: bool,
-) -> FirstPassInputs:
-    """The core's ``FirstPassInputs`` from vLLM's spec metadata and indices.
-
-    ``accepted_seq_lens``: padded, ``seq_lens - num_rejected`` (vLLM lowers its
-    ``seq_lens`` by that amount before step 2); unpadded, ``seq_lens`` itself
-    (``prepare_inputs`` already dropped the rejected tokens).
-    """
-    n = cad.num_actual_tokens
-    slots = torch.full((slot_buffer_len,), -1, dtype=torch.int64, device=cad.slot_mapping.device)
-    slots[:n] = cad.slot_mapping[:n]
-    seq_lens = cad.seq_lens.clone()
-    return FirstPassInputs(
-        token_indices=token_indices.to(torch.int64),
-        query_start_loc=cad.query_start_loc.clone(),
-        query_start_loc_cpu=cad.query_start_loc_cpu.numpy().astype(np.int64),
-        seq_lens=seq_lens,
-        accepted_seq_lens=(seq_lens - num_rejected if padded else seq_lens).to(torch.int32),
-        slot_mapping=slots,
-        sample_indices=sample_indices.to(torch.int64),
-        num_rejected=num_rejected.to(torch.int32),
-        max_query_len=int(cad.max_query_len),
-    )
-
-
-# ------------------------------------------------------------------ SampledTokens -> request states
-@dataclass
-class RequestView:
-    """The part of vLLM's ``CachedRequestState`` that step 1 reads.
-
-    ``tokens`` maps a position to the request's token id there (prompt plus
-    outputs, no drafts); ``asked`` records every position vLLM looked up, so a
-    test sees which token vLLM took as the backup.
-    """
-
-    num_computed_tokens: int
-    tokens: dict[int, int]
-    asked: list[int] = field(default_factory=list)
-
-    def get_token_id(self, idx: int) -> int:
-        self.asked.append(int(idx))
-        return self.tokens.get(int(idx), -1)
-
-
-@dataclass
-class InputBatchView:
-    """The part of vLLM's ``InputBatch`` that step 1 reads."""
-
-    req_ids: list[str]
-    num_tokens_no_spec: np.ndarray
-    vocab_size: int
-
-    @property
-    def num_reqs(self) -> int:
-        return len(self.req_ids)
-
-
-@dataclass
-class StepOneInputs:
-    """What vLLM's ``prepare_next_token_ids_*`` take, for one batch."""
-
-    requests: dict[str, RequestView]
-    input_batch: InputBatchView
-    discard_mask: torch.Tensor  # bool [B] device
-    num_scheduled: dict[str, int]
-    sampled_lists: list[list[int]] | None  # unpadded form; discarded requests have []
-
-
-def to_step_one_inputs(
-    batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, num_tokens_no_spec: np.ndarray | None = None
-) -> StepOneInputs:
-    """vLLM's step-1 inputs for a batch.
-
-    The core's ``backup`` is the request's token at ``seq_len``. vLLM's padded
-    path takes ``get_token_id(num_tokens_no_spec - 1)`` instead (divergence
-    ``backup-token`` in docs/DIVERGENCES.md). By default the request is
-    described as knowing exactly ``seq_len + 1`` tokens (``num_tokens_no_spec
-    = seq_len + 1``), the only count a ``VerifiedBatch`` determines; then both
-    lookups land on the backup. Pass ``num_tokens_no_spec`` to describe a real
-    runner state (every position at or past ``seq_len`` holds the backup).
-    """
-    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
-    qlens = batch.query_lens_cpu
-    known = seq_lens + 1 if num_tokens_no_spec is None else np.asarray(num_tokens_no_spec, dtype=np.int64)
-    backup = np.asarray(sampled.backup, dtype=np.int64)
-    req_ids = [f"r{r}" for r in range(batch.num_reqs)]
-    requests = {}
-    for r, rid in enumerate(req_ids):
-        top = max(int(known[r]), int(seq_lens[r]) + 1)
-        requests[rid] = RequestView(
-            num_computed_tokens=int(seq_lens[r] - qlens[r]),
-            tokens={p: int(backup[r]) for p in range(int(seq_lens[r]), top)},
-        )
-    lists = None
-    if sampled.lists is not None:
-        lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-    discarded = np.asarray(sampled.discarded, dtype=bool)
-    return StepOneInputs(
-        requests=requests,
-        input_batch=InputBatchView(req_ids, known.astype(np.int32), vocab_size),
-        discard_mask=torch.from_numpy(discarded.copy()).to(batch.query_start_loc.device),
-        num_scheduled={rid: int(q) for rid, q in zip(req_ids, qlens)},
-        sampled_lists=lists,
     )

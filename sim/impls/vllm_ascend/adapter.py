@@ -12,134 +12,77 @@ paged cache, behind ``MtpProposer``'s constructor.
 on CPU), what an NPU with triton-ascend runs and so what the gate checks, on a grid
 where every program laps (``kernel_grid``); ``AscendOps(triton=False)`` runs its torch
 fallback instead, what ``HAS_TRITON = False`` selects in vllm-ascend itself.
+What is vllm-ascend's own is here (its padded step-1 and steps-2-3 calls, the
+shift, the step update, ``_propose``'s arguments; what differs between 0.23.0
+and main, in ``generation``); the rest is the kit's (``sim.impls.kit``).
 Where vllm-ascend differs from the core by design, the difference is named in
 ``divergences`` (and docs/DIVERGENCES-vllm-ascend.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
-from mtp.ops import CoreOps, PreparedCall
-from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
-from sim.impls.vllm_ascend import generation, interop
+from sim.impls.kit import factory, steps
+from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.vllm_ascend import divergences, generation, interop
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import DIVERGENCES, GATE_SKIPS, HOST_READS, RULES
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
-from sim.impls.vllm_ascend.kernel_grid import lapping_grid
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
-def _proposer(cfg: ProposerConfig):
+def _proposer(cfg: ProposerConfig, padded: bool = True):
     return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
-
-
-@contextlib.contextmanager
-def triton_path(module, on: bool, num_reqs: int):
-    """Run ``prepare_inputs_padded`` of vllm-ascend's ``module`` (the one that reads ``HAS_TRITON``; it
-    moved between releases) through its Triton kernel (True), on a grid where every program of a
-    ``num_reqs`` launch laps (``kernel_grid``), or through its torch fallback."""
-    before = module.HAS_TRITON
-    module.HAS_TRITON = bool(on) and before
-    try:
-        with lapping_grid(module, num_reqs) if module.HAS_TRITON else contextlib.nullcontext():
-            yield
-    finally:
-        module.HAS_TRITON = before
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
     """Step 1 by vllm-ascend: padded takes discard indices and a count; unpadded is vLLM 0.23's."""
-    step_one = interop.to_step_one_inputs(batch, sampled, vocab_size)
-    if sampled.is_padded:
+
+    def padded(s):
         idx, n = interop.discard_indices(sampled, batch.query_start_loc.device)
-        ids, counts = p.prepare_next_token_ids_padded(sampled.padded, step_one.requests, step_one.input_batch, idx, n)
-        return NextTokens(next_token_ids=ids.clone(), valid_counts=counts.to(torch.int32).clone())
-    ids = p.prepare_next_token_ids_cpu(
-        step_one.sampled_lists, step_one.requests, step_one.input_batch, step_one.num_scheduled
-    )
-    counts = torch.tensor([len(x) for x in step_one.sampled_lists], dtype=torch.int32)
-    return NextTokens(next_token_ids=ids.to(batch.query_start_loc.device), valid_counts=counts)
+        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, idx, n)
+
+    return steps.next_tokens(p, batch, sampled, vocab_size, padded)
 
 
 def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts: torch.Tensor, triton: bool):
     """Steps 2-3 by vllm-ascend: (spec metadata, token indices, sample indices or None, rejected counts)."""
-    cad = interop.to_ascend_metadata(batch)
-    if sampled.is_padded:
-        with triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton, batch.num_reqs):
-            spec_cad, rows, sample, rejected = p.prepare_inputs_padded(
-                cad, interop.to_spec_decode_metadata(batch), valid_counts
-            )
-        return spec_cad, rows, sample, rejected
-    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
-    rejected = (batch.seq_lens - spec_cad.seq_lens).to(torch.int32)  # prepare_inputs returns no count: the drop
-    return spec_cad, rows, None, rejected
+
+    def padded(cad, spec):
+        with steps.triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton, batch.num_reqs):
+            return p.prepare_inputs_padded(cad, spec, valid_counts)
+
+    return steps.prepare_inputs(p, batch, sampled, interop.to_ascend_metadata(batch), padded)
 
 
-class AscendOps(CoreOps):
-    """Steps 1-4 by vllm-ascend's methods; validation is the core's."""
+class AscendOps(HelperOps):
+    """Steps 1-4 by vllm-ascend's methods; validation is the core's. ``accepted_seq_lens`` is what
+    vllm-ascend's later steps start from: its ``seq_lens`` (padded: not lowered by the rejected count,
+    divergence padded-seq-lens-not-lowered)."""
 
-    def __init__(self, triton: bool = True):
-        self.triton = triton
-
-    def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
-        raise NotImplementedError("AscendOps needs the batch: prepare_call calls _next_tokens")
-
-    def _next_tokens(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> NextTokens:
-        return next_tokens(_proposer(cfg), batch, sampled, cfg.vocab_size)
-
-    def prepare(
-        self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
-    ) -> FirstPassInputs:
-        """``accepted_seq_lens`` is what vllm-ascend's later steps start from: its ``seq_lens``
-        (padded: not lowered by the rejected count, divergence padded-seq-lens-not-lowered)."""
-        spec_cad, rows, sample, rejected = prepare_inputs(_proposer(cfg), batch, sampled, nxt.valid_counts, self.triton)
-        if sample is None:
-            sample = spec_cad.query_start_loc[1:] - 1  # what _propose samples when given no indices
-        first = interop.first_pass_from_vllm(
-            spec_cad, rows, sample, rejected, cfg.max_num_tokens, padded=sampled.is_padded
-        )
-        first.accepted_seq_lens = spec_cad.seq_lens[: batch.num_reqs].to(torch.int32).clone()
-        return first
+    accepted_field = "seq_lens"
+    helpers = staticmethod(_proposer)
+    step_one = staticmethod(next_tokens)
+    steps_two_three = staticmethod(prepare_inputs)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vllm-ascend's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
         p = configured(2, 16, 64, batch.hidden_states.shape[1])  # sizes unread by the shift
-        rows = first.token_indices
-        p.set_inputs_first_pass(
-            target_token_ids=batch.token_ids[rows],
-            next_token_ids=nxt.next_token_ids,
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
-            token_indices_to_sample=first.sample_indices,
-            cad=None,
-            num_rejected_tokens_gpu=None,
-        )
-        return p.input_ids[: first.num_tokens].clone()
+        return steps.shifted_input_ids(p, batch, first, nxt)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata: vllm-ascend's ``attn_update_stack_num_spec_norm`` run ``step - 1`` times."""
         return advance_steps(_proposer(cfg), base_positions, accepted_seq_lens, block_table, int(step))[-1]
-
-    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
-        """``CoreOps.prepare_call`` with vllm-ascend's step 1, which reads request states built from the batch."""
-        self.validate(cfg, batch, sampled)
-        nxt = self._next_tokens(cfg, batch, sampled)
-        first = self.prepare(cfg, batch, sampled, nxt)
-        ids = self.first_pass_input_ids(batch, first, nxt)
-        base = batch.positions[first.token_indices][first.sample_indices]
-        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
 
 
 def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[StepMeta]:
@@ -202,17 +145,13 @@ class AscendProposer(EagerAdapter):
         p._draft_attn_layer_names = set(self.attn_group.layer_names)
         return p
 
-    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
-        """Draft tokens, int64 [B, K], as vllm-ascend's runner calls ``_propose`` (padded or unpadded)."""
-        CoreOps().validate(self.cfg, batch, sampled)
-        p, k = self._ascend(), self.cfg.num_spec_tokens
-        if self.trace is not None:
-            self.trace.clear()
-        self.model.trace, self.model.calls = self.trace, 0
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """vllm-ascend's ``_propose`` as its runner calls it (padded or unpadded)."""
+        p = self._ascend()
         nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
         spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
         self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
-        drafts = p._propose(
+        return p._propose(
             target_token_ids=batch.token_ids[rows],
             target_positions=batch.positions[rows],
             target_hidden_states=batch.hidden_states[rows].to(torch.float32),
@@ -224,22 +163,10 @@ class AscendProposer(EagerAdapter):
             num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
             **generation.propose_args(p, k),
         )
-        self.logits_calls += k
-        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
 
 
 def implementation() -> Implementation:
     """The ``vllm_ascend`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
-    reason = unavailable_reason()
-    if reason:
-        raise ImplementationUnavailable("vllm_ascend", reason)
-    return Implementation(
-        "vllm_ascend",
-        AscendOps(),
-        AscendProposer,
-        dict(GATE_SKIPS),
-        RULES,
-        tuple(DIVERGENCES.values()),
-        describe=describe(),
-        host_reads=HOST_READS,
+    return factory.implementation(
+        "vllm_ascend", unavailable_reason, AscendOps(), AscendProposer, divergences, describe=describe
     )

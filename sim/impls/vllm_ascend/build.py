@@ -3,8 +3,8 @@
 It is built on the CPU here (the fake ``torch_npu``) and on the NPU on an Ascend
 runner (``build_device``).
 
-The config is a real ``VllmConfig`` (a ``deepseek_v3`` config with one next-n
-layer: vLLM chooses the MTP method; nothing downloaded, no weights). The
+The config is the kit's real ``VllmConfig`` (``sim.impls.kit.tiny_config``: a ``deepseek_v3``
+config with one next-n layer, vLLM chooses the MTP method; nothing downloaded, no weights). The
 runner is ``RunnerView``: the attributes of vllm-ascend's ``NPUModelRunner``
 that the proposer reads, with the values an eager single-rank runner has
 (plumbing only: no value the gate compares comes from it). Buffers are sized
@@ -22,11 +22,10 @@ from types import SimpleNamespace
 import torch
 
 from sim.impls.fresh_start import remember_fresh
+from sim.impls.kit import tiny_config
+from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
-MAX_TOKENS = 8192
-MAX_REQS = 256
-MAX_MODEL_LEN = 4096
 MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
 
 
@@ -69,31 +68,10 @@ def build_device() -> torch.device:
 
 
 def _vllm_config(hidden_size: int):
-    from sim.impls.vllm.eagle import _config_dir  # the same tiny DeepSeek-V3 config as the vLLM oracle
-
-    config = import_ascend("vllm.config")
-    model_config = config.ModelConfig(
-        model=_config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
-    )
-    spec_config = config.SpeculativeConfig(
-        target_model_config=model_config,
-        target_parallel_config=config.ParallelConfig(),
-        method="mtp",
-        num_speculative_tokens=MAX_SPEC_TOKENS,  # every per-step buffer exists; the count is set per call
-    )
-    vllm_config = config.VllmConfig(
-        model_config=model_config,
-        cache_config=config.CacheConfig(block_size=16),
-        speculative_config=spec_config,
-        device_config=config.DeviceConfig(device=build_device().type),
-        parallel_config=config.ParallelConfig(),
-        load_config=config.LoadConfig(),
-        scheduler_config=config.SchedulerConfig(
-            max_model_len=MAX_MODEL_LEN,
-            is_encoder_decoder=False,
-            max_num_batched_tokens=MAX_TOKENS,
-            max_num_seqs=MAX_REQS,
-        ),
+    """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) on ``build_device()``,
+    with vllm-ascend's config initialised from it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
+    vllm_config = tiny_config.vllm_config(
+        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type
     )
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
     return vllm_config
@@ -129,12 +107,7 @@ def ascend_proposer(hidden_size: int):
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
     """The shared proposer set to one call's sizes (``block_size`` is normally set by
     ``initialize_attn_backend``, which needs a loaded model)."""
-    if not 1 <= num_spec_tokens <= MAX_SPEC_TOKENS:
-        raise ValueError(
-            f"num_spec_tokens={num_spec_tokens}: the vllm-ascend adapter is built for 1..{MAX_SPEC_TOKENS}"
-        )
-    if max_model_len > MAX_MODEL_LEN:
-        raise ValueError(f"max_model_len={max_model_len}: the vllm-ascend adapter is built for at most {MAX_MODEL_LEN}")
+    tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size)
     proposer.num_speculative_tokens = num_spec_tokens
     proposer.block_size = block_size

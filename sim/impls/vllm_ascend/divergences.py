@@ -9,9 +9,9 @@ its reason (``GATE_SKIPS``).
 
 from __future__ import annotations
 
-from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.host_reads import prepare_inputs_padded_reads
+from sim.impls.kit import tables
 
 DIVERGENCES = table(
     Divergence(
@@ -86,10 +86,7 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name (one parametrization, or all): printed as the skip reason.
-GATE_SKIPS = {
-    # Every device: the adapter drives the proposer eagerly only.
-    "test_graph_modes_match_reference": Skip("the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)"),
-}
+GATE_SKIPS = tables.gate_skips("the vllm-ascend adapter runs eagerly only (ACL graphs need an NPU)")
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.host_reads): on the
 # CPU device they look like syncs. The same lines in 0.23.0 and main.

@@ -3,9 +3,10 @@
 vllm-ascend's runner hands its proposer an ``AscendCommonAttentionMetadata``:
 vLLM's ``CommonAttentionMetadata`` plus the host mirrors NPU kernels read
 (``seq_lens_cpu``, ``num_computed_tokens_cpu``, ``positions``). Step 1 takes
-the discarded requests as an index tensor and a count, not a mask. The fields
-vLLM also has come from ``sim.impls.vllm.interop`` (the same conversion,
-imported after ``importing.prepare()``); the rest are added here. Every
+the discarded requests as an index tensor and a count, not a mask (the kit's
+``discard_indices``). The fields vLLM also has come from ``sim.impls.vllm.interop``
+(the same conversion, imported after ``importing.prepare()``); the rest are added
+here; what every generation shares is the kit's (``sim.impls.kit.vllm_types``). Every
 tensor is fresh, so in-place writes never reach the caller's batch.
 """
 
@@ -16,7 +17,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from mtp.batch import SampledTokens, VerifiedBatch
+from mtp.batch import VerifiedBatch
+from sim.impls.kit import vllm_types
 from sim.impls.vllm import interop as vllm_interop
 from sim.impls.vllm_ascend.importing import import_ascend
 
@@ -38,12 +40,7 @@ def to_ascend_metadata(batch: VerifiedBatch):
     return utils.AscendCommonAttentionMetadata(**fields)
 
 
-def discard_indices(sampled: SampledTokens, device: torch.device) -> tuple[torch.Tensor, int]:
-    """The runner's ``discard_request_indices`` (int64, device) and ``num_discarded_requests``."""
-    idx = np.flatnonzero(np.asarray(sampled.discarded, dtype=bool))
-    return torch.as_tensor(idx, dtype=torch.int64).to(device), int(idx.size)
-
-
-to_spec_decode_metadata = vllm_interop.to_spec_decode_metadata
-to_step_one_inputs = vllm_interop.to_step_one_inputs
-first_pass_from_vllm = vllm_interop.first_pass_from_vllm
+discard_indices = vllm_types.discard_indices
+to_spec_decode_metadata = vllm_types.to_spec_decode_metadata
+to_step_one_inputs = vllm_types.to_step_one_inputs
+first_pass_from_vllm = vllm_types.first_pass_from_vllm

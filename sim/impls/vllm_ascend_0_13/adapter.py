@@ -10,6 +10,8 @@ model (``model.MlaTinyMtp(None)``) and read what the model was handed: the first
 ids (one step), and step j's positions, seq_lens and slots (j steps from a one-token decode
 batch at the given positions and lengths). ``Ascend013Proposer`` drives the whole ``_propose``
 loop as 0.13's runner calls it, with the simulator's tiny MTP model and paged cache.
+What is 0.13's own is here (its padded step-1 and steps-2-3 calls, ``_propose`` run as a recorder,
+the runner's ``with_prefill``); the rest is the kit's (``sim.impls.kit``).
 Where 0.13.0 differs from the core, the difference is named in ``divergences``
 (docs/DIVERGENCES-vllm-ascend-0.13.md).
 """
@@ -22,15 +24,14 @@ import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
-from mtp.ops import CoreOps, PreparedCall
-from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
-from sim.impls.vllm_ascend.adapter import triton_path
+from sim.impls.kit import factory, steps
+from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.vllm_ascend.importing import describe
-from sim.impls.vllm_ascend_0_13 import interop
+from sim.impls.vllm_ascend_0_13 import divergences, interop
 from sim.impls.vllm_ascend_0_13.build import configured
-from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, GATE_SKIPS, RULES
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason
 from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
@@ -43,19 +44,13 @@ def _proposer(cfg: ProposerConfig, padded: bool = True, num_spec_tokens: int | N
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
     """Step 1 by 0.13: padded takes the target's metadata, discard indices and a count; unpadded is vLLM's."""
-    step_one = interop.to_step_one_inputs(batch, sampled, vocab_size)
-    if sampled.is_padded:
+
+    def padded(s):
         idx, n = interop.discard_indices(sampled, batch.query_start_loc.device)
         cad = interop.to_ascend_metadata(batch)
-        ids, counts = p.prepare_next_token_ids_padded(
-            cad, sampled.padded, step_one.requests, step_one.input_batch, idx, n
-        )
-        return NextTokens(next_token_ids=ids.clone(), valid_counts=counts.to(torch.int32).clone())
-    ids = p.prepare_next_token_ids_cpu(
-        step_one.sampled_lists, step_one.requests, step_one.input_batch, step_one.num_scheduled
-    )
-    counts = torch.tensor([len(x) for x in step_one.sampled_lists], dtype=torch.int32)
-    return NextTokens(next_token_ids=ids.to(batch.query_start_loc.device), valid_counts=counts)
+        return p.prepare_next_token_ids_padded(cad, sampled.padded, s.requests, s.input_batch, idx, n)
+
+    return steps.next_tokens(p, batch, sampled, vocab_size, padded)
 
 
 def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts: torch.Tensor, triton: bool):
@@ -63,16 +58,13 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
 
     Neither 0.13 helper returns the rejected counts: padded, they are what the sample rows
     were lowered by (``query_start_loc[r+1] - 1 - sample[r]``); unpadded, what ``seq_lens`` was."""
-    cad = interop.to_ascend_metadata(batch)
-    if sampled.is_padded:
-        with triton_path(import_ascend("vllm_ascend.spec_decode.eagle_proposer"), triton, batch.num_reqs):
-            spec_cad, rows, sample = p.prepare_inputs_padded(cad, interop.to_spec_decode_metadata(batch), valid_counts)
-        rejected = (spec_cad.query_start_loc[1:] - 1 - sample).to(torch.int32)
-        return spec_cad, rows, sample, rejected
-    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
-    rejected = (batch.seq_lens - spec_cad.seq_lens).to(torch.int32)
-    return spec_cad, rows, None, rejected
+
+    def padded(cad, spec):
+        with steps.triton_path(import_ascend("vllm_ascend.spec_decode.eagle_proposer"), triton, batch.num_reqs):
+            spec_cad, rows, sample = p.prepare_inputs_padded(cad, spec, valid_counts)
+        return spec_cad, rows, sample, (spec_cad.query_start_loc[1:] - 1 - sample).to(torch.int32)
+
+    return steps.prepare_inputs(p, batch, sampled, interop.to_ascend_metadata(batch), padded)
 
 
 def run_propose(p, model: MlaTinyMtp, cad, token_ids, positions, hidden, next_ids, sample) -> torch.Tensor:
@@ -94,32 +86,15 @@ def run_propose(p, model: MlaTinyMtp, cad, token_ids, positions, hidden, next_id
     )
 
 
-class Ascend013Ops(CoreOps):
-    """Steps 1-4 by vllm-ascend 0.13.0's code; validation is the core's."""
+class Ascend013Ops(HelperOps):
+    """Steps 1-4 by vllm-ascend 0.13.0's code; validation is the core's. ``accepted_seq_lens`` is what
+    0.13's later steps start from: the MLA metadata's ``seq_lens``, which its builder takes from
+    ``seq_lens_cpu`` (padded: not lowered by the rejected count)."""
 
-    def __init__(self, triton: bool = True):
-        self.triton = triton
-
-    def next_tokens(self, cfg: ProposerConfig, sampled: SampledTokens, device: torch.device) -> NextTokens:
-        raise NotImplementedError("Ascend013Ops needs the batch: prepare_call calls _next_tokens")
-
-    def _next_tokens(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> NextTokens:
-        return next_tokens(_proposer(cfg, sampled.is_padded), batch, sampled, cfg.vocab_size)
-
-    def prepare(
-        self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens, nxt: NextTokens
-    ) -> FirstPassInputs:
-        """``accepted_seq_lens`` is what 0.13's later steps start from: the MLA metadata's ``seq_lens``,
-        which its builder takes from ``seq_lens_cpu`` (padded: not lowered by the rejected count)."""
-        p = _proposer(cfg, sampled.is_padded)
-        spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
-        if sample is None:
-            sample = spec_cad.query_start_loc[1:] - 1  # what _propose samples when given no indices
-        first = interop.first_pass_from_vllm(
-            spec_cad, rows, sample, rejected, cfg.max_num_tokens, padded=sampled.is_padded
-        )
-        first.accepted_seq_lens = spec_cad.seq_lens_cpu[: batch.num_reqs].to(torch.int32).clone()
-        return first
+    accepted_field = "seq_lens_cpu"
+    helpers = staticmethod(_proposer)
+    step_one = staticmethod(next_tokens)
+    steps_two_three = staticmethod(prepare_inputs)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """The ids ``_propose``'s first pass hands the model (its own buffer: rows it never writes keep old values)."""
@@ -139,15 +114,6 @@ class Ascend013Ops(CoreOps):
         """Step ``step``'s metadata, as ``_propose`` hands it to the model: ``step`` steps run from a
         one-token decode batch at ``base_positions`` attending to ``accepted_seq_lens``."""
         return draft_steps(cfg, base_positions, accepted_seq_lens, block_table, int(step))[-1]
-
-    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
-        """``CoreOps.prepare_call`` with 0.13's step 1, which reads request states built from the batch."""
-        self.validate(cfg, batch, sampled)
-        nxt = self._next_tokens(cfg, batch, sampled)
-        first = self.prepare(cfg, batch, sampled, nxt)
-        ids = self.first_pass_input_ids(batch, first, nxt)
-        base = batch.positions[first.token_indices][first.sample_indices]
-        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
 
 
 def draft_steps(cfg: ProposerConfig, base_positions, seq_lens, block_table, step: int, recorder=None) -> list[StepMeta]:
@@ -186,38 +152,29 @@ class Ascend013Proposer(EagerAdapter):
         self.model = MlaTinyMtp(model)
         start_fresh(_proposer(cfg))  # one 0.13 proposer serves every run: each starts from its state as built
 
-    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
-        """Draft tokens, int64 [B, K], as 0.13's runner calls ``_propose`` (padded or unpadded)."""
-        CoreOps().validate(self.cfg, batch, sampled)
-        p, k = _proposer(self.cfg, sampled.is_padded), self.cfg.num_spec_tokens
-        if self.trace is not None:
-            self.trace.clear()
-        self.model.trace, self.model.calls, self.model.metadata = self.trace, 0, []
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """0.13's ``_propose`` as its runner calls it (padded or unpadded)."""
+        p = _proposer(self.cfg, sampled.is_padded)
+        self.model.metadata = []
         nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
         if int(batch.num_draft_tokens_cpu.max()) > 0:
             spec_cad, rows, sample, _ = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
         else:  # no SpecDecodeMetadata: the runner hands the target's rows and metadata as they are
             spec_cad, rows, sample = interop.to_ascend_metadata(batch), torch.arange(batch.num_tokens), None
         p.runner.with_prefill = interop.with_prefill(batch)
-        drafts = run_propose(
+        return run_propose(
             p, self.model, spec_cad, batch.token_ids[rows], batch.positions[rows], batch.hidden_states[rows],
             nxt.next_token_ids, sample,
         )  # fmt: skip
-        self.logits_calls += k
-        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
 
 
 def implementation() -> Implementation:
     """The ``vllm_ascend_0_13`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
-    reason = unavailable_reason()
-    if reason:
-        raise ImplementationUnavailable("vllm_ascend_0_13", reason)
-    return Implementation(
+    return factory.implementation(
         "vllm_ascend_0_13",
+        unavailable_reason,
         Ascend013Ops(),
         Ascend013Proposer,
-        dict(GATE_SKIPS),
-        RULES,
-        tuple(DIVERGENCES.values()),
-        describe=describe("vllm_ascend_0_13"),
+        divergences,
+        describe=lambda: describe("vllm_ascend_0_13"),
     )

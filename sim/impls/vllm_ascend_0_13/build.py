@@ -18,12 +18,12 @@ from types import SimpleNamespace
 import torch
 
 from sim.impls.fresh_start import remember_fresh
+from sim.impls.kit import tiny_config
 from sim.impls.vllm_ascend import build as build_0_23
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, rope_tables
 from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
 
 MAX_SPEC_TOKENS = build_0_23.MAX_SPEC_TOKENS
-MAX_MODEL_LEN = build_0_23.MAX_MODEL_LEN
 
 
 class EagerDispatcher:
@@ -71,14 +71,7 @@ def mtp_proposer(hidden_size: int):
 def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, padded: bool = True):
     """The shared proposer set to one call's sizes and mode (``disable_padded_drafter_batch`` is the
     unpadded mode; the MLA builder's decode threshold is 1 + K, as in 0.13's builder)."""
-    if not 1 <= num_spec_tokens <= MAX_SPEC_TOKENS:
-        raise ValueError(
-            f"num_spec_tokens={num_spec_tokens}: the vllm-ascend 0.13 adapter is built for 1..{MAX_SPEC_TOKENS}"
-        )
-    if max_model_len > MAX_MODEL_LEN:
-        raise ValueError(
-            f"max_model_len={max_model_len}: the vllm-ascend 0.13 adapter is built for at most {MAX_MODEL_LEN}"
-        )
+    tiny_config.refuse_past_limits("the vllm-ascend 0.13 adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     p = mtp_proposer(hidden_size)
     p.num_speculative_tokens = num_spec_tokens
     p.max_model_len = max_model_len

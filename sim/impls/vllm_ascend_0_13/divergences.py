@@ -8,8 +8,8 @@ exists, exactly where the entry says). The first four are the 0.13-era proposer'
 
 from __future__ import annotations
 
-from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.kit import tables
 
 DIVERGENCES = table(
     Divergence(
@@ -106,13 +106,11 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name: printed as the skip reason.
-GATE_SKIPS = {
-    "test_padded_path_makes_no_host_sync": Skip(
-        "vllm-ascend 0.13 keeps its host copies as torch CPU tensors "
-        "(prepare_next_token_ids_padded: seq_lens_cpu[i].item(); prepare_inputs_padded: query_start_loc_cpu[-1].item(); "
-        "_propose: seq_lens.tolist()); on a CPU device the simulator counts them as syncs",
-        devices=("sim",),  # on an accelerator the host copies are host memory the watcher tells apart
+GATE_SKIPS = tables.gate_skips(
+    "the vllm-ascend 0.13 adapter runs eagerly only (ACL graphs need an NPU)",
+    tables.host_copies(
+        "vllm-ascend 0.13",
+        "prepare_next_token_ids_padded: seq_lens_cpu[i].item(); prepare_inputs_padded: query_start_loc_cpu[-1].item(); "
+        "_propose: seq_lens.tolist()",
     ),
-    # Every device: the adapter drives the proposer eagerly only.
-    "test_graph_modes_match_reference": Skip("the vllm-ascend 0.13 adapter runs eagerly only (ACL graphs need an NPU)"),
-}
+)

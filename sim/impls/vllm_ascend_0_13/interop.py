@@ -5,8 +5,8 @@ host mirrors NPU kernels read (``seq_lens_cpu``, ``num_computed_tokens_cpu``, ``
 Three metadata are built here: the target's, for a verified batch (what the runner hands the
 helpers); the first pass's, from the core's ``FirstPassInputs`` (what the helpers return,
 for running ``_propose``'s first pass on its own); and a one-token-per-request decode batch
-(for running the draft steps from given positions and lengths). Step 1's request states and
-vLLM's ``SpecDecodeMetadata`` are vLLM's (``sim.impls.vllm.interop``). Every tensor is fresh,
+(for running the draft steps from given positions and lengths). Step 1's request states, the
+discard indices and vLLM's ``SpecDecodeMetadata`` are the kit's (``sim.impls.kit.vllm_types``). Every tensor is fresh,
 so in-place writes never reach the caller's batch.
 """
 
@@ -15,14 +15,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
-from sim.impls.vllm import interop as vllm_interop
+from mtp.batch import FirstPassInputs, VerifiedBatch
+from sim.impls.kit import vllm_types
 from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.oracle.cases import slot_of
 
-to_spec_decode_metadata = vllm_interop.to_spec_decode_metadata
-to_step_one_inputs = vllm_interop.to_step_one_inputs
-first_pass_from_vllm = vllm_interop.first_pass_from_vllm
+discard_indices = vllm_types.discard_indices
+to_spec_decode_metadata = vllm_types.to_spec_decode_metadata
+to_step_one_inputs = vllm_types.to_step_one_inputs
+first_pass_from_vllm = vllm_types.first_pass_from_vllm
 
 
 def _metadata(qsl: torch.Tensor, seq_lens: torch.Tensor, query_lens, block_table, slots, positions, num_tokens: int):
@@ -84,12 +85,6 @@ def one_token_metadata(positions: torch.Tensor, seq_lens: torch.Tensor, block_ta
     slots = torch.tensor([slot_of(table[r], int(positions[r]), block_size) for r in range(b)], dtype=torch.int64)
     qsl = torch.arange(b + 1, dtype=torch.int32)
     return _metadata(qsl, seq_lens, [1] * b, block_table, slots, positions, b)
-
-
-def discard_indices(sampled: SampledTokens, device: torch.device) -> tuple[torch.Tensor, int]:
-    """The runner's ``discard_request_indices`` (int64, device) and ``num_discarded_requests``."""
-    idx = np.flatnonzero(np.asarray(sampled.discarded, dtype=bool))
-    return torch.as_tensor(idx, dtype=torch.int64).to(device), int(idx.size)
 
 
 def with_prefill(batch: VerifiedBatch) -> bool:

@@ -22,13 +22,12 @@ import torch
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
-from mtp.validate import validate_batch, validate_sampled
-from sim.impls import Implementation, ImplementationUnavailable
+from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.kit import factory
 from sim.impls.vllm import interop
 from sim.impls.vllm.model import LAYER, VllmTinyMtp
-from sim.impls.vllm_mrv2 import build
-from sim.impls.vllm_mrv2.divergences import DIVERGENCES, GATE_SKIPS, RULES
+from sim.impls.vllm_mrv2 import build, divergences
 from sim.impls.vllm_mrv2.model import KV_CACHE_CONFIG, RecordingAttnGroup
 from sim.impls.vllm_mrv2.runner import runner_inputs
 
@@ -45,8 +44,7 @@ class Mrv2Ops(CoreOps):
     """Steps 1-4 by MRV2's kernels on fresh buffers; validation and the step wiring are the core's."""
 
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
-        validate_batch(batch, cfg)
-        validate_sampled(sampled, batch, cfg)
+        self.validate(cfg, batch, sampled)
         spec = interop.import_vllm(SPEC)
         b, t = batch.num_reqs, batch.num_tokens
         run = runner_inputs(batch, sampled, cfg.vocab_size, b)
@@ -133,19 +131,14 @@ class Mrv2Proposer(EagerAdapter):
         spec.block_tables = build.block_tables(batch.block_table, self.cfg.block_size, spec.max_num_tokens)
         return spec
 
-    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
-        """Draft tokens, int64 [B, K], as MRV2's runner calls ``propose`` after rejection sampling."""
-        validate_batch(batch, self.cfg)
-        validate_sampled(sampled, batch, self.cfg)
-        spec, k, t = self._speculator(batch), self.cfg.num_spec_tokens, batch.num_tokens
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """MRV2's ``propose`` as its runner calls it after rejection sampling."""
+        spec, t = self._speculator(batch), batch.num_tokens
         run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
-        if self.trace is not None:
-            self.trace.clear()
-        self.model.trace, self.model.calls = self.trace, 0
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.attn_group.build_metadata(interop.to_common_attn_metadata(batch))  # the target's metadata
         zeros = torch.zeros(spec.max_num_reqs)
-        drafts = spec.propose(
+        return spec.propose(
             run.input_batch,
             {LAYER: target},
             {LAYER: batch.slot_mapping[:t].to(torch.int64).clone()},
@@ -160,13 +153,8 @@ class Mrv2Proposer(EagerAdapter):
             num_speculative_tokens=k,
             is_profile=True,  # eager dispatch without a CUDA-graph manager: in 0.33 its only effect (need_eager)
         )
-        self.logits_calls += k
-        return drafts.to(torch.int64).view(batch.num_reqs, k).clone()
 
 
 def implementation() -> Implementation:
     """The ``vllm_mrv2`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
-    reason = interop.unavailable_reason()
-    if reason:
-        raise ImplementationUnavailable("vllm_mrv2", reason)
-    return Implementation("vllm_mrv2", Mrv2Ops(), Mrv2Proposer, dict(GATE_SKIPS), RULES, tuple(DIVERGENCES.values()))
+    return factory.implementation("vllm_mrv2", interop.unavailable_reason, Mrv2Ops(), Mrv2Proposer, divergences)

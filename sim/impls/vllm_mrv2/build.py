@@ -20,7 +20,8 @@ from types import SimpleNamespace
 
 import torch
 
-from sim.impls.vllm.eagle import MAX_MODEL_LEN, vllm_config
+from sim.impls.kit import tiny_config
+from sim.impls.vllm.eagle import vllm_config
 from sim.impls.vllm.interop import import_vllm
 
 CPU = torch.device("cpu")
@@ -38,8 +39,7 @@ def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int):
     """The shared speculator set to one call's sizes: K (its ``draft_tokens`` buffer re-made at that
     width, as its constructor makes it) and ``max_model_len`` (a property of the model config)."""
     spec = speculator(hidden_size)
-    if max_model_len > MAX_MODEL_LEN:
-        raise ValueError(f"max_model_len={max_model_len}: the MRV2 speculator is built for at most {MAX_MODEL_LEN}")
+    tiny_config.refuse_past_limits("the MRV2 speculator", max_model_len)
     spec.vllm_config.model_config.max_model_len = max_model_len
     if spec.num_speculative_steps != num_spec_tokens:
         spec.num_speculative_steps = num_spec_tokens

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.kit import tables
 
 DIVERGENCES = table(
     Divergence(
@@ -61,10 +62,11 @@ RULES = rules_of(DIVERGENCES.values())
 _UNPADDED = Skip("MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path")
 
 # What cannot run at all, by test function or parametrization name (conftest skips it with this reason).
-GATE_SKIPS = {
-    "test_first_pass_matches_reference[unpadded]": _UNPADDED,
-    "test_draft_steps_match_reference[unpadded]": _UNPADDED,
-    "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
-    # Every device: the adapter drives the speculator eagerly only.
-    "test_graph_modes_match_reference": Skip("the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)"),
-}
+GATE_SKIPS = tables.gate_skips(
+    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)",
+    more={
+        "test_first_pass_matches_reference[unpadded]": _UNPADDED,
+        "test_draft_steps_match_reference[unpadded]": _UNPADDED,
+        "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
+    },
+)

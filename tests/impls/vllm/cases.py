@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import torch
-
-from mtp.ops import CoreOps
 from sim.impls.vllm.adapter import VllmOps
-from sim.oracle.cases import BatchCase, slot_of, to_batch
+from sim.oracle.cases import BatchCase, slot_of
+from tests.impls import suites
+from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
-CPU = torch.device("cpu")
-CORE, VLLM = CoreOps(), VllmOps()
+VLLM = VllmOps()
 
 
 def both(case: BatchCase, padded: bool):
     """(batch, sampled, core's PreparedCall, vLLM's PreparedCall) of one case."""
-    batch, sampled = to_batch(case, CPU, padded)
-    return (
-        batch,
-        sampled,
-        CORE.prepare_call(case.config, batch, sampled),
-        VLLM.prepare_call(case.config, batch, sampled),
-    )
+    return suites.both(case, padded, VLLM)
 
 
 def vllm_step_expected(case: BatchCase, accepted_seq_lens: list[int], j: int):

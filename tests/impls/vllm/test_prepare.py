@@ -9,8 +9,8 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
-from tests.impls.suites import assert_every_host_read_made
-from tests.impls.vllm.cases import CORE, CPU, VLLM, both
+from tests.impls import suites
+from tests.impls.vllm.cases import CPU, VLLM, both
 from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "slot_mapping", "sample_indices")
@@ -21,9 +21,7 @@ FIELDS = ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "
 def test_prepare_matches_core(padded, case):
     """Every first-pass field but the two documented ones is the core's."""
     _, _, core, vllm = both(case, padded)
-    for name in FIELDS + ("num_rejected",):
-        assert getattr(vllm.first, name).tolist() == getattr(core.first, name).tolist(), name
-    assert vllm.base_positions.tolist() == core.base_positions.tolist()
+    suites.assert_first_pass_matches_core(core, vllm, FIELDS + ("num_rejected",))
     if padded:
         assert vllm.first.max_query_len == core.first.max_query_len
 
@@ -45,23 +43,12 @@ def test_unpadded_max_query_len_divergence(case):
 def test_stale_last_row_divergence(padded, case):
     """stale-last-row: the first-pass ids are the core's on every row but the batch's last one when that
     row is a rejected token (padded mode only); vLLM leaves the buffer's old value there."""
-    batch, sampled = to_batch(case, CPU, padded)
-    mine = VLLM.prepare_call(case.config, batch, sampled)  # vLLM's prepared call ...
-    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
-    eagle_proposer(case.config.hidden_size).input_ids.fill_(-7)  # ... re-run on a marked buffer
-    got = VLLM.first_pass_input_ids(batch, mine.first, mine.next).tolist()
-    last = len(got) - 1
-    stale = last not in mine.first.sample_indices.tolist()
-    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
-    assert got[:last] == want[:last]
-    assert got[last] == (-7 if stale else want[last])
+    suites.assert_stale_last_row(VLLM, case, padded, lambda hidden: eagle_proposer(hidden).input_ids)
 
 
 def test_cpu_seq_lens_alias():
     """cpu-seq-lens-alias: on CPU, prepare_inputs returns seq_lens as the very tensor of its host bound."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
-    case = _one_decode(16, [3])
+    case = suites.one_decode(16, [3])
     batch, sampled = to_batch(case, CPU, padded=False)
     p = configured(2, 4, 64, 8)
     spec_cad, _ = p.prepare_inputs(interop.to_common_attn_metadata(batch), sampled.lists, [2])
@@ -76,4 +63,4 @@ def test_cpu_seq_lens_alias():
 def test_every_named_host_read_is_made():
     from sim.impls.vllm.divergences import HOST_READS
 
-    assert_every_host_read_made(VLLM, HOST_READS)
+    suites.assert_every_host_read_made(VLLM, HOST_READS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -10,6 +9,7 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured
 from sim.oracle.cases import to_batch
+from tests.impls import suites
 from tests.impls.vllm.cases import CORE, CPU, VLLM
 from tests.strategies.batches import batch_cases
 
@@ -18,11 +18,7 @@ from tests.strategies.batches import batch_cases
 @given(case=batch_cases())
 def test_next_tokens_match_core(padded, case):
     """With the batch's own backup as the last known token, vLLM and the core agree everywhere."""
-    batch, sampled = to_batch(case, CPU, padded)
-    got = VLLM._next_tokens(case.config, batch, sampled)
-    want = CORE.next_tokens(case.config, sampled, CPU)
-    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
-    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+    suites.assert_next_tokens_match_core(VLLM, case, padded)
 
 
 @given(case=batch_cases())
@@ -31,32 +27,22 @@ def test_backup_token_divergence(case):
     path continues from the last prompt token; the unpadded path and the core from the token at seq_len.
     Exactly the discarded requests differ."""
     cfg = case.config
-    batch, sampled = to_batch(case, CPU, padded=True)
-    seq_lens = batch.seq_lens_cpu
-    known = seq_lens + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
-    step_one = interop.to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
-    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
     p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
-    got, _ = p.prepare_next_token_ids_padded(
-        sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
-    )
-    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
-    discarded = np.asarray(sampled.discarded)
-    want = np.where(discarded, last_prompt, core).tolist()
-    assert got.tolist() == want
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # vLLM looks up num_tokens_no_spec - 1
+
+    def padded(batch, sampled, s):
+        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, s.discard_mask)[0]
+
+    _, step_one, core = suites.assert_backup_token(case, padded)
     # Unpadded: vLLM asks for the token at seq_len, as the core does.
-    lists = [[] if d else ids for ids, d in zip(to_batch(case, CPU, False)[1].lists, discarded)]
+    unpadded = to_batch(case, CPU, False)[1]
+    lists = [[] if d else ids for ids, d in zip(unpadded.lists, unpadded.discarded)]
     got = p.prepare_next_token_ids_cpu(lists, step_one.requests, step_one.input_batch, step_one.num_scheduled)
     assert got.tolist() == core
 
 
 def test_unpadded_lists_are_not_filtered():
     """unpadded-no-filter: vLLM takes a list's last entry as is; the core refuses it before any work."""
-    cfg_case = _one_decode(vocab=16, sampled=[3, 99])
+    cfg_case = suites.one_decode(vocab=16, sampled=[3, 99])
     batch, sampled = to_batch(cfg_case, CPU, padded=False)
     sampled.lists = [[3, 99]]  # 99 >= vocab: not a token id
     step_one = interop.to_step_one_inputs(batch, sampled, 16)
@@ -71,34 +57,9 @@ def test_unpadded_lists_are_not_filtered():
     ]
 
 
-def _one_decode(vocab: int, sampled: list[int]):
-    from mtp.config import ProposerConfig
-    from sim.oracle.cases import BatchCase, RequestCase
-
-    cfg = ProposerConfig(
-        num_spec_tokens=2,
-        vocab_size=vocab,
-        block_size=4,
-        max_model_len=64,
-        max_num_tokens=8,
-        max_num_reqs=4,
-        hidden_size=8,
-    )
-    req = RequestCase(
-        tokens=[1, 2, 3, 4],
-        num_computed=5,
-        query_len=3,
-        num_drafts=2,
-        sampled=sampled + [-1] * (3 - len(sampled)),
-        discarded=False,
-        blocks=[7, 2, 5],
-    )
-    return BatchCase(cfg, [req], seed=0)
-
-
 def test_step_one_torch_dtypes():
     """vLLM's step 1 returns int32 ids and counts, as the core does."""
-    case = _one_decode(16, [3, 4])
+    case = suites.one_decode(16, [3, 4])
     batch, sampled = to_batch(case, CPU, padded=True)
     got = VLLM._next_tokens(case.config, batch, sampled)
     assert got.next_token_ids.dtype == torch.int32 and got.valid_counts.dtype == torch.int32

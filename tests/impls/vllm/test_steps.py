@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 
 from sim.impls.vllm import interop
-from sim.oracle import reference
-from tests.impls.vllm.cases import VLLM, both, vllm_step_expected
+from tests.impls import suites
+from tests.impls.vllm.cases import VLLM, vllm_step_expected
 from tests.strategies.batches import batch_cases
 
 
@@ -17,19 +17,9 @@ from tests.strategies.batches import batch_cases
 def test_overflow_restart_divergence(padded, case):
     """overflow-restart: positions, seq_lens and slots are the core's on every request whose position has
     not overflowed in an EARLIER step; on the others vLLM continues from 0 with real slots (the V1 rule)."""
-    batch, _, _, vllm = both(case, padded)
-    accepted = vllm.first.accepted_seq_lens.tolist()
-    base = vllm.base_positions.tolist()
     mml = case.config.max_model_len
-    for j in range(2, case.config.num_spec_tokens + 1):
-        got = VLLM.advance_step(case.config, vllm.base_positions, vllm.first.accepted_seq_lens, batch.block_table, j)
-        got = (got.positions.tolist(), got.seq_lens.tolist(), got.slot_mapping.tolist())
-        assert got == vllm_step_expected(case, accepted, j)
-        core = reference.step(case, j)
-        for r, b in enumerate(base):
-            restarted = b + j - 2 >= mml  # an earlier step already reached max_model_len
-            same = (got[0][r], got[1][r], got[2][r]) == (core.positions[r], core.seq_lens[r], core.slot_mapping[r])
-            assert same != restarted, (j, r)
+    restarted = lambda b, j: b + j - 2 >= mml  # noqa: E731 - an earlier step already reached max_model_len
+    suites.assert_steps_match(VLLM, case, padded, vllm_step_expected, restarted)
 
 
 def test_clamp_divergence():

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import torch
-
-from mtp.ops import CoreOps
 from sim.impls.vllm_ascend.adapter import AscendOps
-from sim.oracle.cases import BatchCase, to_batch
+from sim.oracle.cases import BatchCase
+from tests.impls import suites
+from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
-CPU = torch.device("cpu")
-CORE, ASCEND, ASCEND_TRITON = CoreOps(), AscendOps(triton=False), AscendOps()
+ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
 
 
 def both(case: BatchCase, padded: bool, ops: AscendOps = ASCEND):
     """(batch, sampled, core's PreparedCall, vllm-ascend's PreparedCall) of one case."""
-    batch, sampled = to_batch(case, CPU, padded)
-    return batch, sampled, CORE.prepare_call(case.config, batch, sampled), ops.prepare_call(case.config, batch, sampled)
+    return suites.both(case, padded, ops)

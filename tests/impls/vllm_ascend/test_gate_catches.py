@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given, settings
 
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
@@ -21,8 +20,11 @@ from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.impls.broken_kernels import FirstLapOnly
-from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
-from tests.strategies.batches import batch_cases
+from tests.impls.suites import (
+    assert_gate_fails,
+    assert_serving_runs_fail_on_a_later_draft,
+    later_steps_fed_rolled_hidden_rows,
+)
 
 
 def _slot_plus_one(original):
@@ -64,33 +66,17 @@ BREAKS = [
 def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaking, check):
     cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))  # where it is defined
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
-    ops = AscendOps()
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
-    @given(case=batch_cases())
-    def gate(case):
-        functools.partial(check, padded=True, rules=RULES)(ops, case, device=device)
-
-    with pytest.raises(AssertionError):
-        gate()
+    assert_gate_fails(AscendOps(), check, RULES, device, padded=True)
 
 
 def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     """``prepare_inputs_padded_kernel`` without its grid-stride loop: on the grid the adapter launches
-    (every program laps, ``sim.impls.vllm_ascend.kernel_grid``) the rows past the first lap are
-    wrong, and steps 1-3 fail on them."""
+    (every program laps, ``sim.impls.kit.kernel_grid``) the rows past the first lap are wrong, and
+    steps 1-3 fail on them."""
     module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
     broken = FirstLapOnly(module.prepare_inputs_padded_kernel)
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
-    ops = AscendOps()
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
-    @given(case=batch_cases())
-    def gate(case):
-        core_checks.check_first_pass(ops, case, padded=True, device=device, rules=RULES)
-
-    with pytest.raises(AssertionError, match="num_rejected|sample_indices"):
-        gate()
+    assert_gate_fails(AscendOps(), core_checks.check_first_pass, RULES, device, True, "num_rejected|sample_indices")
     assert broken.laps_cut > 0
 
 
@@ -105,20 +91,17 @@ def _reads_rejected_counts_back(original):
     return broken
 
 
+def _sync_check(ops, case, padded, rules, device):
+    core_checks.check_padded_path_never_syncs(ops, case, device, HOST_READS)
+
+
 def test_a_device_sync_in_the_padded_path_fails_the_gate(monkeypatch, device):
     """The named host reads (``HOST_READS``) are all the padded path may read back: one more, of a
     device tensor, fails the sync property."""
     cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if "prepare_inputs_padded" in vars(c))
     monkeypatch.setattr(cls, "prepare_inputs_padded", _reads_rejected_counts_back(cls.prepare_inputs_padded))
-    ops = AscendOps()
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
-    @given(case=batch_cases())
-    def gate(case):
-        core_checks.check_padded_path_never_syncs(ops, case, device, HOST_READS)
-
-    with pytest.raises(AssertionError, match=r"host syncs: aten._local_scalar_dense at tests/impls/vllm_ascend"):
-        gate()
+    match = r"host syncs: aten._local_scalar_dense at tests/impls/vllm_ascend"
+    assert_gate_fails(AscendOps(), _sync_check, RULES, device, True, match)
 
 
 def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatch, device, impl):

@@ -4,15 +4,15 @@ fallback) / prepare_inputs and the first-pass shift against the core."""
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import given
 
-from sim.impls.vllm_ascend import interop, kernel_grid
+from sim.impls.kit import kernel_grid
+from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
-from tests.impls.suites import assert_every_host_read_made
-from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
+from tests.impls import suites
+from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CPU, both
 from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")
@@ -24,9 +24,7 @@ FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sampl
 def test_prepare_matches_core(padded, ops, case):
     """Every first-pass field but the documented ones is the core's, on both of vllm-ascend's paths."""
     _, _, core, got = both(case, padded, ops)
-    for name in FIELDS:
-        assert getattr(got.first, name).tolist() == getattr(core.first, name).tolist(), name
-    assert got.base_positions.tolist() == core.base_positions.tolist()
+    suites.assert_first_pass_matches_core(core, got, FIELDS)
     if padded:
         assert got.first.max_query_len == core.first.max_query_len
 
@@ -49,13 +47,11 @@ class Counting:
 
 def test_triton_kernel_runs_in_the_interpreter(monkeypatch):
     """The Triton path really launches vllm-ascend's prepare_inputs_padded_kernel (not the fallback)."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
     module = launching_module()
     counting = Counting(module.prepare_inputs_padded_kernel)
     grids = counting.grids
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", counting)
-    case = _one_decode(16, [3, -1])
+    case = suites.one_decode(16, [3, -1])
     batch, sampled = to_batch(case, CPU, padded=True)
     got = ASCEND_TRITON.prepare_call(case.config, batch, sampled)
     assert grids == [(1,)] and got.first.sample_indices.tolist() == [0]
@@ -106,36 +102,19 @@ def test_unpadded_max_query_len_divergence(case):
 @given(case=batch_cases())
 def test_stale_last_row_divergence(padded, case):
     """stale-last-row: ids are the core's on every row but the batch's last when it is a rejected token."""
-    batch, sampled = to_batch(case, CPU, padded)
-    mine = ASCEND.prepare_call(case.config, batch, sampled)
-    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
-    configured(2, 16, 64, case.config.hidden_size).input_ids.fill_(-7)  # re-run on a marked buffer
-    got = ASCEND.first_pass_input_ids(batch, mine.first, mine.next).tolist()
-    last = len(got) - 1
-    stale = last not in mine.first.sample_indices.tolist()
-    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
-    assert got[:last] == want[:last]
-    assert got[last] == (-7 if stale else want[last])
+    suites.assert_stale_last_row(ASCEND, case, padded, lambda hidden: configured(2, 16, 64, hidden).input_ids)
 
 
 @given(case=batch_cases())
 def test_prepare_inputs_rewrites_caller_slot_mapping(case):
     """slot-mapping-in-place: prepare_inputs compacts the caller's slot_mapping tensor itself."""
     batch, sampled = to_batch(case, CPU, padded=False)
-    cad = interop.to_ascend_metadata(batch)
-    before = cad.slot_mapping.clone()
     cfg = case.config
     p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
-    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
-    n = rows.shape[0]
-    assert spec_cad.slot_mapping is cad.slot_mapping
-    assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
-    assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
-    assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
+    suites.assert_caller_slot_mapping_compacted(p, interop.to_ascend_metadata(batch), batch, sampled)
 
 
 def test_every_named_host_read_is_made():
     from sim.impls.vllm_ascend.divergences import HOST_READS
 
-    assert_every_host_read_made(ASCEND_TRITON, HOST_READS)
+    suites.assert_every_host_read_made(ASCEND_TRITON, HOST_READS)

@@ -3,14 +3,14 @@ count) and vLLM 0.23's prepare_next_token_ids_cpu against the core."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given
 
 from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
-from tests.impls.vllm_ascend.cases import ASCEND, CORE, CPU
+from tests.impls import suites
+from tests.impls.vllm_ascend.cases import ASCEND, CPU
 from tests.strategies.batches import batch_cases
 
 
@@ -18,11 +18,7 @@ from tests.strategies.batches import batch_cases
 @given(case=batch_cases())
 def test_next_tokens_match_core(padded, case):
     """With the batch's own backup as the last known token, vllm-ascend and the core agree everywhere."""
-    batch, sampled = to_batch(case, CPU, padded)
-    got = ASCEND._next_tokens(case.config, batch, sampled)
-    want = CORE.next_tokens(case.config, sampled, CPU)
-    assert got.next_token_ids.tolist() == want.next_token_ids.tolist()
-    assert got.valid_counts.tolist() == want.valid_counts.tolist()
+    suites.assert_next_tokens_match_core(ASCEND, case, padded)
 
 
 @given(case=batch_cases())
@@ -30,26 +26,18 @@ def test_backup_token_divergence(case):
     """backup-token: a discarded request (partial prefill whose prompt runs past seq_len) continues from
     get_token_id(num_tokens_no_spec - 1) in the padded path; every other request from the core's token."""
     cfg = case.config
-    batch, sampled = to_batch(case, CPU, padded=True)
-    known = batch.seq_lens_cpu + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
-    step_one = interop.to_step_one_inputs(batch, sampled, cfg.vocab_size, num_tokens_no_spec=known)
-    last_prompt = (np.asarray(sampled.backup) + 1) % cfg.vocab_size  # differs from the backup
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
     p = configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
-    idx, n = interop.discard_indices(sampled, CPU)
-    got, _ = p.prepare_next_token_ids_padded(sampled.padded, step_one.requests, step_one.input_batch, idx, n)
-    core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
-    assert got.tolist() == np.where(np.asarray(sampled.discarded), last_prompt, core).tolist()
-    for r, rid in enumerate(step_one.input_batch.req_ids):
-        assert step_one.requests[rid].asked == [int(known[r]) - 1]
+
+    def padded(batch, sampled, s):
+        idx, n = interop.discard_indices(sampled, CPU)
+        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, idx, n)[0]
+
+    suites.assert_backup_token(case, padded)
 
 
 def test_discard_is_by_index_and_count():
     """Only the first ``num_discarded_requests`` indices are discarded: a count of 0 discards nothing."""
-    from tests.impls.vllm.test_step_one import _one_decode
-
-    case = _one_decode(16, [3, 4])
+    case = suites.one_decode(16, [3, 4])
     batch, sampled = to_batch(case, CPU, padded=True)
     step_one = interop.to_step_one_inputs(batch, sampled, 16)
     p = configured(2, 4, 64, 8)

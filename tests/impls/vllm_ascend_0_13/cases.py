@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import torch
-
 from mtp.config import ProposerConfig
-from mtp.ops import CoreOps
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
-from sim.oracle.cases import BatchCase, RequestCase, to_batch
+from sim.oracle.cases import BatchCase, RequestCase
+from tests.impls import suites
+from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
-CPU = torch.device("cpu")
-CORE, ASCEND, ASCEND_TRITON = CoreOps(), Ascend013Ops(triton=False), Ascend013Ops()
+ASCEND, ASCEND_TRITON = Ascend013Ops(triton=False), Ascend013Ops()
 
 
 def both(case: BatchCase, padded: bool, ops: Ascend013Ops = ASCEND):
     """(batch, sampled, core's PreparedCall, 0.13's PreparedCall) of one case."""
-    batch, sampled = to_batch(case, CPU, padded)
-    return batch, sampled, CORE.prepare_call(case.config, batch, sampled), ops.prepare_call(case.config, batch, sampled)
+    return suites.both(case, padded, ops)
 
 
 def one_decode(num_computed: int, blocks: list[int], k: int = 3, bs: int = 4, mml: int = 64, rejected: int = 0):

@@ -9,10 +9,7 @@ it must fail.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-from hypothesis import given, settings
 
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
 from sim.impls.vllm_ascend_0_13.build import mtp_proposer
@@ -21,8 +18,11 @@ from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
 from tests.checks import core_checks
 from tests.impls.broken_kernels import FirstLapOnly
-from tests.impls.suites import assert_serving_runs_fail_on_a_later_draft, later_steps_fed_rolled_hidden_rows
-from tests.strategies.batches import batch_cases
+from tests.impls.suites import (
+    assert_gate_fails,
+    assert_serving_runs_fail_on_a_later_draft,
+    later_steps_fed_rolled_hidden_rows,
+)
 
 
 def _sample_row_off_by_one(original):
@@ -85,7 +85,7 @@ def test_a_broken_step_slot_fails_the_gate(monkeypatch, device):
 
 def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     """0.13's ``prepare_inputs_padded_kernel`` without its grid-stride loop, on the lapping grid
-    (``sim.impls.vllm_ascend.kernel_grid``): the sample rows past the first lap are wrong."""
+    (``sim.impls.kit.kernel_grid``): the sample rows past the first lap are wrong."""
     module = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     broken = FirstLapOnly(module.prepare_inputs_padded_kernel)
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
@@ -94,15 +94,7 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
 
 
 def _gate_fails(check, padded, device):
-    ops = Ascend013Ops()
-
-    @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize)
-    @given(case=batch_cases())
-    def gate(case):
-        functools.partial(check, padded=padded, rules=RULES)(ops, case, device=device)
-
-    with pytest.raises(AssertionError):
-        gate()
+    assert_gate_fails(Ascend013Ops(), check, RULES, device, padded)
 
 
 def test_drafts_changed_alone_fail_the_gate_beside_cross_block_writes(monkeypatch, device, impl):

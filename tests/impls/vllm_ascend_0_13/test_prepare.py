@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given
 
 from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.oracle.cases import to_batch
-from tests.impls.vllm_ascend_0_13.cases import ASCEND, ASCEND_TRITON, CORE, CPU, both
+from tests.impls import suites
+from tests.impls.vllm_ascend_0_13.cases import ASCEND, ASCEND_TRITON, CPU, both
 from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")
@@ -25,9 +25,7 @@ def test_prepare_matches_core(padded, ops, case):
     _, _, core, got = both(case, padded, ops)
     assert got.next.next_token_ids.tolist() == core.next.next_token_ids.tolist()
     assert got.next.valid_counts.tolist() == core.next.valid_counts.tolist()
-    for name in FIELDS:
-        assert getattr(got.first, name).tolist() == getattr(core.first, name).tolist(), name
-    assert got.base_positions.tolist() == core.base_positions.tolist()
+    suites.assert_first_pass_matches_core(core, got, FIELDS)
 
 
 @given(case=batch_cases())
@@ -51,31 +49,14 @@ def test_backup_is_the_token_at_seq_len(case):
 @given(case=batch_cases())
 def test_stale_last_row_divergence(padded, case):
     """stale-last-row: ids are the core's on every row but the batch's last when it is a rejected token."""
-    batch, sampled = to_batch(case, CPU, padded)
-    mine = ASCEND.prepare_call(case.config, batch, sampled)
-    want = CORE.prepare_call(case.config, batch, sampled).input_ids.tolist()
-    configured(1, 4096, case.config.hidden_size).input_ids.fill_(-7)  # re-run on a marked buffer
-    got = ASCEND.first_pass_input_ids(batch, mine.first, mine.next).tolist()
-    last = len(got) - 1
-    stale = last not in mine.first.sample_indices.tolist()
-    assert stale == (padded and int(mine.first.num_rejected[-1]) > 0)
-    assert got[:last] == want[:last]
-    assert got[last] == (-7 if stale else want[last])
+    suites.assert_stale_last_row(ASCEND, case, padded, lambda hidden: configured(1, 4096, hidden).input_ids)
 
 
 @given(case=batch_cases())
 def test_caller_slot_mapping_rewritten(case):
     """slot-mapping-in-place: prepare_inputs compacts the caller's slot_mapping tensor itself (-1 tail)."""
     batch, sampled = to_batch(case, CPU, padded=False)
-    cad = interop.to_ascend_metadata(batch)
-    before = cad.slot_mapping.clone()
     cfg = case.config
     p = configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded=False)
-    lists = [[] if d else list(ids) for ids, d in zip(sampled.lists, sampled.discarded)]
-    spec_cad, rows = p.prepare_inputs(cad, lists, [int(k) for k in batch.num_draft_tokens_cpu])
-    n = rows.shape[0]
-    assert spec_cad.slot_mapping is cad.slot_mapping
-    assert cad.slot_mapping[:n].tolist() == before[rows].tolist()
-    assert cad.slot_mapping[n:].tolist() == [-1] * (before.shape[0] - n)
-    assert torch.equal(cad.slot_mapping, before) == (n == before.shape[0])
+    before = suites.assert_caller_slot_mapping_compacted(p, interop.to_ascend_metadata(batch), batch, sampled)
     assert np.array_equal(np.asarray(batch.slot_mapping[: batch.num_tokens]), before.numpy())  # the batch: untouched

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import torch
-
 from mtp.config import ProposerConfig
-from mtp.ops import CoreOps
 from sim.impls.vllm_mrv2.adapter import Mrv2Ops
-from sim.oracle.cases import BatchCase, RequestCase, slot_of, to_batch
+from sim.oracle.cases import BatchCase, RequestCase, slot_of
+from tests.impls import suites
+from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
-CPU = torch.device("cpu")
-CORE, MRV2 = CoreOps(), Mrv2Ops()
+MRV2 = Mrv2Ops()
 
 
 def both(case: BatchCase, padded: bool = True):
     """(batch, sampled, core's PreparedCall, MRV2's PreparedCall) of one case."""
-    batch, sampled = to_batch(case, CPU, padded)
-    return (
-        batch,
-        sampled,
-        CORE.prepare_call(case.config, batch, sampled),
-        MRV2.prepare_call(case.config, batch, sampled),
-    )
+    return suites.both(case, padded, MRV2)
 
 
 def mrv2_step_expected(case: BatchCase, accepted_seq_lens: list[int], j: int):

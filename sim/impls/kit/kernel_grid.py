@@ -15,8 +15,7 @@ three, more than one program runs. The count is read by vllm-ascend's
 from __future__ import annotations
 
 import contextlib
-
-from sim.impls.vllm_ascend.importing import import_ascend
+import importlib
 
 BLOCK_NAME = "_PREPARE_INPUTS_BLOCK_SIZE"
 
@@ -38,7 +37,7 @@ def lapping_cores(num_reqs: int, block: int) -> int:
 @contextlib.contextmanager
 def lapping_grid(module, num_reqs: int):
     """vllm-ascend's vector-core count set to ``lapping_cores`` for the launches inside the block."""
-    utils = import_ascend("vllm_ascend.ops.triton.triton_utils")
+    utils = importlib.import_module("vllm_ascend.ops.triton.triton_utils")  # imported with ``module``
     before = utils._NUM_VECTORCORE
     utils._NUM_VECTORCORE = lapping_cores(num_reqs, tile_size(module))
     try:

@@ -1,0 +1,87 @@
+"""The tiny DeepSeek-V3 ``VllmConfig`` every vLLM-based proposer is built from, and a shared proposer's limits.
+
+A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; nothing is
+downloaded and no weights are loaded. Each adapter builds one proposer per hidden size with
+buffers sized once, generously (``MAX_TOKENS`` rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``),
+and sets the per-call sizes before each use; ``refuse_past_limits`` refuses a call the buffers
+cannot hold, naming the field and its value.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+MAX_TOKENS = 8192
+MAX_REQS = 256
+MAX_MODEL_LEN = 4096
+
+
+def config_dir(hidden_size: int) -> str:
+    """A ``config.json`` vLLM reads as DeepSeek-V3 with one MTP layer."""
+    path = Path(tempfile.mkdtemp(prefix="mtp_harness_dsv3_"))
+    config = {
+        "model_type": "deepseek_v3",
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "num_nextn_predict_layers": 1,
+        "hidden_size": hidden_size,
+        "intermediate_size": 64,
+        "moe_intermediate_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "vocab_size": 4096,
+        "max_position_embeddings": MAX_MODEL_LEN,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 16,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 8,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "torch_dtype": "float32",
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str):
+    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer, from ``config`` (the
+    generation's ``vllm.config`` module) on ``device``; ``num_speculative_tokens``: the most drafts any
+    call sets (every per-step buffer exists for them)."""
+    model_config = config.ModelConfig(
+        model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
+    )
+    spec_config = config.SpeculativeConfig(
+        target_model_config=model_config,
+        target_parallel_config=config.ParallelConfig(),
+        method="mtp",
+        num_speculative_tokens=num_speculative_tokens,
+    )
+    return config.VllmConfig(
+        model_config=model_config,
+        cache_config=config.CacheConfig(block_size=16),
+        speculative_config=spec_config,
+        device_config=config.DeviceConfig(device=device),
+        parallel_config=config.ParallelConfig(),
+        load_config=config.LoadConfig(),
+        scheduler_config=config.SchedulerConfig(
+            max_model_len=MAX_MODEL_LEN,
+            is_encoder_decoder=False,
+            max_num_batched_tokens=MAX_TOKENS,
+            max_num_seqs=MAX_REQS,
+        ),
+    )
+
+
+def refuse_past_limits(built: str, max_model_len: int, num_spec_tokens: int | None = None, max_spec: int = 0) -> None:
+    """``ValueError`` naming the field and value when a call needs more than ``built`` (e.g. "the vLLM
+    oracle") was built for: ``max_model_len`` past ``MAX_MODEL_LEN``, or ``num_spec_tokens`` outside
+    1..``max_spec`` (checked when given)."""
+    if num_spec_tokens is not None and not 1 <= num_spec_tokens <= max_spec:
+        raise ValueError(f"num_spec_tokens={num_spec_tokens}: {built} is built for 1..{max_spec}")
+    if max_model_len > MAX_MODEL_LEN:
+        raise ValueError(f"max_model_len={max_model_len}: {built} is built for at most {MAX_MODEL_LEN}")
