@@ -1,6 +1,6 @@
 """How fast the gate fails: seconds from start to the first failing test, per broken variant.
 
-    python -m benchmarks.time_to_failure [--only NAME ...] [-- PYTEST ARGS]
+    python -m benchmarks.time_to_failure [--impl vllm_ascend] [--only NAME ...] [-- PYTEST ARGS]
 
 Runs the gate as ``tox -e sim`` does (``-n auto --dist loadgroup``, the ``ci``
 profile), once per deliberately broken core variant (``tests/meta/broken_ops.py``,
@@ -10,13 +10,19 @@ and per broken TP proposer (``tests/meta/broken_tp.py``, ``tests/meta/broken_sed
 time to the first failure of each, the median and the worst. Worker start-up
 is included, as a developer waiting on the gate sees it. A variant the gate
 does not catch is listed as such and makes the exit status 1.
+
+With ``--impl vllm_ascend`` (in ``tox -e vllm_ascend``'s env) it runs the gate that env runs
+(the properties of tox.ini's ``[adapter]`` commands) once per broken vllm-ascend
+(``tests/impls/vllm_ascend/broken_gate.py``), as a pull request carrying that regression would.
 """
 
 from __future__ import annotations
 
 import argparse
+import configparser
 import inspect
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -47,9 +53,40 @@ def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
     return out
 
 
-def time_to_failure(args: list[str], env: dict[str, str], extra: list[str]) -> tuple[float, bool, str]:
+def adapter_gate(impl: str) -> list[str]:
+    """The gate an adapter env runs (``--impl impl``): tox.ini's second ``[adapter]`` command, its
+    test paths and ``-k``."""
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read("tox.ini")
+    words = shlex.split(tox["adapter"]["commands"].strip().splitlines()[1])
+    paths = [w for w in words if w.startswith("tests/")]
+    k = words.index("-k")
+    return [
+        "--device",
+        "sim",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "auto",
+        "--impl",
+        impl,
+        *paths,
+        "-k",
+        words[k + 1].strip('"'),
+    ]
+
+
+def ascend_variants() -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each broken vllm-ascend: the gate of ``tox -e vllm_ascend`` with the break plugged in."""
+    from tests.impls.vllm_ascend import broken_gate
+
+    args = ["-p", "tests.impls.vllm_ascend.broken_gate", *adapter_gate("vllm_ascend")]
+    return {name: (args, {broken_gate.ENV: name}) for name in broken_gate.VARIANTS}
+
+
+def time_to_failure(args: list[str], env: dict[str, str], extra: list[str], gate=GATE) -> tuple[float, bool, str]:
     """(seconds, caught, the first failing test) of one ``-x`` run of the gate."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", "-rf", *GATE, *args, *extra]
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", "-rf", *gate, *args, *extra]
     start = time.perf_counter()
     run = subprocess.run(cmd, env={**os.environ, "CI": "1", **env}, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -62,14 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=inspect.getdoc(sys.modules[__name__]).splitlines()[0])
     parser.add_argument("--only", nargs="*", help="variant names (default: all)")
+    parser.add_argument("--impl", choices=["vllm_ascend"], help="broken vllm-ascends instead of the core's variants")
     opts = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    chosen = {n: v for n, v in variants().items() if not opts.only or n in opts.only}
+    every, gate = (ascend_variants(), []) if opts.impl else (variants(), GATE)
+    chosen = {n: v for n, v in every.items() if not opts.only or n in opts.only}
     console = Console()
     table = Table("variant", "seconds", "first failing test")
     times, missed = [], []
     for i, (name, (args, env)) in enumerate(chosen.items(), start=1):
         console.log(f"[{i}/{len(chosen)}] {name}")
-        seconds, caught, first = time_to_failure(args, env, extra)
+        seconds, caught, first = time_to_failure(args, env, extra, gate)
         if caught:
             times.append(seconds)
         else:

@@ -9,8 +9,6 @@ divergence could hide a real regression.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from sim.impls.vllm_ascend.adapter import AscendOps
@@ -25,46 +23,24 @@ from tests.impls.suites import (
     assert_serving_runs_fail_on_a_later_draft,
     later_steps_fed_rolled_hidden_rows,
 )
-
-
-def _slot_plus_one(original):
-    @functools.wraps(original)  # keeps the signature sim.impls.vllm_ascend.generation reads
-    def broken(self, *args, **kwargs):
-        cad, rest = original(self, *args, **kwargs)
-        cad.slot_mapping = cad.slot_mapping + (cad.slot_mapping >= 0).to(cad.slot_mapping.dtype)
-        return cad, rest
-
-    return broken
-
-
-def _sample_row_off_by_one(original):
-    @functools.wraps(original)
-    def broken(self, *args, **kwargs):
-        cad, rows, sample, rejected = original(self, *args, **kwargs)
-        return cad, rows, sample - 1, rejected
-
-    return broken
-
-
-def _first_valid_token(original):
-    @functools.wraps(original)
-    def broken(self, sampled, *args, **kwargs):
-        ids, counts = original(self, sampled[:, :1].contiguous(), *args, **kwargs)
-        return ids, counts
-
-    return broken
-
+from tests.impls.vllm_ascend.method_breaks import (
+    defining_class,
+    first_valid_token,
+    reads_rejected_counts_back,
+    sample_row_off_by_one,
+    slot_plus_one,
+)
 
 BREAKS = [
-    ("attn_update_stack_num_spec_norm", _slot_plus_one, core_checks.check_steps),
-    ("prepare_inputs_padded", _sample_row_off_by_one, core_checks.check_first_pass),
-    ("prepare_next_token_ids_padded", _first_valid_token, core_checks.check_first_pass),
+    ("attn_update_stack_num_spec_norm", slot_plus_one, core_checks.check_steps),
+    ("prepare_inputs_padded", sample_row_off_by_one, core_checks.check_first_pass),
+    ("prepare_next_token_ids_padded", first_valid_token, core_checks.check_first_pass),
 ]
 
 
 @pytest.mark.parametrize(("method", "breaking", "check"), BREAKS, ids=[m for m, _, _ in BREAKS])
 def test_a_broken_vllm_ascend_fails_the_gate(monkeypatch, device, method, breaking, check):
-    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))  # where it is defined
+    cls = defining_class(configured(2, 16, 64, 8), method)
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
     assert_gate_fails(AscendOps(), check, RULES, device, padded=True)
 
@@ -80,17 +56,6 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     assert broken.laps_cut > 0
 
 
-def _reads_rejected_counts_back(original):
-    @functools.wraps(original)
-    def broken(self, *args, **kwargs):
-        cad, rows, sample, rejected = original(self, *args, **kwargs)
-        if int(rejected.max()) > 0:  # a device sync: the padded path exists to make none
-            sample = sample.clone()
-        return cad, rows, sample, rejected
-
-    return broken
-
-
 def _sync_check(ops, case, padded, rules, device):
     core_checks.check_padded_path_never_syncs(ops, case, device, HOST_READS)
 
@@ -98,8 +63,8 @@ def _sync_check(ops, case, padded, rules, device):
 def test_a_device_sync_in_the_padded_path_fails_the_gate(monkeypatch, device):
     """The named host reads (``HOST_READS``) are all the padded path may read back: one more, of a
     device tensor, fails the sync property."""
-    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if "prepare_inputs_padded" in vars(c))
-    monkeypatch.setattr(cls, "prepare_inputs_padded", _reads_rejected_counts_back(cls.prepare_inputs_padded))
+    cls = defining_class(configured(2, 16, 64, 8), "prepare_inputs_padded")
+    monkeypatch.setattr(cls, "prepare_inputs_padded", reads_rejected_counts_back(cls.prepare_inputs_padded))
     match = r"host syncs: aten._local_scalar_dense at tests/impls/vllm_ascend"
     assert_gate_fails(AscendOps(), _sync_check, RULES, device, True, match)
 

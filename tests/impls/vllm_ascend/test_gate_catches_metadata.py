@@ -33,12 +33,13 @@ from tests.impls.vllm_ascend.metadata_breaks import (
     host_mirror_not_advanced,
     written_into_the_step_before,
 )
+from tests.impls.vllm_ascend.method_breaks import defining_class
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
 
 def _break_the_update(monkeypatch, breaking, method: str = "attn_update_stack_num_spec_norm") -> None:
-    cls = next(c for c in type(configured(2, 16, 64, 8)).__mro__ if method in vars(c))
+    cls = defining_class(configured(2, 16, 64, 8), method)
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
 
 

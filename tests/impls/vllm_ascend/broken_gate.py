@@ -1,0 +1,55 @@
+"""A broken vllm-ascend under the whole gate: ``-p tests.impls.vllm_ascend.broken_gate`` with
+``MTP_BROKEN_VLLM_ASCEND=NAME`` applies the break ``NAME`` for the session (and in every xdist
+worker), as a pull request carrying that regression would. ``benchmarks/time_to_failure.py
+--impl vllm_ascend`` runs the gate once per variant and times its first failure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.impls.broken_kernels import FirstLapOnly
+from tests.impls.vllm_ascend import metadata_breaks as meta
+from tests.impls.vllm_ascend import method_breaks as method
+
+ENV = "MTP_BROKEN_VLLM_ASCEND"
+UPDATE = "attn_update_stack_num_spec_norm"
+
+# name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
+VARIANTS = {
+    "slot-plus-one": (UPDATE, method.slot_plus_one),
+    "sample-row-off-by-one": ("prepare_inputs_padded", method.sample_row_off_by_one),
+    "first-valid-token": ("prepare_next_token_ids_padded", method.first_valid_token),
+    "device-sync-in-padded-path": ("prepare_inputs_padded", method.reads_rejected_counts_back),
+    "kernel-first-lap-only": (None, FirstLapOnly),
+    "seq-lens-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("seq_lens_cpu")),
+    "query-start-loc-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("query_start_loc_cpu")),
+    "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
+    "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
+}
+
+
+def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break vllm-ascend as the variant ``name`` says (``VARIANTS``)."""
+    from sim.impls.vllm_ascend.build import configured
+    from sim.impls.vllm_ascend.importing import import_ascend
+
+    if name not in VARIANTS:
+        raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(VARIANTS)}")
+    target, breaking = VARIANTS[name]
+    if target is None:
+        module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+        monkeypatch.setattr(module, "prepare_inputs_padded_kernel", breaking(module.prepare_inputs_padded_kernel))
+        return
+    cls = method.defining_class(configured(2, 16, 64, 8), target)
+    monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = os.environ.get(ENV)
+    if name:
+        patch = pytest.MonkeyPatch()
+        apply(name, patch)
+        config.add_cleanup(patch.undo)

@@ -1,0 +1,62 @@
+"""vllm-ascend's own methods broken the way its history broke them, for the gate-catch tests and the
+whole-gate runs of ``broken_gate``.
+
+Each is ``breaking(original) -> broken`` for one method of the proposer (``functools.wraps`` keeps
+the signature ``sim.impls.vllm_ascend.generation`` reads); ``metadata_breaks`` has the breaks of the
+metadata a step's attention is handed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def slot_plus_one(original):
+    """``attn_update_stack_num_spec_norm``: every real slot advanced by one."""
+
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, rest = original(self, *args, **kwargs)
+        cad.slot_mapping = cad.slot_mapping + (cad.slot_mapping >= 0).to(cad.slot_mapping.dtype)
+        return cad, rest
+
+    return broken
+
+
+def sample_row_off_by_one(original):
+    """``prepare_inputs_padded``: each sample row one row early."""
+
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, rows, sample, rejected = original(self, *args, **kwargs)
+        return cad, rows, sample - 1, rejected
+
+    return broken
+
+
+def first_valid_token(original):
+    """``prepare_next_token_ids_padded``: the first valid sampled token taken for the last."""
+
+    @functools.wraps(original)
+    def broken(self, sampled, *args, **kwargs):
+        return original(self, sampled[:, :1].contiguous(), *args, **kwargs)
+
+    return broken
+
+
+def reads_rejected_counts_back(original):
+    """``prepare_inputs_padded``: a device sync (the rejected counts read back), the values unchanged."""
+
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, rows, sample, rejected = original(self, *args, **kwargs)
+        if int(rejected.max()) > 0:
+            sample = sample.clone()
+        return cad, rows, sample, rejected
+
+    return broken
+
+
+def defining_class(proposer, method: str) -> type:
+    """The class of ``proposer``'s MRO that defines ``method`` (where a break must go)."""
+    return next(c for c in type(proposer).__mro__ if method in vars(c))
