@@ -4,6 +4,8 @@ The generations it runs: the 0.23.0 release (vLLM 0.23.0) and main (vLLM 0.27.1)
 ``tox -e vllm_ascend`` installed (``checkout``: the wheels, or a checkout at ``VLLM_ASCEND_SRC``).
 
 ``checkout``: installs vLLM and vllm-ascend into the env; the vLLM versions it has closures for.
+``vllm_source``: the main-verified leg: vLLM from a source checkout at the commit the vllm-ascend
+checkout's ``.github/vllm-main-verified.commit`` names, on its release's closure, and its record.
 
 ``importing``: the import order and CPU stand-ins that let vllm-ascend import without an NPU.
 ``fake_torch_npu``: the ``torch_npu`` stand-in, installed only when the real one does not import.

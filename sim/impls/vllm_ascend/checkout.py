@@ -12,6 +12,13 @@
   writes ``_build_info.py``, registers the platform plugin, compiles nothing).
   A vLLM version without a closure here stops with one line naming it and the
   supported ones (exit 2).
+- ``VLLM_SRC=<vLLM source checkout>`` as well: the main-verified leg (``vllm_source``).
+  vLLM is built from that tree as vllm-ascend's CI builds it (``VLLM_TARGET_DEVICE=empty
+  pip install --no-deps --no-build-isolation -e``) on the closure of the release the tag
+  file names (the main-verified commit is newer than that release), after its ``git``
+  HEAD is checked against the checkout's ``.github/vllm-main-verified.commit``: a
+  mismatch stops with one line naming both commits (exit 2) unless
+  ``VLLM_SRC_ANY_COMMIT=1``. Then the checkout as above.
 
 ``python sim/impls/vllm_ascend/checkout.py released-source DEST`` (``.ci/run``,
 which reaches the package index only): the sdist of the released vllm-ascend laid
@@ -89,12 +96,23 @@ def _editable_vllm_ascend() -> bool:
     return bool(raw and json.loads(raw).get("dir_info", {}).get("editable"))
 
 
-def install(src: str | None) -> None:
-    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels."""
+def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False) -> None:
+    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels;
+    vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
+    unless ``any_commit``), or the release the checkout pairs with."""
+    # Imported here: ``released-source`` runs this file as a plain script, where ``sim`` is not importable.
+    from sim.impls.vllm_ascend import vllm_source
+
+    if vllm_src and not src:
+        raise CheckoutError(
+            f"{vllm_source.SRC_VAR}={vllm_src} needs {SRC_VAR}=<vllm-ascend checkout>: "
+            f"its {vllm_source.MAIN_VERIFIED_FILE} names the commit, its {TAG_FILE} the closure"
+        )
     if not src:
         vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
         _pip("-r", str(ROOT / CLOSURES[vllm]))
         _pip("--no-deps", f"vllm=={vllm}")
+        vllm_source.forget()
         force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
         _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
         return
@@ -102,8 +120,14 @@ def install(src: str | None) -> None:
     if not checkout.is_dir():
         raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
     vllm = paired_vllm(checkout)
-    _pip("-r", str(ROOT / CLOSURES[vllm]))
-    _pip("--no-deps", f"vllm=={vllm}")
+    if vllm_src:  # checked before anything is installed
+        source = vllm_source.check(vllm_src, checkout, vllm, any_commit)
+        _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
+        vllm_source.install(source, _pip)
+    else:
+        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("--no-deps", f"vllm=={vllm}")
+        vllm_source.forget()
     _pip("--no-deps", "--no-build-isolation", "-e", str(checkout), env=BUILD_ENV)
 
 
@@ -143,13 +167,18 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m sim.impls.vllm_ascend.checkout", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help=f"install vLLM and vllm-ascend (a checkout if {SRC_VAR} is set)")
+    sub.add_parser(
+        "install",
+        help=f"install vLLM and vllm-ascend (a checkout if {SRC_VAR} is set; vLLM from source if VLLM_SRC is)",
+    )
     rel = sub.add_parser("released-source", help="lay out a released vllm-ascend's sdist as a checkout")
     rel.add_argument("dest")
     rel.add_argument("--version", default=RELEASE, choices=sorted(RELEASE_VLLM))
     args = parser.parse_args(argv)
     if args.command == "install":
-        install(os.environ.get(SRC_VAR))
+        from sim.impls.vllm_ascend import vllm_source
+
+        install(os.environ.get(SRC_VAR), *vllm_source.from_env())
     else:
         print(released_source(args.dest, args.version))
 

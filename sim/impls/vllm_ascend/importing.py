@@ -32,7 +32,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from sim.impls.vllm_ascend import fake_torch_npu
+from sim.impls.vllm_ascend import fake_torch_npu, vllm_source
 from sim.impls.vllm_ascend.checkout import CLOSURES
 
 VLLM_VERSIONS = tuple(sorted(CLOSURES))  # the vLLM releases this adapter runs vllm-ascend against
@@ -89,7 +89,8 @@ def unavailable_reason() -> str | None:
     Nothing is installed or imported unless vllm_ascend is present: in an env
     without it, this leaves ``torch`` and ``sys.modules`` as they were. Which
     vllm-ascend is tested is whatever is installed (a release or a checkout);
-    the vLLM beside it must be one the adapter knows (``VLLM_VERSIONS``).
+    the vLLM beside it must be one the adapter knows (``VLLM_VERSIONS``), or a
+    source tree ``checkout install`` built on one's closure (``vllm_source.recorded``).
     """
     if importlib.util.find_spec("vllm_ascend") is None:
         return "vllm_ascend is not installed (tox -e vllm_ascend installs it)"
@@ -100,7 +101,7 @@ def unavailable_reason() -> str | None:
         importlib.import_module("vllm_ascend.spec_decode.eagle_proposer")
     except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
         return f"import vllm_ascend {installed_version()} failed: {type(exc).__name__}: {exc}"
-    if vllm.__version__ not in VLLM_VERSIONS:
+    if not vllm_source.supported(vllm.__version__):
         return (
             f"vllm {vllm.__version__} is installed beside vllm-ascend {installed_version()}; "
             f"the vllm_ascend adapter runs on vLLM {', '.join(VLLM_VERSIONS)}"
@@ -143,7 +144,7 @@ def git_revision(path: Path) -> str | None:
 
 def describe(name: str = "vllm_ascend") -> str:
     """The report header's line for implementation ``name``: vllm-ascend's version and source, and
-    the vLLM version under test."""
+    the vLLM version under test (and its source tree, commit and closure if built from source)."""
     import vllm
 
-    return f"{name} (vllm-ascend {installed_version()}, {source()}; vLLM {vllm.__version__})"
+    return f"{name} (vllm-ascend {installed_version()}, {source()}; {vllm_source.describe(vllm.__version__)})"
