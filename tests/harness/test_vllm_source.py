@@ -13,7 +13,6 @@ them on the real recipe, and tests/meta/test_vllm_source_caught.py runs each on 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -256,26 +255,3 @@ def test_a_recorded_source_install_is_supported(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("stale", list(STALE))
 def test_an_unknown_version_is_refused_without_a_matching_record(monkeypatch, capsys, tmp_path, stale):
     check_unknown_version_refused(monkeypatch, capsys, tmp_path, stale)
-
-
-def check_unknown_vllm_refused_by_the_adapter(monkeypatch, capsys, tmp_path) -> None:
-    """Where vllm-ascend imports (``tox -e vllm_ascend``, or an env ``checkout install`` made): a
-    vLLM of a version without a closure and no record is refused, in the adapter's existing words."""
-    if importlib.util.find_spec("vllm_ascend") is None:
-        pytest.skip("vllm_ascend is not installed here (tox -e vllm_ascend installs it)")
-    from sim.impls.vllm_ascend import importing
-
-    if (reason := importing.unavailable_reason()) is not None:
-        pytest.skip(reason)
-    import vllm
-
-    monkeypatch.setattr(vllm_source, "record_path", lambda prefix=sys.prefix: tmp_path / "no-record.json")
-    monkeypatch.setattr(vllm, "__version__", "0.28.0")
-    assert importing.unavailable_reason() == (
-        f"vllm 0.28.0 is installed beside vllm-ascend {importing.installed_version()}; "
-        "the vllm_ascend adapter runs on vLLM 0.23.0, 0.27.1"
-    )
-
-
-def test_an_unknown_vllm_is_refused_by_the_adapter_in_its_existing_words(monkeypatch, capsys, tmp_path):
-    check_unknown_vllm_refused_by_the_adapter(monkeypatch, capsys, tmp_path)

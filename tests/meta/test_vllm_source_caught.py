@@ -41,7 +41,6 @@ pytestmark = pytest.mark.order(0)  # cheap: no pip, no torch
         ),
         (vllm_source, "supported", broken.supported_releases_only, checks.check_recorded_source_install_is_supported),
         (vllm_source, "supported", broken.supported_any, checks.check_unknown_version_refused),
-        (vllm_source, "supported", broken.supported_any, checks.check_unknown_vllm_refused_by_the_adapter),
         (vllm_source, "recorded", broken.recorded_whatever_installed, checks.check_unknown_version_refused),
     ],
     ids=lambda v: getattr(v, "__name__", None),
