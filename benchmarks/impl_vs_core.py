@@ -6,8 +6,8 @@
 All run the same tiny MTP model and paged cache on the same decode batches
 (B = 1, 16, 64 requests, K = 1, 3 drafts, padded mode), call by call in turn,
 so the ratio compares like with like on a noisy machine. An adapter runs its
-CPU path (vLLM's Triton kernels in the interpreter, vllm-ascend's torch
-fallback): read the ratio as harness overhead, not accelerator speed.
+CPU path (vLLM's and vllm-ascend's Triton kernels in the interpreter): read
+the ratio as harness overhead, not accelerator speed.
 """
 
 from __future__ import annotations

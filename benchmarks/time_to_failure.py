@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     every, gate = (ascend_variants(), []) if opts.impl else (variants(), GATE)
     chosen = {n: v for n, v in every.items() if not opts.only or n in opts.only}
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps whole test names
     table = Table("variant", "seconds", "first failing test")
     times, missed = [], []
     for i, (name, (args, env)) in enumerate(chosen.items(), start=1):
