@@ -27,7 +27,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import urllib.parse
 from pathlib import Path
@@ -127,18 +126,10 @@ def source() -> str:
 def git_revision(path: Path) -> str | None:
     """``at COMMIT`` (and ``with local changes``) if ``path`` is the top of a git tree, else None: an
     sdist laid out inside another repository (``.ci/run``) is not that repository's commit."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(path), *args], capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        if Path(git("rev-parse", "--show-toplevel")).resolve() != path.resolve():
-            return None
-        rev, dirty = git("rev-parse", "--short=12", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.CalledProcessError):
+    rev = vllm_source.git_at_top(path, "rev-parse", "--short=12", "HEAD")
+    if rev is None:
         return None
+    dirty = vllm_source.git_at_top(path, "status", "--porcelain", "--untracked-files=no")
     return f"at {rev}{' with local changes' if dirty else ''}"
 
 

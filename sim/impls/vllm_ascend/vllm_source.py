@@ -89,20 +89,26 @@ def main_verified(checkout: Path) -> str:
     return commit
 
 
-def head_commit(tree: Path) -> str | None:
-    """``git rev-parse HEAD`` of ``tree`` if it is the top of a git tree, else None."""
+def git_at_top(tree: Path, *args: str) -> str | None:
+    """The output of ``git ARGS`` in ``tree`` if ``tree`` is the top of a git tree, else None: an sdist
+    laid out inside another repository is not that repository's commit."""
 
-    def git(*args: str) -> str:
+    def git(*words: str) -> str:
         return subprocess.run(
-            ["git", "-C", str(tree), *args], capture_output=True, text=True, check=True
+            ["git", "-C", str(tree), *words], capture_output=True, text=True, check=True
         ).stdout.strip()
 
     try:
-        if Path(git("rev-parse", "--show-toplevel")).resolve() != tree.resolve():
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != Path(tree).resolve():
             return None
-        return git("rev-parse", "HEAD")
+        return git(*args)
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def head_commit(tree: Path) -> str | None:
+    """``git rev-parse HEAD`` of ``tree`` if it is the top of a git tree, else None."""
+    return git_at_top(tree, "rev-parse", "HEAD")
 
 
 def check(vllm_src: str, checkout: Path, closure: str, allow_any_commit: bool = False) -> Source:

@@ -1,0 +1,66 @@
+"""No value of a vllm-ascend run comes from the fake ``torch_npu``'s stand-ins (``fake_torch_npu``).
+
+The fake's ``MagicMock``s exist so that vllm-ascend imports without CANN. A whole serving run,
+padded and unpadded, must call none of them and make no mock: a stand-in's return value (a truthy
+``MagicMock``) reaching a branch or a value would be plumbing standing in for what the gate compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import unittest.mock
+
+import pytest
+
+from sim.serving.scenario import default_scenario
+from tests.checks.e2e_checks import check_implementation
+
+
+def stand_ins_touched(run) -> list[str]:
+    """The calls made on the fake's stand-ins, and the mocks made, while ``run()`` runs."""
+    import torch
+    import torch_npu
+
+    if not getattr(torch_npu, "_fake", False):
+        pytest.skip("the real torch_npu is in use: no stand-ins")
+    roots = {"torch.npu": torch.npu, "torch_npu.npu": torch_npu.npu, "torch_npu._C": torch_npu._C}
+    for root in roots.values():
+        root.reset_mock()
+    made = []
+    init = unittest.mock.NonCallableMock.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(repr(kwargs.get("name") or type(self).__name__))
+        init(self, *args, **kwargs)
+
+    with unittest.mock.patch.object(unittest.mock.NonCallableMock, "__init__", counting):
+        run()
+    calls = [f"{name}{call}" for name, root in roots.items() for call in root.mock_calls]
+    return calls + [f"made {m}" for m in made]
+
+
+def _serving_runs(impl, device):
+    for padded in (True, False):
+        scenario = dataclasses.replace(default_scenario(seed=3, num_requests=8), padded=padded, max_iterations=40)
+        check_implementation(impl, scenario, device, f"no-stand-in-{padded}")
+
+
+def test_a_serving_run_touches_no_stand_in(impl, device):
+    assert stand_ins_touched(functools.partial(_serving_runs, impl, device)) == []
+
+
+def test_a_stand_in_touched_is_seen(impl, device, monkeypatch):
+    """The check itself, on a draft model that asks the fake for the current stream."""
+    import torch
+
+    from sim.impls.vllm_ascend.model import AscendTinyMtp
+
+    forward = AscendTinyMtp.forward
+
+    def asks_for_a_stream(self, *args, **kwargs):
+        torch.npu.current_stream()
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(AscendTinyMtp, "forward", asks_for_a_stream)
+    assert any("current_stream" in t for t in stand_ins_touched(functools.partial(_serving_runs, impl, device)))
