@@ -54,26 +54,14 @@ def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
 
 
 def adapter_gate(impl: str) -> list[str]:
-    """The gate an adapter env runs (``--impl impl``): tox.ini's second ``[adapter]`` command, its
-    test paths and ``-k``."""
+    """The gate an adapter env runs (``--impl impl``): tox.ini's ``[adapter]`` gate paths and the ``-k``
+    of its command (its differential suite left out)."""
     tox = configparser.ConfigParser(interpolation=None)
     tox.read("tox.ini")
-    words = shlex.split(tox["adapter"]["commands"].strip().splitlines()[1])
-    paths = [w for w in words if w.startswith("tests/")]
+    words = shlex.split(tox["adapter"]["commands"].strip())
     k = words.index("-k")
-    return [
-        "--device",
-        "sim",
-        "-p",
-        "no:cacheprovider",
-        "-n",
-        "auto",
-        "--impl",
-        impl,
-        *paths,
-        "-k",
-        words[k + 1].strip('"'),
-    ]
+    gate = ["--device", "sim", "-p", "no:cacheprovider", "-n", "auto", "--impl", impl]
+    return [*gate, *tox["adapter"]["gate"].split(), "-k", words[k + 1]]
 
 
 def ascend_variants() -> dict[str, tuple[list[str], dict[str, str]]]:

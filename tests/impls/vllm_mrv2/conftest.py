@@ -1,4 +1,4 @@
-"""tests/impls/vllm_mrv2: vLLM 0.33.0's Model Runner V2 MTP speculator, run by ``tox -e vllm_mrv2``."""
+"""tests/impls/vllm_mrv2: vLLM 0.33.0's Model Runner V2 MTP speculator, run by ``tox -e vllm`` (its second session, ``--impl vllm_mrv2``)."""
 
 from __future__ import annotations
 
