@@ -85,16 +85,21 @@ def later_steps_fed_rolled_hidden_rows(forward):
     return broken
 
 
-def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: bool | None = None) -> None:
-    """Some serving run of ``impl`` (under its rules) differs from the reference at a draft >= 2."""
+def assert_serving_runs_fail(impl, device, name: str, match: str, padded: bool | None = None) -> None:
+    """Some serving run of ``impl`` (under its rules) differs from the reference, as ``match`` says."""
 
     @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
     @given(scenario=scenarios(padded=padded, max_iterations=10))
     def gate(scenario):
         check_implementation(impl, scenario, device, name)
 
-    with pytest.raises(AssertionError, match=r"draft [2-9]"):
+    with pytest.raises(AssertionError, match=match):
         gate()
+
+
+def assert_serving_runs_fail_on_a_later_draft(impl, device, name: str, padded: bool | None = None) -> None:
+    """Some serving run of ``impl`` (under its rules) differs from the reference at a draft >= 2."""
+    assert_serving_runs_fail(impl, device, name, r"draft [2-9]", padded)
 
 
 def one_decode(vocab: int, sampled: list[int]) -> BatchCase:

@@ -86,8 +86,23 @@ def with_padding_rows(attn: AttentionMeta, slots: torch.Tensor, rows: int) -> At
     return AttentionMeta(qsl, seq_lens, table, slots, attn.seq_len_bound)
 
 
+def logit_view(hidden: torch.Tensor) -> torch.Tensor:
+    """The hidden state as the draft model's first output carries it: features reversed (an involution).
+
+    DeepSeek's MTP model returns two states, one to compute logits from and one to feed back into the
+    next step (``(logit_hidden, recycle_hidden)``, vLLM's ``model_returns_tuple``). The tiny model's
+    logits and fed-back state are one tensor; returning it twice would make a proposer that swaps
+    them draft the same tokens. Carried reversed in the first output and reversed back by
+    ``compute_logits``, the two differ in value while the drafts of a proposer that uses each for
+    what it is stay exactly the core's; one that feeds back the first, or computes logits from the
+    second, drafts other tokens.
+    """
+    return hidden.flip(-1)
+
+
 class VllmTinyMtp(nn.Module):
-    """``TinyMtp`` behind vLLM's draft-model interface (``DeepSeekMTPModel`` returns a tuple)."""
+    """``TinyMtp`` behind vLLM's draft-model interface: ``DeepSeekMTPModel``'s tuple of the state logits are
+    computed from and the state fed back, which differ in value (``logit_view``)."""
 
     def __init__(self, tiny):
         super().__init__()
@@ -125,11 +140,11 @@ class VllmTinyMtp(nn.Module):
                     padding_slots=slots[real:n],
                 )
             )
-        return out, out
+        return logit_view(out), out
 
     def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
         """The KV slots of this forward (vLLM keeps them in the forward context, per layer)."""
         return context.slot_mapping[LAYER]
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.tiny.compute_logits(hidden_states)
+        return self.tiny.compute_logits(logit_view(hidden_states))

@@ -57,6 +57,20 @@ def reads_rejected_counts_back(original):
     return broken
 
 
+def outputs_swapped(original):
+    """``maybe_all_gather_and_unpad``, which every forward's two outputs pass through: the state to compute
+    logits from and the state to feed back exchanged, as a proposer that unpacks the draft model's
+    ``(logit_hidden, recycle_hidden)`` the other way round."""
+
+    @functools.wraps(original)
+    def broken(self, last_hidden_states, positions, hidden_states=None):
+        if hidden_states is None:
+            return original(self, last_hidden_states, positions, hidden_states)
+        return original(self, hidden_states, positions, last_hidden_states)
+
+    return broken
+
+
 def defining_class(proposer, method: str) -> type:
     """The class of ``proposer``'s MRO that defines ``method`` (where a break must go)."""
     return next(c for c in type(proposer).__mro__ if method in vars(c))

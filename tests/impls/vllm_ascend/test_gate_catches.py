@@ -20,12 +20,14 @@ from tests.checks import core_checks
 from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.suites import (
     assert_gate_fails,
+    assert_serving_runs_fail,
     assert_serving_runs_fail_on_a_later_draft,
     later_steps_fed_rolled_hidden_rows,
 )
 from tests.impls.vllm_ascend.method_breaks import (
     defining_class,
     first_valid_token,
+    outputs_swapped,
     reads_rejected_counts_back,
     sample_row_off_by_one,
     slot_plus_one,
@@ -74,3 +76,12 @@ def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatc
     2..K are compared there: a change to them alone fails a padded serving run on a later draft."""
     monkeypatch.setattr(AscendTinyMtp, "forward", later_steps_fed_rolled_hidden_rows(AscendTinyMtp.forward))
     assert_serving_runs_fail_on_a_later_draft(impl, device, "broken-later-steps", padded=True)
+
+
+def test_the_draft_models_two_outputs_swapped_fail_the_gate(monkeypatch, device, impl):
+    """The draft model returns the state to compute logits from and the state to feed back, and they
+    differ (``sim.impls.vllm.model.logit_view``): a vllm-ascend that exchanges them drafts other tokens
+    from the first draft on."""
+    cls = defining_class(configured(2, 16, 64, 8), "maybe_all_gather_and_unpad")
+    monkeypatch.setattr(cls, "maybe_all_gather_and_unpad", outputs_swapped(cls.maybe_all_gather_and_unpad))
+    assert_serving_runs_fail(impl, device, "broken-outputs-swapped", r"draft 1")
