@@ -44,6 +44,9 @@ class StepRecord:
     seq_len_bound: int  # the host-side bound the attention was given
     rows: int  # rows the model ran at (graph-padded)
     mrope_positions: torch.Tensor | None = None  # [3, n] under M-RoPE, else None
+    # the host count of each request's tokens before its query, where the implementation hands its
+    # attention one (vllm-ascend's num_computed_tokens_cpu), else None
+    num_computed_tokens: torch.Tensor | None = None
 
     @classmethod
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:

@@ -113,6 +113,10 @@ def compare_trace(
         out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
+    for rec in trace:
+        if rec.num_computed_tokens is not None:
+            want_computed = reference.num_computed(case, rec.step, padded, rules)
+            out += _first_diff(f"step {rec.step} num_computed_tokens", it, rec.num_computed_tokens, want_computed)
     return out
 
 

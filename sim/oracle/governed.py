@@ -18,8 +18,10 @@ from sim.oracle.rules import CORE, Rules
 
 def _values(case: BatchCase, padded: bool, rules: Rules) -> list:
     first = reference.first_pass(case, padded, rules)
-    steps = [reference.step(case, j, padded, rules) for j in range(2, case.config.num_spec_tokens + 1)]
-    return [*first, *(field for step in steps for field in step)]
+    later = range(2, case.config.num_spec_tokens + 1)
+    steps = [reference.step(case, j, padded, rules) for j in later]
+    computed = [reference.num_computed(case, j, padded, rules) for j in later]
+    return [*first, *(field for step in steps for field in step), *computed]
 
 
 def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:

@@ -109,6 +109,16 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
     return out
 
 
+def num_computed(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> list[int]:
+    """Each request's count of tokens before its query at model call ``j`` (1: the first pass): the
+    tokens already in KV at the first pass; at a draft step, all but the step's one query token."""
+    if j == 1:
+        return [req.num_computed for req in case.requests]
+    if rules.num_computed_from_first_pass:
+        return [req.num_computed + j - 1 for req in case.requests]
+    return [seq_len - 1 for seq_len in step(case, j, padded, rules).seq_lens]
+
+
 def pcp_rows(query_lens: list[int], split: list[bool], size: int) -> list[list[int]]:
     """Per rank, the batch rows it runs (-1 for padding), request by request."""
     ranks = [[] for _ in range(size)]

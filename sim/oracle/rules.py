@@ -55,6 +55,11 @@ class Rules:
         at its position (False: the previous step's slot + 1, starting from the
         last accepted token's, -1 on a step that writes no KV: the 0.13-era proposer's
         ``slot_mapping += 1``, wrong across a block boundary).
+    num_computed_from_first_pass: the host count of tokens before each request's query
+        (``num_computed_tokens_cpu``) at steps 2..K is the first pass's, advanced by one per
+        step, rather than the tokens before the step's one-token query (``seq_len - 1``):
+        vllm-ascend's ``num-computed-tokens-drift``, short by the first pass's query length
+        less one.
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -69,6 +74,7 @@ class Rules:
     steps_run_first_pass_rows: bool = False
     slots_from_block_table: bool = True
     prefill_batches_draft_once: bool = False
+    num_computed_from_first_pass: bool = False
 
     def __post_init__(self) -> None:
         if self.overflow_position not in OVERFLOW_POSITIONS:

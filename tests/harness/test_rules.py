@@ -101,3 +101,19 @@ def test_stale_rejected_rows_are_the_rows_after_each_sample_row():
     qsl, sample = [0, 4, 5, 9], [1, 4, 8]  # request 0 rejected two rows, request 1 is one row, request 2 none
     assert Rules(stale_rejected_rows=True).unwritten_first_pass_rows(qsl, sample) == {2, 3}
     assert CORE.unwritten_first_pass_rows(qsl, sample) == set()
+
+
+def test_the_computed_count_of_a_draft_step():
+    """A decode with 2 drafts, both accepted, seq_len 8 (5 tokens in KV, query length 3): step 2 attends
+    to 9 (the 8 accepted and draft 1), 8 of them before its one-token query; vllm-ascend's drift keeps
+    the first pass's 5 and advances it by one a step, 6."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=2, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=8,
+                         max_num_reqs=4, hidden_size=8)  # fmt: skip
+    case = BatchCase(cfg, [RequestCase([1, 2, 3, 4], 5, 3, 2, [1, 2, 3], False, [7, 2, 5])], seed=0)
+    drift = Rules(num_computed_from_first_pass=True)
+    assert reference.num_computed(case, 1) == reference.num_computed(case, 1, rules=drift) == [5]
+    assert reference.num_computed(case, 2) == [8] and reference.num_computed(case, 2, rules=drift) == [6]

@@ -21,7 +21,15 @@ from torch import nn
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.vllm.interop import import_vllm
-from sim.impls.vllm.metadata_checks import MIRRORS, Built, RecordedMeta, check_mirrors, check_unchanged, present
+from sim.impls.vllm.metadata_checks import (
+    COMPUTED,
+    MIRRORS,
+    Built,
+    RecordedMeta,
+    check_mirrors,
+    check_unchanged,
+    present,
+)
 
 LAYER = "mtp.attn"
 
@@ -42,7 +50,8 @@ class SnapshotAttnGroup:
         step = None if draft_index is None else draft_index + 1
         check_mirrors(cad, step)
         meta = self.attention_meta(cad)
-        return RecordedMeta(**vars(meta), built=Built(step, self.held(cad)))
+        held = self.held(cad)
+        return RecordedMeta(**vars(meta), built=Built(step, held), num_computed_tokens=held.get(COMPUTED))
 
     def attention_meta(self, cad) -> AttentionMeta:
         """What the attention reads: vLLM's backends read the device tensors (views, not copies)."""
@@ -63,7 +72,7 @@ class SnapshotAttnGroup:
             "block_table": cad.block_table_tensor,
             "slot_mapping": cad.slot_mapping,
         }
-        for host, _, extra in MIRRORS:
+        for host, extra in [(host, extra) for host, _, extra in MIRRORS] + [(COMPUTED, 0)]:
             value = present(cad, host)
             if value is not None:
                 views[host] = value[: n + extra]
@@ -138,6 +147,7 @@ class VllmTinyMtp(nn.Module):
                     query_start_loc=attn.query_start_loc,
                     sample_indices=sample,
                     padding_slots=slots[real:n],
+                    num_computed_tokens=attn.num_computed_tokens if isinstance(attn, RecordedMeta) else None,
                 )
             )
         return logit_view(out), out

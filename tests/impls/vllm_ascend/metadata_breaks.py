@@ -9,6 +9,8 @@ the signature ``sim.impls.vllm_ascend.generation`` reads):
   device tensor advances: bug class 1, vllm-ascend #3300.
 - ``computed_as_seq_lens``: ``prepare_inputs_padded`` hands the first pass
   ``num_computed_tokens_cpu`` equal to ``seq_lens_cpu`` (the query counted as computed).
+- ``computed_not_advanced``: the update leaves ``num_computed_tokens_cpu`` where the
+  step before had it (a drift other than the modelled ``num-computed-tokens-drift``).
 - ``written_into_the_step_before(field)``: the update writes step j+1's ``field``
   into the tensor step j's attention holds, as one buffer shared by every step
   would (cross-step aliasing, vllm-ascend #7549); every step's metadata is built
@@ -60,6 +62,16 @@ def computed_as_seq_lens(original):
     def broken(self, *args, **kwargs):
         cad, *rest = original(self, *args, **kwargs)
         cad.num_computed_tokens_cpu = cad.seq_lens_cpu.clone()
+        return (cad, *rest)
+
+    return broken
+
+
+def computed_not_advanced(original):
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        cad, *rest = original(self, *args, **kwargs)
+        cad.num_computed_tokens_cpu = cad.num_computed_tokens_cpu - 1
         return (cad, *rest)
 
     return broken

@@ -14,6 +14,7 @@ from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.impls.suites import one_decode
 from tests.impls.vllm_ascend.cases import CPU
 
 REJECTING = Scenario(
@@ -53,6 +54,25 @@ def test_steps_run_at_first_pass_rows(device):
     assert rows == [batch.num_tokens] * 3 and batch.num_reqs == 1 < batch.num_tokens
     for rec in proposer.trace[1:]:
         assert rec.padding_slots.tolist() == [-1] * (batch.num_tokens - 1)
+
+
+def test_num_computed_tokens_drift(device):
+    """num-computed-tokens-drift: the ``num_computed_tokens_cpu`` attention is handed at steps 2..K is the
+    first pass's advanced by one per step, not the step's ``seq_len - 1``: a decode whose first pass had
+    query length q is short by q - 1 there; the first pass's count is the tokens already in KV."""
+    case = one_decode(96, [1, 2, 3])  # K = 2, query length 3, far from max_model_len
+    scenario = Scenario(num_spec_tokens=2, block_size=4, hidden_size=8, requests=(RequestSpec(0, 4, 4),))
+    model, _ = build_models(scenario, CPU)
+    batch, sampled = to_batch(case, CPU, padded=True)
+    proposer = AscendProposer(case.config, model, device)
+    proposer.record()
+    proposer.propose(batch, sampled)
+    (req,) = case.requests
+    first, *steps = proposer.trace
+    assert first.num_computed_tokens.tolist() == [req.num_computed] and req.query_len > 1
+    for rec in steps:
+        assert rec.num_computed_tokens.tolist() == [req.num_computed + rec.step - 1]
+        assert rec.num_computed_tokens.tolist() != [int(rec.seq_lens[0]) - 1]
 
 
 def test_a_run_starts_from_a_fresh_proposers_state(device):
