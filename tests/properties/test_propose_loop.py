@@ -60,6 +60,26 @@ def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
     check_dummy_run_matches_propose(device, impl.proposer_cls)
 
 
+# One serving run of every kind of iteration: prefills chunked by the token budget, decodes that
+# reject drafts at random, requests leaving and arriving, a sequence reaching max_model_len.
+TYPICAL = Scenario(
+    num_spec_tokens=3,
+    max_model_len=28,
+    token_budget=12,
+    max_num_reqs=4,
+    max_iterations=16,
+    requests=(RequestSpec(0, 9, 6), RequestSpec(0, 3, 10), RequestSpec(1, 14, 14), RequestSpec(3, 5, 3)),
+)
+
+
+@pytest.mark.order(0)  # a second or so: beside the single-call properties, so a loop regression fails early
+def test_a_typical_serving_run_matches_reference(device, impl, request):
+    """One fixed serving run (``TYPICAL``, padded) equals the reference, before any drawn one: most
+    regressions of the whole loop show on it, seconds into the gate instead of after every
+    single-call property."""
+    check_implementation(impl, TYPICAL, device, request.node.name)
+
+
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
 def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):
