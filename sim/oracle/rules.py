@@ -15,6 +15,8 @@ from dataclasses import dataclass
 # What a draft step whose position reaches max_model_len gets, on two independent axes.
 OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
 OVERFLOW_SEQ_LENS = ("one", "with-position", "own-restart", "clamp")
+# What later draft steps' attention is told as seq_len, beyond the overflow axis.
+STEP_SEQ_LENS = ("advance", "advance-twice", "batch-bound")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,12 @@ class Rules:
         at its position (False: the previous step's slot + 1, starting from the
         last accepted token's, -1 on a step that writes no KV: the 0.13-era proposer's
         ``slot_mapping += 1``, wrong across a block boundary).
+    step_seq_lens: the seq_len draft step ``j`` >= 2 attends with:
+        ``advance``: the base advanced once per step, ``base + j - 1`` (with ``overflow_seq_len``);
+        ``advance-twice``: advanced twice per step after the first, ``min(base + 2j - 3, max_model_len)``
+        (vllm-ascend 0.23.0's MRV2 ``host-seq-lens-advanced-twice``);
+        ``batch-bound``: the batch's bound for every request and step, ``min(max seq_len + K,
+        max_model_len)`` (vllm-ascend main's MRV2 ``draft-seq-lens-batch-bound``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -69,12 +77,15 @@ class Rules:
     steps_run_first_pass_rows: bool = False
     slots_from_block_table: bool = True
     prefill_batches_draft_once: bool = False
+    step_seq_lens: str = "advance"
 
     def __post_init__(self) -> None:
         if self.overflow_position not in OVERFLOW_POSITIONS:
             raise ValueError(f"overflow_position={self.overflow_position!r}: expected one of {OVERFLOW_POSITIONS}")
         if self.overflow_seq_len not in OVERFLOW_SEQ_LENS:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
+        if self.step_seq_lens not in STEP_SEQ_LENS:
+            raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
@@ -121,6 +132,15 @@ class Rules:
             "clamp": min(base_seq + j - 1, max_model_len),
         }[self.overflow_seq_len]
         return pos, seq, writes
+
+    def step_seq_len(self, seq_len: int, base_seq: int, j: int, max_model_len: int, batch_bound: int) -> int:
+        """The seq_len step ``j`` >= 2 attends with under ``step_seq_lens``: ``seq_len`` (what ``step``
+        gives) unless the lengths advance twice or are the batch's bound ``batch_bound``."""
+        if self.step_seq_lens == "advance-twice":
+            return min(base_seq + 2 * j - 3, max_model_len)
+        if self.step_seq_lens == "batch-bound":
+            return batch_bound
+        return seq_len
 
     @staticmethod
     def _restarted(last_pos: int, base_seq: int, j: int, max_model_len: int) -> tuple[int, int, bool]:
