@@ -121,8 +121,8 @@ class AscendMrv2Ops(CoreOps):
     """Steps 1-4 by the speculator's own functions; validation and the core's wiring are the core's.
 
     Steps 1-3: the runner's counts and vLLM's prefill kernel (the kit's ``prepared_call``), with the host
-    lengths later steps advance from (``accepted_seq_lens``): the target's ``seq_lens_np``, never lowered
-    (divergence ``host-seq-lens-not-lowered``). Step 4: the speculator's own decode loop, vLLM's kernels
+    lengths later steps advance from (``accepted_seq_lens``): the target's ``seq_lens`` (``seq_lens_np``,
+    ``seq_lens_cpu_upper_bound``), never lowered (divergence ``host-seq-lens-not-lowered``). Step 4: the speculator's own decode loop, vLLM's kernels
     and ``compute_slot_mappings`` with vllm-ascend's metadata build and host-length updates, on a draft
     model that records what each step's attention was handed (``StepRecorder``)."""
 

@@ -3,8 +3,7 @@
 docs/DIVERGENCES-vllm-ascend-mrv2.md explains each entry (what it does to drafts and to KV);
 tests/impls/vllm_ascend_mrv2/ pins each one. The first five are vLLM's MRV2 loop, inherited as they
 are in vLLM 0.33 (``sim.impls.vllm_mrv2.divergences``, same ids); the rest are vllm-ascend's host
-lengths, what its attention backends read. Two of those belong to one generation each
-(``GENERATION``): ``in_force`` is the table of the generation installed.
+lengths, what its attention backends read; two of those belong to one generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
 """
 
 from __future__ import annotations
@@ -55,12 +54,13 @@ DIVERGENCES = table(
     _inherited("unsampled-row-rejected"),
     Divergence(
         "host-seq-lens-not-lowered",
-        "AscendAutoRegressiveSpeculator / AscendEagleSpeculator._calc_next_seq_lens_cpu",
+        "_calc_next_seq_lens_cpu (0.23.0); AutoRegressiveSpeculator.propose's draft_max_seq_len (main)",
         "steps 2..K attend to the accepted prefix: seq_len - n_rej + j - 1",
-        "the host lengths the attention reads advance from the runner's seq_lens_np, the target's seq_len, "
-        "never lowered by num_rejected (vllm-ascend's NOTE: 'to avoid extra sync overhead'); vLLM's kernel "
-        "lowers only the device seq_lens, which the Ascend kernels do not read: step j attends to the "
-        "n_rej rejected rows' KV, written by the first pass from stale ids and positions (stale-rejected-rows)",
+        "the host lengths the attention reads advance from the runner's host seq_lens (0.23.0: seq_lens_np; "
+        "main: the bound seq_lens_cpu_upper_bound), the target's seq_len, never lowered by num_rejected "
+        "(vllm-ascend's NOTE: 'to avoid extra sync overhead'); vLLM's kernel lowers only the device "
+        "seq_lens, which the Ascend kernels do not read: step j attends to the n_rej rejected rows' KV, "
+        "written by the first pass from stale ids and positions (stale-rejected-rows)",
         "test_steps.py::test_host_seq_lens_not_lowered",
         kind=Kind.DEFECT,
         rule={"padded_seq_lens_lowered": False},
@@ -91,7 +91,10 @@ DIVERGENCES = table(
 )
 
 # The generation-only entries: the generation whose speculator has the divergence (``generation``).
-GENERATION = {"host-seq-lens-advanced-twice": "0.23.0", "draft-seq-lens-batch-bound": "main"}
+GENERATION = {
+    "host-seq-lens-advanced-twice": "0.23.0",
+    "draft-seq-lens-batch-bound": "main",
+}
 
 _UNPADDED = Skip("MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path")
 HOST_LISTS = tables.host_copies(

@@ -20,6 +20,7 @@ What differs at import (main's ``sfa_v1`` imports SciPy) is absorbed by ``import
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 from sim.impls.vllm_ascend.generation import takes
@@ -58,6 +59,7 @@ def writes_lengths_before_forward(cls) -> bool:
     return hasattr(cls, "_ascend_prepare_decode_draft")
 
 
+@functools.cache
 def name() -> str:
     """``0.23.0`` or ``main``: whose divergence table applies (``divergences.GENERATION``), by what the
     speculator does: 0.23.0 writes the host lengths before each step's forward, main does not."""
