@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
@@ -17,12 +17,14 @@ def test_stale_rejected_rows_divergence(device):
     suites.assert_stale_rejected_rows(OPS, AscendMrv2Proposer, device, decode_case)
 
 
+@settings(max_examples=25)  # of the ci profile's 200: the env's budget (tox.ini)
 @given(case=batch_cases())
 def test_unpadded_runs_the_padded_path(case):
     """no-unpadded-path: unpadded lists prepare exactly as padded rows."""
     suites.assert_unpadded_runs_the_padded_path(OPS, case)
 
 
+@settings(max_examples=25)  # of the ci profile's 200: the env's budget (tox.ini)
 @given(case=batch_cases())
 def test_first_pass_matches_the_reference_under_its_rules(case):
     """Every first-pass field the reference defines, padded, under the generation's rules: the sample rows,

@@ -4,7 +4,7 @@ lengths (what its attention reads), against the core: the ops, and what the prop
 from __future__ import annotations
 
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
@@ -25,6 +25,7 @@ def seen_by_attention(case: BatchCase, device) -> list[list[int]]:
     return [rec.seq_lens.tolist() for rec in proposer.trace]
 
 
+@settings(max_examples=25)  # of the ci profile's 200: the env's budget (tox.ini)
 @given(case=batch_cases())
 def test_overflow_clamp_divergence(case):
     """overflow-clamp: every step's position advances from the last accepted one and stops at
@@ -42,6 +43,7 @@ def test_overflow_clamp_divergence(case):
             assert slots[r] >= 0
 
 
+@settings(max_examples=25)  # of the ci profile's 200: the env's budget (tox.ini)
 @given(case=batch_cases())
 def test_steps_match_the_reference_under_its_rules(case):
     """Every step's positions, host seq_lens and slots equal the reference's under the generation's rules."""
