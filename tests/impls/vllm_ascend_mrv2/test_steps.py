@@ -3,9 +3,9 @@ lengths (what its attention reads), against the core: the ops, and what the prop
 
 from __future__ import annotations
 
-import torch
 from hypothesis import given, settings
 
+from sim.impls.vllm_ascend_mrv2 import build
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, RequestCase, to_batch
@@ -76,6 +76,8 @@ def test_host_seq_lens_advanced_twice(device):
     assert [seq for _, seq, _ in got] == [[16], [18], [20]]
     assert [reference.step(case, j).seq_lens for j in (2, 3, 4)] == [[16], [17], [18]]
     assert seen_by_attention(case, device)[1:] == [[16], [18], [20]]
+    runner = build.speculator(case.config.hidden_size).input_batch  # the last loop's (the ops'): in place
+    assert runner.seq_lens_np.tolist() == [15 + 2 * 3]  # the runner's host seq_lens, raised twice per step
 
 
 def test_draft_seq_lens_batch_bound(device):
@@ -85,10 +87,10 @@ def test_draft_seq_lens_batch_bound(device):
     only_on("main", "draft-seq-lens-batch-bound")
     long = decode_case(max_model_len=64, num_computed=11, k=3, accepted=3)
     short = RequestCase(tokens=[30, 31, 32, 33, 34], num_computed=3, query_len=4, num_drafts=3,
-                        sampled=[41, 42, 43, 44], discarded=False, blocks=[5, 6])  # fmt: skip
+                        sampled=[41, 42, 43, 44], discarded=False, blocks=[5, 6, 7])  # fmt: skip
     case = long._replace(requests=[long.requests[0], short])
     got, _ = steps(case)
     assert [seq for _, seq, _ in got] == [[18, 18], [18, 18]]
-    assert [reference.step(case, j).seq_lens for j in (2, 3)] == [[15, 7], [16, 8]]
+    assert [reference.step(case, j).seq_lens for j in (2, 3)] == [[16, 8], [17, 9]]
     assert seen_by_attention(case, device)[1:] == [[18, 18], [18, 18]]
-    assert torch.equal(torch.tensor(got[0][0]), torch.tensor([14, 6]))  # positions advance per request
+    assert [positions for positions, _, _ in got] == [[15, 7], [16, 8]]  # positions advance per request
