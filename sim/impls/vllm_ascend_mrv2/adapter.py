@@ -85,7 +85,7 @@ def _buffers(num_reqs: int, num_tokens: int):
 
 class StepRecorder(torch.nn.Module):
     """The draft model ``AscendMrv2Ops`` hands the speculator to learn step metadata: it records what each
-    forward's attention was handed and returns zeros (plumbing: no draft of its is compared)."""
+    forward's attention was handed and returns zeros (plumbing: none of its drafts is compared)."""
 
     def __init__(self, hidden_size: int, vocab_size: int):
         super().__init__()
@@ -108,7 +108,7 @@ class StepRecorder(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def fresh_input_buffers(spec, num_reqs: int):
+def fresh_input_buffers(spec):
     """The shared speculator on fresh input buffers for one ops call, its own put back after."""
     own, spec.input_buffers = spec.input_buffers, _buffers(spec.max_num_reqs, spec.max_num_tokens)
     try:
@@ -122,17 +122,17 @@ class AscendMrv2Ops(CoreOps):
 
     Steps 1-3: the runner's counts and vLLM's prefill kernel (the kit's ``prepared_call``), with the host
     lengths later steps advance from (``accepted_seq_lens``): the target's ``seq_lens`` (``seq_lens_np``,
-    ``seq_lens_cpu_upper_bound``), never lowered (divergence ``host-seq-lens-not-lowered``). Step 4: the speculator's own decode loop, vLLM's kernels
-    and ``compute_slot_mappings`` with vllm-ascend's metadata build and host-length updates, on a draft
-    model that records what each step's attention was handed (``StepRecorder``)."""
+    ``seq_lens_cpu_upper_bound``), never lowered (divergence ``host-seq-lens-not-lowered``). Step 4: the
+    speculator's own decode loop, vLLM's kernels and ``compute_slot_mappings`` with vllm-ascend's
+    metadata build and host-length updates, on a draft model that records what each step's attention was handed (``StepRecorder``)."""
+
+    def __init__(self):
+        self._last: tuple | None = None  # (the inputs, every step's metadata) of the last decode loop run
 
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
         self.validate(cfg, batch, sampled)
         ar = import_ascend(AR)
         return mrv2_runner.prepared_call(ar.prepare_prefill_inputs, _buffers, cfg, batch, sampled, lowered=False)
-
-    def __init__(self):
-        self._last: tuple | None = None  # (the inputs, every step's metadata) of the last decode loop run
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Draft step ``step``'s metadata: ``prepare_decode_inputs``, then the speculator's
@@ -154,7 +154,7 @@ def decode_loop(cfg: ProposerConfig, base_positions, accepted_seq_lens, block_ta
     spec = wired(cfg, block_table, recorder)
     host = accepted_seq_lens.to(torch.int32).cpu()
     zeros = torch.zeros(spec.max_num_reqs)
-    with fresh_input_buffers(spec, b) as buffers:
+    with fresh_input_buffers(spec) as buffers:
         spec.input_batch = SimpleNamespace(
             num_reqs=b, seq_lens_np=host.numpy().copy(), seq_lens_cpu_upper_bound=host.clone(),
             is_prefilling_np=np.zeros(b, dtype=bool),
