@@ -2,6 +2,7 @@
 
     python -m benchmarks.impl_vs_core --impl vllm_ascend [--repeat 30]   (in that implementation's tox env)
     python -m benchmarks.impl_vs_core --impl vllm --impl vllm_mrv2       (V1 and MRV2 side by side, tox -e vllm)
+    python -m benchmarks.impl_vs_core --impl vllm_ascend --impl vllm_ascend_mrv2   (vllm-ascend V1 and MRV2)
 
 All run the same tiny MTP model and paged cache on the same decode batches
 (B = 1, 16, 64 requests, K = 1, 3 drafts, padded mode), call by call in turn,

@@ -1,6 +1,6 @@
 """How fast the gate fails: seconds from start to the first failing test, per broken variant.
 
-    python -m benchmarks.time_to_failure [--impl vllm_ascend] [--only NAME ...] [-- PYTEST ARGS]
+    python -m benchmarks.time_to_failure [--impl vllm_ascend|vllm_ascend_mrv2] [--only NAME ...] [-- PYTEST ARGS]
 
 Runs the gate as ``tox -e sim`` does (``-n auto --dist loadgroup``, the ``ci``
 profile), once per deliberately broken core variant (``tests/meta/broken_ops.py``,
@@ -13,7 +13,9 @@ does not catch is listed as such and makes the exit status 1.
 
 With ``--impl vllm_ascend`` (in ``tox -e vllm_ascend``'s env) it runs the gate that env runs
 (the properties of tox.ini's ``[adapter]`` commands) once per broken vllm-ascend
-(``tests/impls/vllm_ascend/broken_gate.py``), as a pull request carrying that regression would.
+(``tests/impls/vllm_ascend/broken_gate.py``), as a pull request carrying that regression would;
+with ``--impl vllm_ascend_mrv2`` the whole gate under that impl, per broken MRV2 speculator
+(``tests/impls/vllm_ascend_mrv2/broken_gate.py``, the variants of the generation installed).
 """
 
 from __future__ import annotations
@@ -64,12 +66,15 @@ def adapter_gate(impl: str) -> list[str]:
     return [*gate, *tox["adapter"]["gate"].split(), "-k", words[k + 1]]
 
 
-def ascend_variants() -> dict[str, tuple[list[str], dict[str, str]]]:
-    """Each broken vllm-ascend: the gate of ``tox -e vllm_ascend`` with the break plugged in."""
-    from tests.impls.vllm_ascend import broken_gate
+def ascend_variants(impl: str = "vllm_ascend") -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each broken vllm-ascend (``impl``: its V1 proposer, or its MRV2 speculator): the whole gate under
+    ``--impl impl`` with the break plugged in (the variants that apply to the generation installed)."""
+    import importlib
 
-    args = ["-p", "tests.impls.vllm_ascend.broken_gate", *adapter_gate("vllm_ascend")]
-    return {name: (args, {broken_gate.ENV: name}) for name in broken_gate.VARIANTS}
+    broken_gate = importlib.import_module(f"tests.impls.{impl}.broken_gate")
+    names = broken_gate.variants() if hasattr(broken_gate, "variants") else list(broken_gate.VARIANTS)
+    args = ["-p", f"tests.impls.{impl}.broken_gate", *adapter_gate(impl)]
+    return {name: (args, {broken_gate.ENV: name}) for name in names}
 
 
 def time_to_failure(args: list[str], env: dict[str, str], extra: list[str], gate=GATE) -> tuple[float, bool, str]:
@@ -87,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=inspect.getdoc(sys.modules[__name__]).splitlines()[0])
     parser.add_argument("--only", nargs="*", help="variant names (default: all)")
-    parser.add_argument("--impl", choices=["vllm_ascend"], help="broken vllm-ascends instead of the core's variants")
+    parser.add_argument(
+        "--impl", choices=["vllm_ascend", "vllm_ascend_mrv2"], help="broken vllm-ascends instead of the core's variants"
+    )
     opts = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    every, gate = (ascend_variants(), []) if opts.impl else (variants(), GATE)
+    every, gate = (ascend_variants(opts.impl), []) if opts.impl else (variants(), GATE)
     chosen = {n: v for n, v in every.items() if not opts.only or n in opts.only}
     console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps whole test names
     table = Table("variant", "seconds", "first failing test")

@@ -12,10 +12,12 @@ differently (``vllm``: vLLM 0.33's ``EagleProposer``: adapter, interop with its 
 tiny model behind vLLM's interface, divergences; ``vllm_ascend``: vllm-ascend's
 ``AscendEagleProposer``, 0.23.0 or main, what differs between them found by signature in
 ``generation``; ``vllm_ascend_0_13``: 0.13.0's ``MtpProposer``; ``vllm_mrv2``: vLLM's Model
-Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model). What they
+Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model;
+``vllm_ascend_mrv2``: vllm-ascend's MRV2 MTP speculator, 0.23.0 or main, on the same runner inputs as
+``vllm_mrv2`` and ``vllm_ascend``'s config and import order). What they
 share is the adapter kit: ``eager_adapter`` (``MtpProposer``'s face and the propose
 template), ``fresh_start`` and ``kit`` (runner ops, the shared steps 1-3, vLLM's types, the
-tiny config, gate skips, the ``implementation()`` factory).
+tiny config, gate skips, the ``implementation()`` factory, the MRV2 runner's inputs).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ BUILTIN = {
     "vllm_ascend": "sim.impls.vllm_ascend.adapter:implementation",
     "vllm_ascend_0_13": "sim.impls.vllm_ascend_0_13.adapter:implementation",
     "vllm_mrv2": "sim.impls.vllm_mrv2.adapter:implementation",
+    "vllm_ascend_mrv2": "sim.impls.vllm_ascend_mrv2.adapter:implementation",
 }
 
 

@@ -9,7 +9,9 @@ other keys, and the drafts are still defined, by what the cache holds:
   pass wrote and, past seq_len, whatever the slots held before the call;
 - ``slot-plus-one`` (``Rules.slots_from_block_table`` False): a step writes its KV at the previous
   slot + 1, outside the block table once a draft crosses a block, so its later steps read their table
-  slots (what those held) and whoever owns the slot it wrote reads its KV.
+  slots (what those held) and whoever owns the slot it wrote reads its KV;
+- vllm-ascend's MRV2 host lengths (``Rules.step_seq_lens``: ``advance-twice``, ``batch-bound``): step j
+  attends with more keys than its context, past what the call wrote: whatever those slots held.
 
 A call is replayed in the order the model runs it: the first pass writes every kept row, draft 1 is
 read at each sample row, then per step every request writes its slot (where the rules put it) and
@@ -22,7 +24,8 @@ position, ALiBi recency from the context position seq_len - 1). A slot holds, fi
    ``reference_drafts``, unless an earlier call's misplaced write clobbered it (``clobbered``);
 3. what the paged cache held before the call (``CallInputs.snapshot``).
 
-A key is undefined where nothing defines it: the stale last row (``Rules.stale_last_row``), a NaN in
+A key is undefined where nothing defines it: the stale last row (``Rules.stale_last_row``) and the
+stale rejected rows (``Rules.stale_rejected_rows``), a NaN in
 the snapshot (the poisoned cache: never written), a step's write after its request's near tie (the
 implementation may have drafted the other token). A draft that reads an undefined key is undefined,
 and so is every later draft of its request: ``DefectDrafts.undefined`` counts them for the caller,
@@ -76,7 +79,11 @@ class DefectDrafts(NamedTuple):
 
 def is_modelled(rules: Rules, padded: bool) -> bool:
     """Whether ``rules`` make steps 2..K read KV that ``reference_drafts`` does not define."""
-    return not rules.slots_from_block_table or (padded and not rules.padded_seq_lens_lowered)
+    return (
+        not rules.slots_from_block_table
+        or (padded and not rules.padded_seq_lens_lowered)
+        or rules.step_seq_lens != "advance"
+    )
 
 
 def _top2(logits: torch.Tensor) -> RefDraft:
@@ -163,6 +170,7 @@ def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _C
     first = reference.first_pass(case, padded, rules)
     ids = first.input_ids
     stale = len(ids) - 1 if rules.stale_last_row and len(ids) - 1 not in first.sample_indices else None
+    unwritten = rules.unwritten_first_pass_rows(first.query_start_loc, first.sample_indices)
     row = 0
     for r, req in enumerate(case.requests):
         state = cache.requests[r]
@@ -172,8 +180,8 @@ def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _C
             slot = slot_of(req.blocks, p, case.config.block_size)
             if p < state.accepted:
                 cache.written[slot] = (state.keys[p], state.vals[p])
-            elif start + i == stale:
-                cache.written[slot] = UNDEFINED
+            elif start + i == stale or start + i in unwritten:
+                cache.written[slot] = UNDEFINED  # an old buffer id (and position): its KV is no rule's
             else:
                 hidden = call.batch_hidden[row + i : row + i + 1]
                 if model.cfg.eagle3:

@@ -94,13 +94,14 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
     """Metadata of draft step ``j`` (2-based) for every request (``padded`` matters only under ``rules``)."""
     cfg = case.config
     out = RefStep([], [], [])
+    bound = min(max(req.seq_len for req in case.requests) + cfg.num_spec_tokens, cfg.max_model_len)
     for req in case.requests:
         _, valid = next_token(req, cfg.vocab_size)
         accepted = req.seq_len - rejected(req, valid)
         base = rules.step_seq_base(req.seq_len, accepted, padded)
         pos, seq_len, writes = rules.step(accepted - 1, base, j, cfg.max_model_len)
         out.positions.append(pos)
-        out.seq_lens.append(seq_len)
+        out.seq_lens.append(rules.step_seq_len(seq_len, base, j, cfg.max_model_len, bound))
         out.slot_mapping.append(
             rules.step_slot(
                 lambda p, blocks=req.blocks: slot_of(blocks, p, cfg.block_size), accepted - 1, j, cfg.max_model_len

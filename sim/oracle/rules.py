@@ -15,6 +15,8 @@ from dataclasses import dataclass
 # What a draft step whose position reaches max_model_len gets, on two independent axes.
 OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
 OVERFLOW_SEQ_LENS = ("one", "with-position", "own-restart", "clamp")
+# What later draft steps' attention is told as seq_len, beyond the overflow axis.
+STEP_SEQ_LENS = ("advance", "advance-twice", "batch-bound")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class Rules:
         step, rather than the tokens before the step's one-token query (``seq_len - 1``):
         vllm-ascend's ``num-computed-tokens-drift``, short by the first pass's query length
         less one.
+    step_seq_lens: the seq_len draft step ``j`` >= 2 attends with:
+        ``advance``: the base advanced once per step, ``base + j - 1`` (with ``overflow_seq_len``);
+        ``advance-twice``: advanced twice per step after the first, ``min(base + 2j - 3, max_model_len)``
+        (vllm-ascend 0.23.0's MRV2 ``host-seq-lens-advanced-twice``);
+        ``batch-bound``: the batch's bound for every request and step, ``min(max seq_len + K,
+        max_model_len)`` (vllm-ascend main's MRV2 ``draft-seq-lens-batch-bound``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -75,12 +83,15 @@ class Rules:
     slots_from_block_table: bool = True
     prefill_batches_draft_once: bool = False
     num_computed_from_first_pass: bool = False
+    step_seq_lens: str = "advance"
 
     def __post_init__(self) -> None:
         if self.overflow_position not in OVERFLOW_POSITIONS:
             raise ValueError(f"overflow_position={self.overflow_position!r}: expected one of {OVERFLOW_POSITIONS}")
         if self.overflow_seq_len not in OVERFLOW_SEQ_LENS:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
+        if self.step_seq_lens not in STEP_SEQ_LENS:
+            raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
@@ -127,6 +138,15 @@ class Rules:
             "clamp": min(base_seq + j - 1, max_model_len),
         }[self.overflow_seq_len]
         return pos, seq, writes
+
+    def step_seq_len(self, seq_len: int, base_seq: int, j: int, max_model_len: int, batch_bound: int) -> int:
+        """The seq_len step ``j`` >= 2 attends with under ``step_seq_lens``: ``seq_len`` (what ``step``
+        gives) unless the lengths advance twice or are the batch's bound ``batch_bound``."""
+        if self.step_seq_lens == "advance-twice":
+            return min(base_seq + 2 * j - 3, max_model_len)
+        if self.step_seq_lens == "batch-bound":
+            return batch_bound
+        return seq_len
 
     @staticmethod
     def _restarted(last_pos: int, base_seq: int, j: int, max_model_len: int) -> tuple[int, int, bool]:

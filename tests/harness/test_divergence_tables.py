@@ -22,6 +22,7 @@ TABLES = [
     ("sim.impls.vllm_ascend.divergences", "docs/DIVERGENCES-vllm-ascend.md", "tests/impls/vllm_ascend"),
     ("sim.impls.vllm_ascend_0_13.divergences", "docs/DIVERGENCES-vllm-ascend-0.13.md", "tests/impls/vllm_ascend_0_13"),
     ("sim.impls.vllm_mrv2.divergences", "docs/DIVERGENCES-vllm-mrv2.md", "tests/impls/vllm_mrv2"),
+    ("sim.impls.vllm_ascend_mrv2.divergences", "docs/DIVERGENCES-vllm-ascend-mrv2.md", "tests/impls/vllm_ascend_mrv2"),
 ]
 ROW = re.compile(r"^\| `(?P<id>[a-z0-9]+(?:-[a-z0-9]+)*)`(?: \((?P<note>[^)|]*)\))? \|(?P<rest>.*)$", re.M)
 

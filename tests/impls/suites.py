@@ -12,7 +12,10 @@ and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
 by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
 (``slot-mapping-in-place``), ``assert_steps_match`` (step 4 against a hand-stated rule and the core)
 and ``assert_gate_fails`` (a broken upstream method fails the gate's check), ``assert_backup_token``
-(divergence ``backup-token`` of vLLM-based step 1). Each adapter's pin stays
+(divergence ``backup-token`` of vLLM-based step 1), and the MRV2 speculators' pins of the
+divergences vllm-ascend's inherits from vLLM's (``assert_unpadded_runs_the_padded_path``,
+``assert_last_sampled_taken_unfiltered``, ``assert_unsampled_row_rejected``,
+``assert_stale_rejected_rows``). Each adapter's pin stays
 a ``def test_...`` in its own suite (tests/harness/test_divergence_tables.py finds it there).
 """
 
@@ -230,3 +233,64 @@ def assert_every_host_read_made(ops, host_reads) -> None:
         ops.prepare_call(case.config, batch, sampled)
     made = [(op, log.frames[site]) for op, site in log.counts]
     assert [read for read in host_reads if not any(read.matches(op, frame) for op, frame in made)] == []
+
+
+def assert_unpadded_runs_the_padded_path(ops, case: BatchCase) -> None:
+    """no-unpadded-path (an MRV2 speculator): the same batch with unpadded lists prepares exactly as padded
+    (every row kept, seq_lens not lowered); the core's unpadded path drops the rejected rows."""
+    padded, unpadded = (ops.prepare_call(case.config, *to_batch(case, CPU, p)) for p in (True, False))
+    for name in ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "sample_indices"):
+        assert getattr(padded.first, name).tolist() == getattr(unpadded.first, name).tolist(), name
+    assert padded.next.next_token_ids.tolist() == unpadded.next.next_token_ids.tolist()
+    want = reference.first_pass(case, padded=False)
+    dropped = sum(want.num_rejected) > 0
+    assert (unpadded.first.token_indices.tolist() != want.token_indices) == dropped
+
+
+def assert_last_sampled_taken_unfiltered(input_batch_module, decode_case) -> None:
+    """unfiltered-last-sampled (MRV2's ``post_update``, ``input_batch_module``'s): an id past the vocabulary
+    (96 + 3) inside the sampler's count becomes the next token; the core would skip it."""
+    rows = torch.tensor([[5, 96 + 3, -1, -1]], dtype=torch.int64)
+    last = torch.zeros(1, 1, dtype=torch.int64)
+    input_batch_module.post_update(
+        torch.tensor([0]), torch.zeros(1, dtype=torch.int32), last, None, rows,
+        torch.tensor([2], dtype=torch.int32), torch.tensor([2], dtype=torch.int32), None,
+        torch.zeros(1, 4, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+    )  # fmt: skip
+    assert last.tolist() == [[99]]
+    case = decode_case(max_model_len=64, num_computed=10, k=3, accepted=1)
+    case = case._replace(requests=[case.requests[0]._replace(sampled=[5, 99, -1, -1])])
+    assert reference.next_token(case.requests[0], 96) == (5, 1)  # the core's filter
+
+
+def assert_unsampled_row_rejected(ops, decode_case) -> None:
+    """unsampled-row-rejected (MRV2's counts): a prefill of 4 rows (no drafts verified) whose sampled row is
+    all placeholders: the core rejects nothing and samples its last row; MRV2 counts one logit minus none
+    sampled as one rejected row and samples the row before it. Both continue from the backup."""
+    case = decode_case(max_model_len=64, num_computed=0, k=3, accepted=0)
+    req = case.requests[0]._replace(num_drafts=0, query_len=4, sampled=[-1, -1, -1, -1])
+    _, sampled, core, got = both(case._replace(requests=[req]), True, ops)
+    assert core.first.num_rejected.tolist() == [0] and core.first.sample_indices.tolist() == [3]
+    assert got.first.num_rejected.tolist() == [1] and got.first.sample_indices.tolist() == [2]
+    assert got.next.next_token_ids.tolist() == core.next.next_token_ids.tolist() == [int(sampled.backup[0])]
+
+
+def assert_stale_rejected_rows(ops, proposer_cls, device, decode_case) -> None:
+    """stale-rejected-rows (MRV2's prefill kernel): of a request that rejected 2 of its 3 drafts, the first
+    pass writes ids and positions up to the sample row only; its 2 rejected rows keep the buffer's values
+    (zeros on a fresh speculator), where the core shifts the ids and copies the target's positions."""
+    from sim.serving.run import build_models
+
+    case = decode_case(max_model_len=64, num_computed=10, k=3, accepted=1)
+    batch, sampled = to_batch(case, CPU, padded=True)
+    core = CORE.prepare_call(case.config, batch, sampled)
+    got = ops.prepare_call(case.config, batch, sampled)
+    assert got.first.sample_indices.tolist() == core.first.sample_indices.tolist() == [1]
+    assert got.input_ids[:2].tolist() == core.input_ids[:2].tolist()
+    assert got.input_ids[2:].tolist() == [0, 0] != core.input_ids[2:].tolist()
+    scenario = Scenario(num_spec_tokens=3, block_size=4, max_model_len=64, requests=(RequestSpec(0, 4, 4),))
+    proposer = proposer_cls(case.config, build_models(scenario, CPU)[0], device)
+    proposer.record()
+    proposer.propose(batch, sampled)
+    positions = proposer.trace[0].positions.tolist()
+    assert positions[:2] == [10, 11] and positions[2:] == [0, 0]  # target positions 12, 13 never copied

@@ -10,6 +10,9 @@ rest is here, one module a concern:
   ``prepare_inputs*``), each generation's call handed in where its signature differs;
 - ``kernel_grid``: the grid vllm-ascend's spec-decode Triton kernel is launched on, one where
   every program laps;
+- ``mrv2_runner``: what a Model Runner V2 runner hands its speculator's ``propose`` (input batch, the
+  sampler's counts, request states, block tables), steps 1-3 by MRV2's prefill kernel, a shared
+  speculator's per-call sizes (vLLM 0.33's and vllm-ascend's MRV2 speculators);
 - ``tiny_config``: the tiny DeepSeek-V3 ``VllmConfig`` every vLLM-based proposer is built from,
   and the size checks of a shared proposer;
 - ``tables``: the shape of an adapter's divergences module (rules, gate skips);

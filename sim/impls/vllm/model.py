@@ -122,7 +122,7 @@ class VllmTinyMtp(nn.Module):
 
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
         context = import_vllm("vllm.forward_context").get_forward_context()
-        attn: AttentionMeta = context.attn_metadata[LAYER]
+        attn = self.attention(context)
         if isinstance(attn, RecordedMeta):
             check_unchanged(attn.built, self.calls + 1)
         slots = self.slots(context, attn)  # what the KV write is told, may be longer than attn's rows
@@ -151,6 +151,10 @@ class VllmTinyMtp(nn.Module):
                 )
             )
         return logit_view(out), out
+
+    def attention(self, context) -> AttentionMeta:
+        """What this forward's attention reads: the metadata its layer was handed (the core's type)."""
+        return context.attn_metadata[LAYER]
 
     def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
         """The KV slots of this forward (vLLM keeps them in the forward context, per layer)."""

@@ -16,20 +16,19 @@ Where MRV2 differs by design, the difference is named in ``sim.impls.vllm_mrv2.d
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
+from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.kit import factory
+from sim.impls.kit import factory, mrv2_runner
+from sim.impls.kit.mrv2_runner import runner_inputs
 from sim.impls.vllm import interop
 from sim.impls.vllm.model import LAYER, VllmTinyMtp
 from sim.impls.vllm_mrv2 import build, divergences
 from sim.impls.vllm_mrv2.model import KV_CACHE_CONFIG, RecordingAttnGroup
-from sim.impls.vllm_mrv2.runner import runner_inputs
 
 SPEC = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"
 
@@ -46,40 +45,7 @@ class Mrv2Ops(CoreOps):
     def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
         self.validate(cfg, batch, sampled)
         spec = interop.import_vllm(SPEC)
-        b, t = batch.num_reqs, batch.num_tokens
-        run = runner_inputs(batch, sampled, cfg.vocab_size, b)
-        buffers = _buffers(b, t)
-        last = torch.zeros(b, dtype=torch.int64)
-        spec.prepare_prefill_inputs(
-            last,
-            torch.tensor(0, dtype=torch.int64),
-            buffers,
-            run.input_batch,
-            run.num_sampled,
-            run.num_rejected,
-            run.last_sampled,
-            run.next_prefill_tokens,
-            b,
-        )
-        seq_lens = buffers.seq_lens[:b].clone()
-        slots = torch.full((cfg.max_num_tokens,), -1, dtype=torch.int64)
-        slots[:t] = batch.slot_mapping[:t]  # the target's: MRV2's draft prefill reuses them
-        first = FirstPassInputs(
-            token_indices=torch.arange(t, dtype=torch.int64),
-            query_start_loc=buffers.query_start_loc[: b + 1].clone(),
-            query_start_loc_cpu=run.input_batch.query_start_loc_np.astype(np.int64),
-            seq_lens=seq_lens,
-            accepted_seq_lens=(seq_lens - run.num_rejected).to(torch.int32),  # the decode kernel's base
-            slot_mapping=slots,
-            sample_indices=last.clone(),
-            num_rejected=run.num_rejected.to(torch.int32).clone(),
-            max_query_len=int(run.input_batch.num_scheduled_tokens.max()),
-        )
-        nxt = NextTokens(
-            next_token_ids=buffers.input_ids[last].to(torch.int32), valid_counts=run.num_sampled.to(torch.int32)
-        )
-        base = buffers.positions[last].clone()  # what _prefill keeps as the decode steps' positions
-        return PreparedCall(next=nxt, first=first, input_ids=buffers.input_ids[:t].to(torch.int64), base_positions=base)
+        return mrv2_runner.prepared_call(spec.prepare_prefill_inputs, _buffers, cfg, batch, sampled)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Draft step ``step``'s metadata: ``prepare_decode_inputs`` (step 2), then ``update_draft_inputs``

@@ -1,4 +1,7 @@
-"""What MRV2's model runner hands ``MTPSpeculator.propose``, from the core's batch and sampled tokens.
+"""What MRV2's model runner hands its speculator's ``propose``, from the core's batch and sampled tokens.
+
+Shared by every Model Runner V2 adapter (vLLM 0.33's ``MTPSpeculator``, vllm-ascend's MRV2
+speculators on vLLM 0.23 / 0.27): the kernels it calls have the same signatures in each.
 
 MRV2's runner passes an ``InputBatch`` (the target's ids, positions, ``query_start_loc``,
 ``seq_lens``, request-state indices), the rejection sampler's ``num_sampled`` and ``num_rejected``,
@@ -27,8 +30,13 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from mtp.batch import SampledTokens, VerifiedBatch
+from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
+from mtp.config import ProposerConfig
+from mtp.ops import PreparedCall
+from sim.impls.kit import tiny_config
 from sim.impls.vllm.interop import import_vllm
+
+CPU = torch.device("cpu")
 
 
 @dataclass
@@ -105,3 +113,86 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
     next_prefill = torch.zeros(max_num_reqs, dtype=torch.int32)
     next_prefill[:b] = torch.as_tensor(np.asarray(sampled.backup), dtype=torch.int32)
     return RunnerInputs(view, num_sampled, num_rejected, last_sampled.view(-1), next_prefill)
+
+
+def prepared_call(
+    prepare_prefill_inputs,
+    buffers,
+    cfg: ProposerConfig,
+    batch: VerifiedBatch,
+    sampled: SampledTokens,
+    lowered: bool = True,
+) -> PreparedCall:
+    """Steps 1-3 as the core's ``PreparedCall``: the runner's counts, then MRV2's prefill kernel
+    (``prepare_prefill_inputs``, the generation's) on ``buffers(num_reqs, num_tokens)``, fresh.
+
+    ``accepted_seq_lens``: what later steps advance from; ``lowered``: the kernel's base
+    ``seq_lens - num_rejected`` (vLLM's decode kernel), else the target's ``seq_lens`` (a host copy
+    that is never lowered, vllm-ascend's ``host-seq-lens-not-lowered``).
+    """
+    b, t = batch.num_reqs, batch.num_tokens
+    run = runner_inputs(batch, sampled, cfg.vocab_size, b)
+    buf = buffers(b, t)
+    last = torch.zeros(b, dtype=torch.int64)
+    prepare_prefill_inputs(
+        last, torch.tensor(0, dtype=torch.int64), buf, run.input_batch, run.num_sampled, run.num_rejected,
+        run.last_sampled, run.next_prefill_tokens, b,
+    )  # fmt: skip
+    seq_lens = buf.seq_lens[:b].clone()
+    slots = torch.full((cfg.max_num_tokens,), -1, dtype=torch.int64)
+    slots[:t] = batch.slot_mapping[:t]  # the target's: MRV2's draft prefill reuses them
+    first = FirstPassInputs(
+        token_indices=torch.arange(t, dtype=torch.int64),
+        query_start_loc=buf.query_start_loc[: b + 1].clone(),
+        query_start_loc_cpu=run.input_batch.query_start_loc_np.astype(np.int64),
+        seq_lens=seq_lens,
+        accepted_seq_lens=((seq_lens - run.num_rejected) if lowered else seq_lens).to(torch.int32),
+        slot_mapping=slots,
+        sample_indices=last.clone(),
+        num_rejected=run.num_rejected.to(torch.int32).clone(),
+        max_query_len=int(run.input_batch.num_scheduled_tokens.max()),
+    )
+    nxt = NextTokens(next_token_ids=buf.input_ids[last].to(torch.int32), valid_counts=run.num_sampled.to(torch.int32))
+    base = buf.positions[last].clone()  # what _prefill keeps as the decode steps' positions
+    return PreparedCall(next=nxt, first=first, input_ids=buf.input_ids[:t].to(torch.int64), base_positions=base)
+
+
+def resize(spec, who: str, num_spec_tokens: int, max_model_len: int):
+    """A shared MRV2 speculator set to one call's sizes: K (its ``draft_tokens`` buffer re-made at that
+    width, as its constructor makes it) and ``max_model_len`` (vLLM 0.33 reads the model config's, 0.23 and
+    0.27 keep a copy as an attribute, set at construction)."""
+    tiny_config.refuse_past_limits(who, max_model_len)
+    spec.vllm_config.model_config.max_model_len = max_model_len
+    if "max_model_len" in vars(spec):
+        spec.max_model_len = max_model_len
+    if spec.num_speculative_steps != num_spec_tokens:
+        spec.num_speculative_steps = num_spec_tokens
+        spec.draft_tokens = torch.zeros(spec.max_num_reqs, num_spec_tokens, dtype=torch.int64, device=CPU)
+        spec.draft_token_confidence_probs = torch.empty_like(spec.draft_tokens, dtype=torch.float32)
+    return spec
+
+
+def start_fresh(spec) -> None:
+    """Zero the buffers a newly built speculator starts with: rows MRV2 reads before it writes them
+    (divergence ``stale-rejected-rows``) would otherwise hold an earlier run's ids and positions."""
+    for buffer in (spec.input_buffers.input_ids, spec.input_buffers.positions, spec.hidden_states):
+        buffer.zero_()
+
+
+def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int):
+    """vLLM's ``BlockTables`` holding ``block_table`` (request state r = batch row r), one KV group."""
+    bt_module = import_vllm("vllm.v1.worker.gpu.block_table")
+    table = block_table.to(torch.int32).contiguous().clone()
+    bt = object.__new__(bt_module.BlockTables)
+    bt.block_sizes, bt.num_kv_cache_groups, bt.device = [block_size], 1, CPU
+    bt.kernel_block_sizes, bt.blocks_per_kv_block = [block_size], [1]  # vLLM 0.23 / 0.27's layout reads these
+    bt.max_num_reqs, bt.max_num_batched_tokens = table.shape[0], max_num_tokens
+    bt.cp_size, bt.cp_rank, bt.cp_interleave = 1, 0, 1
+    bt._slot_mapping_enabled, bt._sliding_window_reach = [True], [0]
+    bt.has_sliding_window_groups = False
+    bt.dcp_sharded = torch.tensor([True])
+    bt.block_tables = [SimpleNamespace(gpu=table)]  # the staged tensor's device side, all it reads
+    bt.input_block_tables = [table.clone()]  # what gather_block_tables would copy for this batch
+    bt.slot_mappings = torch.zeros(1, max_num_tokens, dtype=torch.int64)
+    bt.init_block_table_layout_tensors()
+    return bt

@@ -1,0 +1,220 @@
+"""vllm-ascend's Model Runner V2 MTP speculator as an implementation under test (``--impl vllm_ascend_mrv2``).
+
+On main it is ``AscendMTPSpeculator`` (``AscendAutoRegressiveSpeculator`` on vLLM 0.27.1's
+``MTPSpeculator``), on 0.23.0 ``AscendEagleSpeculator`` (on vLLM 0.23.0's ``EagleSpeculator``):
+whatever vllm-ascend's ``init_speculator`` returns for ``method == "mtp"`` (``generation``). Both run
+vLLM's MRV2 loop (``AutoRegressiveSpeculator.propose``: the prefill kernel, the decode kernels,
+``BlockTables.compute_slot_mappings``) with vllm-ascend's overrides: its ``build_attn_metadata``,
+its host-length updates around each draft step, its ``torch.gather``.
+
+``AscendMrv2Proposer`` drives the whole ``propose`` loop with the simulator's tiny MTP model and paged
+cache behind ``MtpProposer``'s constructor; its attention reads the ``AscendMetadata`` an Ascend
+backend reads (``model``). ``AscendMrv2Ops`` computes steps 1-4 for the single-call properties
+with the same functions (vLLM's kernels, vllm-ascend's metadata build and host-length updates).
+The runner's side (its input batch, the sampler's counts, the request states) is the kit's
+(``sim.impls.kit.mrv2_runner``), plus the two host arrays vllm-ascend's runner adds.
+Where it differs from the core, the difference is named in ``divergences``
+(docs/DIVERGENCES-vllm-ascend-mrv2.md); what cannot run is in ``GATE_SKIPS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
+from mtp.config import ProposerConfig
+from mtp.ops import CoreOps, PreparedCall
+from sim.impls import Implementation
+from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.kit import factory, mrv2_runner
+from sim.impls.vllm_ascend import interop
+from sim.impls.vllm_ascend.importing import describe, import_ascend
+from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
+from sim.impls.vllm_ascend_mrv2.importing import unavailable_reason
+from sim.impls.vllm_ascend_mrv2.model import (
+    KV_CACHE_CONFIG,
+    LAYER,
+    AscendMetadataGroup,
+    AscendMrv2TinyMtp,
+    attention_meta,
+)
+
+AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
+
+
+def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int):
+    """The kit's runner inputs plus what vllm-ascend's ``AscendInputBatch`` adds: ``seq_lens_np`` (the
+    host lengths its speculator reads, and writes) and ``is_prefilling_np`` (a chunked prefill: the
+    core's discarded request)."""
+    run = mrv2_runner.runner_inputs(batch, sampled, vocab_size, max_num_reqs)
+    run.input_batch.seq_lens_np = np.asarray(batch.seq_lens_cpu, dtype=np.int32).copy()
+    run.input_batch.is_prefilling_np = np.asarray(sampled.discarded, dtype=bool).copy()
+    return run
+
+
+def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None):
+    """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it."""
+    spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size)
+    spec.model = model
+    spec.attn_groups = [[group or AscendMetadataGroup()]]
+    spec.kv_cache_config = KV_CACHE_CONFIG
+    spec.draft_attn_layer_names = {LAYER}
+    spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
+    return spec
+
+
+@functools.lru_cache(maxsize=16)
+def _made_buffers(num_reqs: int, num_tokens: int):
+    inputs = import_ascend("vllm_ascend.worker.v2.input_batch")
+    return inputs.AscendInputBuffers(max_num_reqs=num_reqs, max_num_tokens=max(num_tokens, 1), device=build.CPU)
+
+
+def _buffers(num_reqs: int, num_tokens: int):
+    """vllm-ascend's ``AscendInputBuffers`` of that size, as a newly built speculator holds them (zeros):
+    made once per size, as the runner makes them once (its constructor reads a host copy back)."""
+    buffers = _made_buffers(num_reqs, num_tokens)
+    for name in ("input_ids", "positions", "seq_lens", "query_start_loc"):
+        getattr(buffers, name).zero_()
+    return buffers
+
+
+class StepRecorder(torch.nn.Module):
+    """The draft model ``AscendMrv2Ops`` hands the speculator to learn step metadata: it records what each
+    forward's attention was handed and returns zeros (plumbing: none of its drafts is compared)."""
+
+    def __init__(self, hidden_size: int, vocab_size: int):
+        super().__init__()
+        self.hidden_size, self.vocab_size = hidden_size, vocab_size
+        self.seen: list[StepMeta] = []
+
+    def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
+        context = import_ascend("vllm.forward_context").get_forward_context()
+        attn = attention_meta(context.attn_metadata[LAYER])
+        n = attn.seq_lens.shape[0]
+        meta = StepMeta(
+            positions[:n].to(torch.int64).clone(), attn.seq_lens.clone(), attn.slot_mapping[:n].to(torch.int64).clone()
+        )
+        self.seen.append(meta)
+        out = torch.zeros(input_ids.shape[0], self.hidden_size)
+        return out, out
+
+    def compute_logits(self, hidden_states):
+        return torch.zeros(hidden_states.shape[0], self.vocab_size)
+
+
+@contextlib.contextmanager
+def fresh_input_buffers(spec):
+    """The shared speculator on fresh input buffers for one ops call, its own put back after."""
+    own, spec.input_buffers = spec.input_buffers, _buffers(spec.max_num_reqs, spec.max_num_tokens)
+    try:
+        yield spec.input_buffers
+    finally:
+        spec.input_buffers = own
+
+
+class AscendMrv2Ops(CoreOps):
+    """Steps 1-4 by the speculator's own functions; validation and the core's wiring are the core's.
+
+    Steps 1-3: the runner's counts and vLLM's prefill kernel (the kit's ``prepared_call``), with the host
+    lengths later steps advance from (``accepted_seq_lens``): the target's ``seq_lens`` (``seq_lens_np``,
+    ``seq_lens_cpu_upper_bound``), never lowered (divergence ``host-seq-lens-not-lowered``). Step 4: the
+    speculator's own decode loop, vLLM's kernels and ``compute_slot_mappings`` with vllm-ascend's
+    metadata build and host-length updates, on a draft model that records what each step's attention was handed (``StepRecorder``)."""
+
+    def __init__(self):
+        self._last: tuple | None = None  # (the inputs, every step's metadata) of the last decode loop run
+
+    def prepare_call(self, cfg: ProposerConfig, batch: VerifiedBatch, sampled: SampledTokens) -> PreparedCall:
+        self.validate(cfg, batch, sampled)
+        ar = import_ascend(AR)
+        return mrv2_runner.prepared_call(ar.prepare_prefill_inputs, _buffers, cfg, batch, sampled, lowered=False)
+
+    def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
+        """Draft step ``step``'s metadata: ``prepare_decode_inputs``, then the speculator's
+        ``_multi_step_decode`` as ``propose`` runs it, read at that step's forward. One loop serves
+        every step of the same inputs (the gate asks for steps 2..K in turn)."""
+        inputs = (cfg, base_positions.clone(), accepted_seq_lens.clone(), block_table.clone())
+        last = self._last
+        if last is None or not (last[0][0] == cfg and all(torch.equal(x, y) for x, y in zip(last[0][1:], inputs[1:]))):
+            self._last = last = (inputs, decode_loop(cfg, base_positions, accepted_seq_lens, block_table))
+        return last[1][int(step) - 2]
+
+
+def decode_loop(cfg: ProposerConfig, base_positions, accepted_seq_lens, block_table) -> list[StepMeta]:
+    """Steps 2..K's metadata as the speculator's decode loop hands its attention, from the first pass's
+    base positions and host lengths."""
+    ar, dp = import_ascend(AR), import_ascend("vllm.v1.worker.gpu.dp_utils")
+    b = base_positions.shape[0]
+    recorder = StepRecorder(cfg.hidden_size, cfg.vocab_size)
+    spec = wired(cfg, block_table, recorder)
+    host = accepted_seq_lens.to(torch.int32).cpu()
+    zeros = torch.zeros(spec.max_num_reqs)
+    with fresh_input_buffers(spec) as buffers:
+        spec.input_batch = SimpleNamespace(
+            num_reqs=b, seq_lens_np=host.numpy().copy(), seq_lens_cpu_upper_bound=host.clone(),
+            is_prefilling_np=np.zeros(b, dtype=bool),
+        )  # fmt: skip
+        # what propose sets on entry from the runner's host bound
+        spec.draft_max_seq_len = min(int(host.max()) + spec.num_speculative_steps, spec.max_model_len)
+        spec._copy_request_inputs(b, torch.arange(b, dtype=torch.int64), zeros, zeros.to(torch.int64))
+        buffers.positions[:b] = base_positions
+        ar.prepare_decode_inputs(
+            spec.draft_tokens[:b, 0], host, torch.zeros(b, dtype=torch.int32), buffers, spec.max_model_len,
+            spec.max_num_reqs,
+        )  # fmt: skip
+        desc, _ = dp.dispatch_cg_and_sync_dp(
+            spec.decode_cudagraph_manager, b, b, uniform_token_count=1, dp_size=spec.dp_size,
+            dp_rank=spec.dp_rank, need_eager=True,
+        )  # fmt: skip
+        with generation.propose_context(spec):
+            generation.multi_step_decode(spec, b, desc, host)
+    return recorder.seen
+
+
+class AscendMrv2Proposer(EagerAdapter):
+    """vllm-ascend's MRV2 ``propose`` behind ``MtpProposer``'s constructor and trace (eager only)."""
+
+    label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
+
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
+        super().__init__(cfg, model, device, ops, mode)
+        self.model = AscendMrv2TinyMtp(model)
+        self.group = AscendMetadataGroup()
+        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on new buffers
+
+    def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
+        spec, t = wired(self.cfg, batch.block_table, self.model, self.group), batch.num_tokens
+        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
+        self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
+        target = self.group.build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
+        zeros = torch.zeros(spec.max_num_reqs)
+        return spec.propose(
+            run.input_batch,
+            {LAYER: target},
+            {LAYER: batch.slot_mapping[:t].to(torch.int64).clone()},
+            batch.hidden_states[:t].to(spec.dtype),
+            None,
+            run.num_sampled,
+            run.num_rejected,
+            run.last_sampled,
+            run.next_prefill_tokens,
+            zeros,  # temperature 0: greedy drafting
+            zeros.to(torch.int64),
+            is_profile=True,  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
+        )
+
+
+def implementation() -> Implementation:
+    """The ``vllm_ascend_mrv2`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
+    reason = unavailable_reason()  # before the generation is asked
+    table = divergences.in_force(generation.name()) if reason is None else divergences
+    return factory.implementation(
+        "vllm_ascend_mrv2", lambda: reason, AscendMrv2Ops(), AscendMrv2Proposer, table,
+        describe=lambda: describe("vllm_ascend_mrv2"),
+    )  # fmt: skip

@@ -1,0 +1,40 @@
+"""vllm-ascend's MRV2 MTP speculator, built on CPU by vllm-ascend's own ``init_speculator``.
+
+The config is the V1 adapter's (``sim.impls.vllm_ascend.build``: the kit's tiny DeepSeek-V3
+``VllmConfig`` with one next-n layer, method ``mtp``, vllm-ascend's config initialised, one gloo
+rank); ``init_speculator`` picks the class as the NPU model runner does. One speculator per hidden
+size serves every case, its per-call sizes set by the kit (``mrv2_runner.resize``). What ``load_model``
+and ``set_attn`` would wire from a loaded model and a KV-cache config is set by the adapter: the draft
+model, the attention group, the KV-cache config, the runner's block tables (the kit's
+``mrv2_runner.block_tables``), the flat attention handling (``generation.as_flat_attention``).
+No CUDA/ACL-graph manager is made (eager only: ``propose(is_profile=True)``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from sim.impls.kit import mrv2_runner
+from sim.impls.vllm_ascend import build as v1_build
+from sim.impls.vllm_ascend_mrv2 import generation
+
+CPU = torch.device("cpu")
+WHO = "vllm-ascend's MRV2 speculator"
+
+
+@functools.lru_cache(maxsize=8)
+def speculator(hidden_size: int):
+    """One speculator per hidden size, as ``NPUModelRunner.__init__`` (worker/v2) makes it."""
+    init = generation.init_speculator()
+    vllm_config = v1_build._vllm_config(hidden_size)
+    v1_build.single_rank_world(vllm_config)
+    spec = init(vllm_config, v1_build.build_device())
+    generation.as_flat_attention(spec)
+    return spec
+
+
+def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int):
+    """The shared speculator set to one call's sizes."""
+    return mrv2_runner.resize(speculator(hidden_size), WHO, num_spec_tokens, max_model_len)

@@ -1,0 +1,125 @@
+"""Where vllm-ascend's MRV2 MTP speculator differs from the core, by design or by defect: the one table.
+
+docs/DIVERGENCES-vllm-ascend-mrv2.md explains each entry (what it does to drafts and to KV);
+tests/impls/vllm_ascend_mrv2/ pins each one. The first five are vLLM's MRV2 loop, inherited as they
+are in vLLM 0.33 (``sim.impls.vllm_mrv2.divergences``, same ids); the rest are vllm-ascend's host
+lengths, what its attention backends read; two of those belong to one generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from sim.impls import Skip
+from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.kit import tables
+from sim.impls.vllm_mrv2 import divergences as vllm_mrv2
+
+INHERITED = (
+    "overflow-clamp",
+    "stale-rejected-rows",
+    "no-unpadded-path",
+    "unfiltered-last-sampled",
+    "unsampled-row-rejected",
+)
+PIN = {
+    "overflow-clamp": "test_steps.py::test_overflow_clamp_divergence",
+    "stale-rejected-rows": "test_prepare.py::test_stale_rejected_rows_divergence",
+    "no-unpadded-path": "test_prepare.py::test_unpadded_runs_the_padded_path",
+    "unfiltered-last-sampled": "test_step_one.py::test_last_sampled_is_taken_unfiltered",
+    "unsampled-row-rejected": "test_step_one.py::test_a_request_that_sampled_nothing_rejects_its_last_row",
+}
+
+
+def _inherited(divergence_id: str, **changes) -> Divergence:
+    """vLLM MRV2's entry, pinned in this adapter's suite (``changes``: where vllm-ascend's differs)."""
+    d = vllm_mrv2.DIVERGENCES[divergence_id]
+    fields = {"where": d.where, "core": d.core, "impl": d.impl, "rule": d.rule, **changes}
+    return Divergence(divergence_id, fields["where"], fields["core"], fields["impl"], PIN[divergence_id],
+                      kind=d.kind, rule=fields["rule"])  # fmt: skip
+
+
+DIVERGENCES = table(
+    _inherited(
+        "overflow-clamp",
+        impl="position min(p + 1, max_model_len - 1) and the slot of that clamped position (the kernels'); "
+        "the host length attention reads is clamped at max_model_len too (_calc_next_seq_lens_cpu, "
+        "draft_max_seq_len): every overflowing (garbage) draft writes KV into the request's slot of position "
+        "max_model_len - 1, over the KV the step before wrote there",
+        rule={"overflow_position": "clamp", "overflow_seq_len": "clamp"},
+    ),
+    _inherited("stale-rejected-rows"),
+    _inherited("no-unpadded-path"),
+    _inherited("unfiltered-last-sampled"),
+    _inherited("unsampled-row-rejected"),
+    Divergence(
+        "host-seq-lens-not-lowered",
+        "_calc_next_seq_lens_cpu (0.23.0); AutoRegressiveSpeculator.propose's draft_max_seq_len (main)",
+        "steps 2..K attend to the accepted prefix: seq_len - n_rej + j - 1",
+        "the host lengths the attention reads advance from the runner's host seq_lens (0.23.0: seq_lens_np; "
+        "main: the bound seq_lens_cpu_upper_bound), the target's seq_len, never lowered by num_rejected "
+        "(vllm-ascend's NOTE: 'to avoid extra sync overhead'); vLLM's kernel lowers only the device "
+        "seq_lens, which the Ascend kernels do not read: step j attends to the n_rej rejected rows' KV, "
+        "written by the first pass from stale ids and positions (stale-rejected-rows)",
+        "test_steps.py::test_host_seq_lens_not_lowered",
+        kind=Kind.DEFECT,
+        rule={"padded_seq_lens_lowered": False},
+    ),
+    Divergence(
+        "host-seq-lens-advanced-twice",
+        "AscendEagleSpeculator._generate_draft (0.23.0)",
+        "step j attends with base + j - 1",
+        "_ascend_prepare_decode_draft raises the runner's seq_lens_np by one before each step's forward "
+        "(the metadata's seq_lens_cpu aliases it) and _increment_decode_attn_metadata again after it: "
+        "step j attends with min(base + 2j - 3, max_model_len), j - 2 keys past its context from step 3 on",
+        "test_steps.py::test_host_seq_lens_advanced_twice",
+        kind=Kind.DEFECT,
+        rule={"step_seq_lens": "advance-twice"},
+    ),
+    Divergence(
+        "draft-seq-lens-batch-bound",
+        "AscendAutoRegressiveSpeculator._generate_draft (main)",
+        "step j attends with base + j - 1",
+        "the step's metadata is built by vllm-ascend's build_attn_metadata with no seq_lens_np, so its "
+        "host lengths are draft_max_seq_len for every request (min(max seq_len + K, max_model_len)); "
+        "_update_decode_attn_metadata writes the per-request lengths only after the forward, into "
+        "metadata the next step rebuilds: every request attends to the batch's bound at every step",
+        "test_steps.py::test_draft_seq_lens_batch_bound",
+        kind=Kind.DEFECT,
+        rule={"step_seq_lens": "batch-bound"},
+    ),
+)
+
+# The generation-only entries: the generation whose speculator has the divergence (``generation``).
+GENERATION = {
+    "host-seq-lens-advanced-twice": "0.23.0",
+    "draft-seq-lens-batch-bound": "main",
+}
+
+_UNPADDED = Skip("MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path")
+HOST_LISTS = tables.host_copies(
+    "vllm-ascend's MRV2 speculator",
+    "the runner's seq_lens_np and the metadata's seq_lens / seq_lens_cpu, read back as seq_lens_list by "
+    "_update_decode_attn_metadata and _ascend_update_seq_lens",
+)
+
+# What cannot run at all, by test function or parametrization name (conftest skips it with this reason).
+GATE_SKIPS = tables.gate_skips(
+    "the vllm-ascend MRV2 adapter runs eagerly only (its drafter graphs are ACL graphs, which need an NPU)",
+    host_sync=HOST_LISTS,
+    more={
+        "test_first_pass_matches_reference[unpadded]": _UNPADDED,
+        "test_draft_steps_match_reference[unpadded]": _UNPADDED,
+        "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
+    },
+)
+
+
+def in_force(generation: str) -> SimpleNamespace:
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0`` or ``main``):
+    its entries only, and the rules that model them."""
+    kept = {i: d for i, d in DIVERGENCES.items() if GENERATION.get(i, generation) == generation}
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), GATE_SKIPS=GATE_SKIPS)
+
+
+RULES = rules_of(d for i, d in DIVERGENCES.items() if i not in GENERATION)  # the entries of both generations

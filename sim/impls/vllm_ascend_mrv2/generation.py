@@ -1,0 +1,81 @@
+"""What differs between the vllm-ascend generations whose MRV2 MTP speculator the adapter drives, found
+by what their modules and classes hold, not by version.
+
+- Where ``init_speculator`` lives: main, ``vllm_ascend.worker.v2.spec_decode`` (``method == "mtp"``:
+  ``AscendMTPSpeculator(AscendAutoRegressiveSpeculator, MTPSpeculator)``); 0.23.0,
+  ``vllm_ascend.worker.v2.spec_decode.eagle`` (``use_eagle()``, true for ``mtp`` in vLLM 0.23.0:
+  ``AscendEagleSpeculator(EagleSpeculator)``, whose forward contract is a tuple, as vllm-ascend
+  0.23.0's patched DeepSeek MTP layer returns).
+- When the host lengths attention reads are written: 0.23.0 before each draft step's forward
+  (``_ascend_prepare_decode_draft``) and again after it; main only after it (``_update_decode_attn_metadata``
+  from ``_generate_draft``), so the forward reads what the builder took at build.
+- ``_multi_step_decode``: main's takes the batch's host upper bound of ``seq_lens`` (vLLM 0.27), 0.23.0's not.
+- main picks its per-step metadata handling by ``attn_architecture`` (``set_attn`` derives it from the
+  draft layer's backend class); the adapter's attention is the flat one (``GQA``, ``AscendAttentionBackend``).
+  0.23.0 has one handling, the flat one.
+
+What differs at import (main's ``sfa_v1`` imports SciPy) is absorbed by ``importing``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+
+from sim.impls.vllm_ascend.generation import takes
+from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.vllm_ascend_mrv2 import importing
+
+FLAT = "GQA"  # main's name for the flat (AscendAttentionBackend) per-step metadata
+
+
+def init_speculator():
+    """This generation's ``init_speculator(vllm_config, device)``: main's package-level one, else 0.23.0's."""
+    importing.prepare()
+    package = import_ascend("vllm_ascend.worker.v2.spec_decode")
+    if hasattr(package, "init_speculator"):
+        return package.init_speculator
+    return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle").init_speculator
+
+
+def as_flat_attention(spec) -> None:
+    """What ``set_attn`` derives from the draft layer's backend on main: the flat handling (0.23.0 has no choice)."""
+    if "attn_architecture" in vars(spec):
+        spec.attn_architecture = FLAT
+
+
+def speculator_class() -> type:
+    """The class this generation's ``init_speculator`` makes for ``mtp`` (main's ``AscendMTPSpeculator``,
+    0.23.0's ``AscendEagleSpeculator``), without making one."""
+    importing.prepare()
+    if hasattr(import_ascend("vllm_ascend.worker.v2.spec_decode"), "init_speculator"):
+        return import_ascend("vllm_ascend.worker.v2.spec_decode.mtp.speculator").AscendMTPSpeculator
+    return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle.speculator").AscendEagleSpeculator
+
+
+def writes_lengths_before_forward(cls) -> bool:
+    """Whether this generation writes the step's host lengths into its metadata before the forward (0.23.0)."""
+    return hasattr(cls, "_ascend_prepare_decode_draft")
+
+
+@functools.cache
+def name() -> str:
+    """``0.23.0`` or ``main``: whose divergence table applies (``divergences.GENERATION``), by what the
+    speculator does: 0.23.0 writes the host lengths before each step's forward, main does not."""
+    return "0.23.0" if writes_lengths_before_forward(speculator_class()) else "main"
+
+
+@contextlib.contextmanager
+def propose_context(spec):
+    """What this generation's ``propose`` runs under: vllm-ascend's ``build_attn_metadata`` in vLLM's place
+    and its ``torch.gather``, both from the module that defines ``propose``."""
+    module = sys.modules[type(spec).propose.__module__]
+    with module.build_attn_metadata_wrapper(), module.torch_gather_wrapper():
+        yield
+
+
+def multi_step_decode(spec, num_reqs: int, batch_desc, seq_lens_upper_bound) -> None:
+    """Draft steps 2..K as ``propose`` runs them after ``prepare_decode_inputs`` (attention not skipped)."""
+    extra = (seq_lens_upper_bound,) if takes(spec._multi_step_decode, "seq_lens_cpu_upper_bound") else ()
+    spec._multi_step_decode(num_reqs, False, batch_desc, None, *extra)

@@ -1,0 +1,95 @@
+"""The attention group and draft model behind vllm-ascend's MRV2 speculator: what an Ascend backend reads.
+
+vllm-ascend's MRV2 speculator builds every step's attention metadata through its own
+``build_attn_metadata`` (``worker/v2/attn_utils.py``), which asks each attention group's builder to
+``build(common_prefix_len=0, common_attn_metadata=AscendCommonAttentionMetadata)``, and then edits
+the built metadata before (0.23.0) or after (main) the step's forward: ``seq_lens_list``,
+``actual_seq_lengths_q``, ``seq_lens_cpu``, ``attn_state``. ``AscendMetadataGroup`` is that group
+and its builder: it returns vllm-ascend's own ``AscendMetadata``, filled as
+``AscendAttentionMetadataBuilder.build`` (attention_v1.py, 0.23.0 and main) fills it: the host
+lengths from ``_seq_lens_cpu``, else ``seq_lens_cpu``, else the device's, taken as a list
+(``seq_lens_list``), ``actual_seq_lengths_q`` from ``query_start_loc_cpu``, the block table and the
+slots (``slot_mapping[:num_actual_tokens]``).
+
+``AscendMrv2TinyMtp`` reads that object at the forward, as the NPU kernels do: the fused attention
+(``npu_fused_infer_attention_score``) takes ``actual_seq_lengths_kv = seq_lens_list`` and
+``actual_seq_lengths = actual_seq_lengths_q`` (host lists) and the block table; the KV write
+(``reshape_and_cache``) takes ``slot_mapping``. Whatever vllm-ascend wrote into the object between
+build and forward is what the tiny attention sees; the device ``seq_lens`` is not read (the eager
+kernels take the lists). The draft model returns a tuple, as vllm-ascend's DeepSeek MTP layer does
+(``patch_deepseek_mtp``: the pre-norm hidden for logits, the post-norm one fed back).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from mtp.model import AttentionMeta
+from sim.impls.vllm.model import LAYER, VllmTinyMtp
+from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.vllm_ascend.model import host_seq_lens
+
+__all__ = ["KV_CACHE_CONFIG", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta"]
+
+# The one KV-cache group of the draft layer (``build_attn_metadata`` and ``build_slot_mappings_by_layer``
+# read its layer names).
+KV_CACHE_CONFIG = SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=[LAYER])])
+
+
+class AscendMetadataGroup:
+    """Duck-types vLLM's ``AttentionGroup`` for vllm-ascend's ``build_attn_metadata``: its own builder."""
+
+    layer_names = [LAYER]
+    kv_cache_spec = None
+    kv_cache_group_id = 0
+
+    def get_metadata_builder(self, ubatch_idx: int = 0):
+        return self
+
+    def build(self, common_prefix_len: int, common_attn_metadata, **_):
+        """vllm-ascend's ``AscendMetadata`` as ``AscendAttentionMetadataBuilder.build`` fills the fields
+        the eager kernels read (the FIA padding of a batch with fewer lengths than queries never arises
+        here: one length per request)."""
+        cad = common_attn_metadata
+        n = cad.num_reqs
+        seq_lens = host_seq_lens(cad)[:n]
+        metadata = import_ascend("vllm_ascend.attention.attention_v1").AscendMetadata
+        return metadata(
+            num_actual_tokens=cad.num_actual_tokens,
+            block_tables=cad.block_table_tensor,
+            query_start_loc=cad.query_start_loc_cpu[: n + 1].clone(),
+            seq_lens=seq_lens,
+            seq_lens_cpu=seq_lens,
+            seq_lens_list=seq_lens.tolist(),
+            max_query_len=cad.max_query_len,
+            actual_seq_lengths_q=cad.query_start_loc_cpu[1 : n + 1].tolist(),
+            slot_mapping=cad.slot_mapping[: cad.num_actual_tokens],
+            attn_state=cad.attn_state,
+        )
+
+
+def attention_meta(meta) -> AttentionMeta:
+    """What the eager NPU kernels read of an ``AscendMetadata``, as the core's type: the host lists
+    (``actual_seq_lengths_q`` as query ends, ``seq_lens_list`` as KV lengths, their max as the host
+    bound), the block table, the slots."""
+    ends = [int(x) for x in meta.actual_seq_lengths_q]
+    lens = [int(x) for x in meta.seq_lens_list[: len(ends)]]
+    return AttentionMeta(
+        query_start_loc=torch.tensor([0, *ends], dtype=torch.int32),
+        seq_lens=torch.tensor(lens, dtype=torch.int32),
+        block_table=meta.block_tables[: len(ends)],
+        slot_mapping=meta.slot_mapping,
+        seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
+    )
+
+
+class AscendMrv2TinyMtp(VllmTinyMtp):
+    """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the ``AscendMetadata`` it was handed."""
+
+    def attention(self, context) -> AttentionMeta:
+        return attention_meta(context.attn_metadata[LAYER])
+
+    def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
+        return attn.slot_mapping.to(torch.int64)  # reshape_and_cache takes the metadata's slots
