@@ -18,8 +18,12 @@ the attention backends' capture and ``update_graph_params`` (``graph_task_group_
   arguments of the task's next captured op of the same kind, which is how a captured kernel's
   host-side parameters change (``update_full_graph_params``). Nothing else changes them.
 
-Streams and events are plumbing here (one CPU stream): ``ExternalEvent``'s methods and a
-stream's ``synchronize`` do nothing.
+Events order the update stream before the graph's tasks, as on an NPU: an ``ExternalEvent`` waited
+on inside a capture becomes a dependency of the graph; a replay is launched, and runs once every
+such event has been recorded since the launch (vllm-ascend updates the task parameters after
+launching the replay, and the captured tasks wait for the update's ``event.record``). A
+``synchronize`` with a launched replay still waiting raises ``GraphError``: on an NPU the stream
+would wait forever on an event nobody records.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from devices.base import GraphError
 from devices.sim import graph as sim_graph
 
 _capturing: list[NPUGraph] = []  # the graph being captured (at most one: captures do not nest)
+_launched: list[NPUGraph] = []  # replays launched, waiting on events
 
 
 def _forward_size() -> int | None:
@@ -46,19 +51,46 @@ def _forward_size() -> int | None:
 
 
 class NPUGraph:
-    """One captured graph: a ``SimGraph`` and the size it was captured at."""
+    """One captured graph: a ``SimGraph``, the size it was captured at, the events its tasks wait on,
+    and callbacks run after each replay (``after_replay``)."""
 
     def __init__(self):
         self.sim: sim_graph.SimGraph | None = None
         self.size: int | None = None
         self.replays = 0
+        self.waits: list[ExternalEvent] = []
+        self.after_replay: list = []
+        self._launched: tuple[int, set] | None = None  # (size, events still to be recorded)
 
     def replay(self) -> None:
+        """Launch a replay at the current forward's size: it runs when its events are recorded."""
         if self.sim is None:
             raise GraphError("NPUGraph.replay() before any capture")
+        if self._launched is not None:
+            raise GraphError("NPUGraph.replay() while its last replay still waits on its events")
         size = _forward_size()
-        self.sim.replay(self.size if size is None else size)
+        size = self.size if size is None else size
+        if size != self.size:  # refused at launch, as a graph of other shapes cannot be launched
+            raise GraphError(f"replay at size {size}, but this graph was captured at size {self.size}")
+        self._launched = (size, {id(e) for e in self.waits})
+        _launched.append(self)
+        self._maybe_run()
+
+    def _event_recorded(self, event: ExternalEvent) -> None:
+        if self._launched is not None:
+            self._launched[1].discard(id(event))
+            self._maybe_run()
+
+    def _maybe_run(self) -> None:
+        size, pending = self._launched
+        if pending:
+            return
+        self._launched = None
+        _launched.remove(self)
+        self.sim.replay(size)
         self.replays += 1
+        for callback in self.after_replay:
+            callback()
 
     def reset(self) -> None:
         self.sim = None
@@ -86,6 +118,11 @@ def graph_pool_handle() -> tuple[str]:
 
 def is_current_stream_capturing() -> bool:
     return bool(_capturing)
+
+
+def capturing_graph() -> NPUGraph | None:
+    """The graph being captured, or None."""
+    return _capturing[-1] if _capturing else None
 
 
 @dataclass
@@ -166,13 +203,28 @@ def graph_task_update_end(stream=None) -> None:
 
 
 class ExternalEvent:
-    """An event between the update stream and the graph's stream: one CPU stream, nothing to order."""
+    """An event between the update stream and a graph: waited on inside a capture, it holds that
+    graph's replays until recorded."""
 
-    def record(self, stream=None) -> None: ...
+    def record(self, stream=None) -> None:
+        for g in list(_launched):
+            g._event_recorded(self)
 
-    def wait(self, stream=None) -> None: ...
+    def wait(self, stream=None) -> None:
+        if _capturing:
+            _capturing[-1].waits.append(self)
 
     def reset(self, stream=None) -> None: ...
+
+
+def synchronize(device=None) -> None:
+    """Wait for the launched replays: one still waiting on an event would wait forever."""
+    if _launched:
+        g = _launched[0]
+        raise GraphError(
+            f"a replay of the graph captured at size {g.size} waits on {len(g._launched[1])} event(s) that were "
+            "never recorded: its captured tasks' parameters were not updated (update_full_graph_params)"
+        )
 
 
 class Stream:
@@ -180,7 +232,8 @@ class Stream:
 
     def __init__(self, *args, **kwargs): ...
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        synchronize()
 
     def wait_stream(self, other) -> None: ...
 
@@ -214,6 +267,7 @@ API = {
     "Stream": Stream,
     "current_stream": current_stream,
     "stream": stream,
+    "synchronize": synchronize,
 }
 
 
@@ -236,4 +290,6 @@ def reset() -> None:
     while _tasks.updating:
         graph_task_update_end()
     _capturing.clear()
-
+    for g in _launched:
+        g._launched = None
+    _launched.clear()

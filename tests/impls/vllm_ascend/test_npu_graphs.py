@@ -31,11 +31,16 @@ def wrapped():
     x = torch.zeros(8)
     tasks = []
 
-    def runnable(n, lens):
+    def runnable(n, lens, event=None):
+        """As an attention backend captures a kernel: an event to wait for its update, then the task."""
         if fake_npu_graphs.is_current_stream_capturing():
-            torch.npu.graph_task_group_begin(torch.npu.current_stream())
+            stream = torch.npu.current_stream()
+            if event is not None:
+                event.wait(stream)
+                event.reset(stream)
+            torch.npu.graph_task_group_begin(stream)
             host = host_param_op("lens", lens)
-            tasks.append(torch.npu.graph_task_group_end(torch.npu.current_stream()))
+            tasks.append(torch.npu.graph_task_group_end(stream))
         else:
             host = host_param_op("lens", lens)
         return x[:n] * 2 + host[:n]
@@ -43,12 +48,12 @@ def wrapped():
     wrapper = acl.ACLGraphWrapper(runnable, vllm_config, runtime_mode=config.CUDAGraphMode.FULL)
     forward_context = import_ascend("vllm.forward_context")
 
-    def forward(n, lens, key=None):
+    def forward(n, lens, key=None, event=None):
         desc = forward_context.BatchDescriptor(num_tokens=key or n)
         with ctx.set_ascend_forward_context(
             None, vllm_config, num_tokens=n, aclgraph_runtime_mode=config.CUDAGraphMode.FULL, batch_descriptor=desc
         ):
-            return wrapper(n, lens)
+            return wrapper(n, lens, event)
 
     monitor.set_cudagraph_capturing_enabled(True)
     yield wrapper, x, forward, tasks
@@ -71,10 +76,39 @@ def test_host_values_stay_frozen_at_capture_until_the_task_is_updated(wrapped):
     forward(4, [1, 1, 1, 1])
     assert forward(4, [5, 5, 5, 5]).tolist() == [1.0] * 4, "a replay saw a host list it was not updated with"
     (task,) = tasks
-    torch.npu.graph_task_update_begin(torch.npu.current_stream(), task)
-    host_param_op("lens", [5, 6, 7, 8])  # what update_graph_params issues: the kernel with new host params
-    torch.npu.graph_task_update_end(torch.npu.current_stream())
+    _update(task, [5, 6, 7, 8])  # what update_graph_params issues: the kernel with new host params
     assert forward(4, [0, 0, 0, 0]).tolist() == [5.0, 6.0, 7.0, 8.0]
+
+
+def _update(task, lens):
+    torch.npu.graph_task_update_begin(torch.npu.current_stream(), task)
+    host_param_op("lens", lens)
+    torch.npu.graph_task_update_end(torch.npu.current_stream())
+
+
+def test_a_replay_whose_tasks_wait_on_an_event_runs_once_the_update_records_it(wrapped):
+    """vllm-ascend launches the replay, then updates the tasks and records their events; the tasks
+    wait for the events, so the replay sees the update."""
+    _, x, forward, tasks = wrapped
+    event = torch.npu.ExternalEvent()
+    forward(4, [1, 1, 1, 1], event=event)
+    x.fill_(1.0)
+    out = forward(4, [0, 0, 0, 0], event=event)  # launched, waiting
+    assert out.tolist() == [1.0] * 4, "the replay ran before its event was recorded"  # still the capture's
+    _update(tasks[0], [2, 2, 2, 2])
+    event.record(torch.npu.current_stream())
+    assert out.tolist() == [4.0] * 4
+    torch.npu.synchronize()
+
+
+def test_waiting_for_a_replay_whose_event_is_never_recorded_is_refused(wrapped):
+    """On an NPU a stream would wait forever: a graph whose tasks were never updated."""
+    _, _, forward, _ = wrapped
+    event = torch.npu.ExternalEvent()
+    forward(4, [1, 1, 1, 1], event=event)
+    forward(4, [1, 1, 1, 1], event=event)
+    with pytest.raises(GraphError, match="never recorded"):
+        torch.npu.current_stream().synchronize()
 
 
 def test_a_replay_at_another_size_is_refused(wrapped):
