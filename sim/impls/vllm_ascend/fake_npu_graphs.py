@@ -58,6 +58,7 @@ class NPUGraph:
         self.sim: sim_graph.SimGraph | None = None
         self.size: int | None = None
         self.replays = 0
+        self.inference = False
         self.waits: list[ExternalEvent] = []
         self.after_replay: list = []
         self._launched: tuple[int, set] | None = None  # (size, events still to be recorded)
@@ -87,7 +88,8 @@ class NPUGraph:
             return
         self._launched = None
         _launched.remove(self)
-        self.sim.replay(size)
+        with torch.inference_mode(self.inference):  # the mode its tensors were made in
+            self.sim.replay(size)
         self.replays += 1
         for callback in self.after_replay:
             callback()
@@ -103,6 +105,7 @@ def graph(npu_graph: NPUGraph, pool=None, stream=None, capture_error_mode=None, 
         raise GraphError("a graph capture inside another capture")
     size = _forward_size()
     npu_graph.size = size
+    npu_graph.inference = torch.is_inference_mode_enabled()
     _capturing.append(npu_graph)
     try:
         with sim_graph.capture(-1 if size is None else size) as sim:
