@@ -172,14 +172,19 @@ class GraphRunnerView(RunnerView):
 def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
     """The tiny ``VllmConfig`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY ACL graphs (the full
     mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to multiples of
-    ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``."""
+    ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where none
+    fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
     config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type)
     compilation = vllm_config.compilation_config
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
     compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
     compilation.max_cudagraph_capture_size = max(capture_sizes)
-    compilation.adjust_cudagraph_sizes_for_spec_decode(num_spec_tokens + 1, 1)
+    try:
+        compilation.adjust_cudagraph_sizes_for_spec_decode(num_spec_tokens + 1, 1)
+    except ValueError:  # no multiple of num_spec_tokens + 1 up to the largest size: vLLM refuses graphs
+        compilation.cudagraph_mode = config.CUDAGraphMode.NONE
+        compilation.cudagraph_capture_sizes = []
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
     return vllm_config
 
