@@ -62,7 +62,7 @@ def check_mirrors(cad, step: int | None) -> None:
     """Each host mirror ``cad`` carries equals its device tensor over the ``cad.num_reqs`` live requests;
     ``num_computed_tokens_cpu`` (where set) equals ``seq_lens`` less the query lengths at the first pass
     (``step`` 1), the one step at which vllm-ascend hands it over defined (docs/DIVERGENCES-vllm-ascend.md, "What
-    attention is handed")."""
+    attention is handed"), for every request with a sequence (seq_len 0: a full graph's padding request)."""
     n = int(cad.num_reqs)
     for host_name, device_name, extra in MIRRORS:
         host, device = present(cad, host_name), present(cad, device_name)
@@ -77,8 +77,11 @@ def check_mirrors(cad, step: int | None) -> None:
     computed = present(cad, "num_computed_tokens_cpu")
     if step == 1 and computed is not None:
         qsl = _values(cad.query_start_loc_cpu, n + 1)
-        want = [s - (b - a) for s, a, b in zip(_values(cad.seq_lens, n), qsl, qsl[1:])]
+        seq_lens = _values(cad.seq_lens, n)
+        want = [s - (b - a) for s, a, b in zip(seq_lens, qsl, qsl[1:])]
         got = _values(computed, n)
+        # A graph-padding request (a full graph's dummy requests) has no sequence: nothing to check.
+        want = [w if s else g for w, g, s in zip(want, got, seq_lens)]
         if got != want:
             raise MetadataMismatch(
                 f"step {step}: host mirror num_computed_tokens_cpu is not seq_lens - query lens: got {got}, want {want}"

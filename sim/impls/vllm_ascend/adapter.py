@@ -209,7 +209,12 @@ class AscendProposer(EagerAdapter):
         if self.graphed is None or self._captured:
             return
         self._ascend()
-        graphs.capture_all(self.graphed)
+        trace, calls = self.model.trace, self.model.calls  # a capture's dummy runs are no call
+        self.model.trace = None
+        try:
+            graphs.capture_all(self.graphed)
+        finally:
+            self.model.trace, self.model.calls = trace, calls
         self._captured = True
 
     def captured_sizes(self) -> dict[Phase, list[int]]:
@@ -226,6 +231,7 @@ class AscendProposer(EagerAdapter):
             return super().dummy_run(size)
         self.capture_all()
         before = self.model.calls
+        self.model.trace = None
         graphs.dummy_run(self._ascend(), size)
         self.logits_calls += self.model.calls - before  # one logits computation per draft-model call
 

@@ -190,28 +190,32 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
 
 
 def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
-    """A full-graph ``AscendEagleProposer`` (built anew: its graphs are its own), its draft wrapped in
-    vllm-ascend's ``ACLGraphWrapper`` as ``load_model`` wraps it, and the draft graph params set for
-    its capture sizes as the runner sets them before capturing."""
+    """A full-graph ``AscendEagleProposer`` on a ``GraphRunnerView`` (its draft is wrapped per run,
+    ``configured_graph``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
-    acl = import_ascend("vllm_ascend.compilation.acl_graph")
     config = import_ascend("vllm.config")
     device = build_device()
     vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes)
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
-        proposer.kv_cache_gid = 0
-        # load_model's wrapping (_maybe_share_lm_head), without the weight sharing a tiny model has no use for
-        proposer.update_stream = torch.npu.Stream()
-        proposer._runnable = acl.ACLGraphWrapper(
-            proposer._run_merged_draft,
-            vllm_config,
-            runtime_mode=config.CUDAGraphMode.FULL,
-            use_eagle=proposer.use_eagle,
-            enable_enpu=proposer.enable_enpu,
-        )
+    proposer.kv_cache_gid = 0
+    proposer.update_stream = torch.npu.Stream()
     return proposer
+
+
+def wrap_draft(proposer) -> None:
+    """``load_model``'s wrapping of the draft (``_maybe_share_lm_head``, without the weight sharing a
+    tiny model has no use for): a new ``ACLGraphWrapper`` (no graph captured) around ``_run_merged_draft``."""
+    config = import_ascend("vllm.config")
+    acl = import_ascend("vllm_ascend.compilation.acl_graph")
+    proposer._runnable = acl.ACLGraphWrapper(
+        proposer._run_merged_draft,
+        proposer.vllm_config,
+        runtime_mode=config.CUDAGraphMode.FULL,
+        use_eagle=proposer.use_eagle,
+        enable_enpu=proposer.enable_enpu,
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -221,12 +225,13 @@ def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple
 
 def configured_graph(cfg, capture_sizes):
     """The full-graph proposer for ``cfg``'s hidden size and draft count at ``capture_sizes``, as
-    built: no graph captured (a run captures its own), its draft graph params empty, its buffers
+    built: its draft newly wrapped (no graph captured: a run captures its own), the draft graph
+    params set empty for its capture sizes as the runner sets them before capturing, its buffers
     fresh. One full-graph proposer is in use at a time (vllm-ascend's draft graph params are global)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", cfg.max_model_len, cfg.num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = _graph_proposer(cfg.hidden_size, cfg.num_spec_tokens, tuple(sorted(set(capture_sizes))))
     start_fresh(proposer)
-    proposer._runnable.concrete_aclgraph_entries.clear()
+    wrap_draft(proposer)
     acl = import_ascend("vllm_ascend.compilation.acl_graph")
     sizes = sorted(
         {d.num_tokens for _, descs in proposer.runner.cudagraph_dispatcher.get_capture_descs() for d in descs}

@@ -29,8 +29,9 @@ def _full_keys(p):
 
 
 def captured_sizes(p) -> list[int]:
-    """The token counts of the graphs vllm-ascend's wrapper holds, ascending."""
-    return sorted(desc.num_tokens for desc, e in p._runnable.concrete_aclgraph_entries.items() if e.aclgraph)
+    """The token counts the runner captures graphs at (its dispatcher's FULL keys, each captured by
+    ``capture_all``), ascending: what a call must be padded to, whatever the wrapper ended up holding."""
+    return sorted(desc.num_tokens for desc in _full_keys(p))
 
 
 def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
