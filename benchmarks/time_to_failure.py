@@ -61,6 +61,9 @@ def adapter_gate(impl: str) -> list[str]:
     words = shlex.split(tox["adapter"]["commands"].strip().splitlines()[1])
     paths = [w for w in words if w.startswith("tests/")]
     k = words.index("-k")
+    select = words[k + 1].strip('"')
+    if select == "{env:GATE_SELECT}":
+        select = gate_select(tox, impl)
     return [
         "--device",
         "sim",
@@ -72,8 +75,20 @@ def adapter_gate(impl: str) -> list[str]:
         impl,
         *paths,
         "-k",
-        words[k + 1].strip('"'),
+        select,
     ]
+
+
+def gate_select(tox: configparser.ConfigParser, impl: str) -> str:
+    """The adapter env's ``GATE_SELECT`` (its set_env: a default line, then ``impl:`` lines that override it)."""
+    section = next(name for name in tox.sections() if name.startswith("testenv:{") and impl in name)
+    value = ""
+    for line in tox[section]["set_env"].splitlines():
+        factors, _, rest = line.strip().rpartition(":") if ": GATE_SELECT" in line else ("", "", line.strip())
+        name, eq, val = rest.partition("=")
+        if eq and name.strip() == "GATE_SELECT" and (not factors or impl in factors.split(",")):
+            value = val.strip()
+    return value
 
 
 def ascend_variants() -> dict[str, tuple[list[str], dict[str, str]]]:
