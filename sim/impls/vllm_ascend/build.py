@@ -14,6 +14,7 @@ once (``MAX_TOKENS`` rows, ``MAX_REQS`` requests); per-call sizes are set by
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import tempfile
@@ -157,6 +158,8 @@ class GraphRunnerView(RunnerView):
             block_table=[_BlockTableView(device, max_blocks)],
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some
+        for name in ("group_len", "group_key_idx", "group_key_cache_idx"):  # main's, handed to the builders
+            setattr(self, name, self._make_buffer(MAX_TOKENS, dtype=torch.int32))
         self.cudagraph_dispatcher = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher(vllm_config)
         self.cudagraph_dispatcher.initialize_cudagraph_keys(
             self.compilation_config.cudagraph_mode, self.uniform_decode_query_len
@@ -165,8 +168,16 @@ class GraphRunnerView(RunnerView):
         self._pad_query_start_loc_for_fia = pad.__get__(self)
         self.attn_state = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.SpecDecoding
 
+    _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
+
     def _use_aclgraph(self) -> bool:
         return True
+
+    @contextlib.contextmanager
+    def synchronize_input_prep(self):
+        """main's dummy run holds it around its input copies: vLLM's ``GPUModelRunner`` version with no
+        ``prepare_inputs_event`` (no async scheduling: one stream, nothing to wait for)."""
+        yield
 
 
 def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
