@@ -44,9 +44,19 @@ class _Recorder(SyncDispatchMode):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         # A view made at capture keeps aliasing the same storage; an in-place
         # view (squeeze_, t_) already changed the captured tensor's metadata.
-        if not func.is_view and torch.Tag.inplace_view not in func.tags:
+        # An op that only may alias (``aten.to``, which inference mode leaves
+        # undecomposed) is a view only when it returned one.
+        if torch.Tag.inplace_view not in func.tags and not (func.is_view and _aliases(out, args)):
             self.ops.append([func, list(args), kwargs, out])
         return out
+
+
+def _aliases(out, args) -> bool:
+    """Whether ``out`` shares storage with a tensor argument."""
+    if not isinstance(out, torch.Tensor):
+        return True  # a view op's tuple of views (split, unbind): views
+    ptr = out.untyped_storage().data_ptr()
+    return any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args)
 
 
 class _NoPageableCopies(SyncFunctionMode):

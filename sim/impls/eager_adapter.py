@@ -8,7 +8,8 @@ subclasses ``EagerAdapter``, sets ``self.model`` (its recording draft model) and
 writes ``_propose``, the generation's own call; ``propose`` is the template every
 adapter runs (validation, the trace, logit counting, the drafts' dtype and shape).
 Graph modes are refused at construction, since the other projects' graphs (CUDA,
-ACL) cannot be captured on a CPU run. Part of the adapter kit (``sim.impls.kit``).
+ACL) cannot be captured on a CPU run; the vllm-ascend adapter alone takes over full-graph
+mode itself (its ACL graphs on the simulator's recorder, ``sim.impls.vllm_ascend.fake_npu_graphs``). Part of the adapter kit (``sim.impls.kit``).
 """
 
 from __future__ import annotations

@@ -94,6 +94,8 @@ def compare_trace(
     out += _first_diff("first pass slot_mapping", it, first.slot_mapping, ref.slot_mapping)
     out += _first_diff("first pass query_start_loc", it, first.query_start_loc, ref.query_start_loc)
     out += _first_diff("first pass sample_indices", it, first.sample_indices, ref.sample_indices)
+    if rules.graphs_uniform_decode_only and not is_uniform_decode(case):
+        captured = None  # run eagerly, at its own rows
     for rec in trace:
         first_rows = rec.step == 1 or rules.steps_run_first_pass_rows
         real = len(ref.token_indices) if first_rows else len(case.requests)
@@ -119,6 +121,12 @@ def compare_trace(
             got_computed = rec.num_computed_tokens[: len(want_computed)]  # padding's requests follow them)
             out += _first_diff(f"step {rec.step} num_computed_tokens", it, got_computed, want_computed)
     return out
+
+
+def is_uniform_decode(case: BatchCase) -> bool:
+    """Every request verifies ``num_spec_tokens`` drafts: ``num_spec_tokens + 1`` query tokens each."""
+    k = case.config.num_spec_tokens
+    return bool(case.requests) and all(r.query_len == k + 1 for r in case.requests)
 
 
 def keep_stale(want: list[int], got, rows: set[int]) -> list[int]:

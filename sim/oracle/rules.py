@@ -71,6 +71,9 @@ class Rules:
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
+    graphs_uniform_decode_only: in a graph mode, only a uniform decode batch (every request
+        ``num_spec_tokens + 1`` tokens) runs padded to a captured size; any other runs eagerly at
+        its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
     """
 
     padded_seq_lens_lowered: bool = True
@@ -84,6 +87,7 @@ class Rules:
     prefill_batches_draft_once: bool = False
     num_computed_from_first_pass: bool = False
     step_seq_lens: str = "advance"
+    graphs_uniform_decode_only: bool = False
 
     def __post_init__(self) -> None:
         if self.overflow_position not in OVERFLOW_POSITIONS:

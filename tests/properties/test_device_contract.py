@@ -40,6 +40,20 @@ def buffers(device):
 
 
 @pytest.mark.needs("supports_graphs")
+def test_a_conversion_captured_in_inference_mode_is_replayed(device):
+    """Inference mode (where vLLM runners capture) leaves ``aten.to`` undecomposed, an op that may
+    alias its input: one that made a new tensor must be replayed, not taken for a view."""
+    x = torch.zeros(4, dtype=torch.int32, device=device.torch_device)
+    with torch.inference_mode(), device.capture(4, device.graph_pool(), {"x": x}) as graph:
+        out = x.to(torch.int64) + 0
+    x.fill_(3)
+    with torch.inference_mode():
+        graph.replay(4, {"x": x})
+    device.synchronize()
+    assert out.tolist() == [3] * 4
+
+
+@pytest.mark.needs("supports_graphs")
 def test_replay_equals_eager_on_new_inputs(device, buffers):
     x, w = buffers
     graph, out = _captured(device, x, w)

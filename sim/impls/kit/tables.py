@@ -2,8 +2,9 @@
 
 An adapter's ``divergences`` module holds ``DIVERGENCES`` (``sim.impls.divergence.table``),
 ``RULES`` (``rules_of`` them) and ``GATE_SKIPS``: the gate's properties it cannot run, by test
-function or parametrization name. Two skips recur: the graph-mode property (every adapter drives
-its proposer eagerly only) and, for a proposer whose host copies are torch CPU tensors, the
+function or parametrization name. Two skips recur: the graph-mode property (the adapters drive
+their proposers eagerly only; vllm-ascend's, which runs its full graphs on the simulator, names its
+own per parametrization) and, for a proposer whose host copies are torch CPU tensors, the
 no-host-sync property on the CPU simulator (where host copies cannot be told from device reads).
 """
 

@@ -26,14 +26,16 @@ from types import SimpleNamespace
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
+from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
+from mtp.trace import Phase
 from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, generation, interop
-from sim.impls.vllm_ascend.build import configured
+from sim.impls.vllm_ascend import divergences, generation, graphs, interop
+from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
@@ -123,21 +125,46 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
     return out
 
 
+FULL_UNPADDED = (
+    "vllm-ascend refuses full graphs with disable_padded_drafter_batch "
+    "(_raise_if_padded_drafter_batch_disabled_and_full_graph_enabled): NotImplementedError"
+)
+
+
 class AscendProposer(EagerAdapter):
-    """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace (eager only).
-    ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter (False: the fallback)."""
+    """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace.
+    ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter (False: the fallback).
+
+    ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
+    its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
+    vllm-ascend's own ``dummy_run`` for every key of its runner's dispatcher, and each call dispatches,
+    pads, replays and updates the captured attention parameters (``update_full_graph_params``) by
+    vllm-ascend's own code. ``mode="piecewise"`` is refused (``divergences.PIECEWISE``).
+    """
 
     label, graphs_need = "the vllm-ascend adapter", "an NPU (ACL graphs)"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True):
-        super().__init__(cfg, model, device, ops, mode)
+    def __init__(
+        self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True, capture_sizes=None
+    ):
+        self.mode = str(getattr(mode, "value", mode))
+        if self.mode == "piecewise":
+            raise ValueError(f"mode='piecewise': {divergences.PIECEWISE}")
+        if self.mode == "full" and not getattr(device, "supports_graphs", False):
+            raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
+        super().__init__(cfg, model, device, ops, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model)
         self.attn_group = AscendSnapshotAttnGroup()
         start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
+        self.graphed = None
+        if self.mode == "full":
+            sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
+            self.graphed = configured_graph(cfg, sizes)
+        self._captured = False
 
     def _ascend(self):
-        p = _proposer(self.cfg)
+        p = self.graphed if self.graphed is not None else _proposer(self.cfg)
         p.model = self.model
         p.runner.model = self.model
         p.draft_attn_groups = [self.attn_group]
@@ -147,22 +174,66 @@ class AscendProposer(EagerAdapter):
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """vllm-ascend's ``_propose`` as its runner calls it (padded or unpadded)."""
+        if self.graphed is not None:
+            if not sampled.is_padded:
+                raise NotImplementedError(f"an unpadded call in mode='full': {FULL_UNPADDED}")
+            self.capture_all()
         p = self._ascend()
         nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
         spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
         self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
-        return p._propose(
+        target = EAGER_BATCH
+        if self.graphed is not None:
+            target = graphs.target_batch(p, batch, rows.shape[0], k)
+            graphs.load_runner(p, batch)
+            self.model.real = (batch.num_reqs, rows.shape[0])
+        drafts = p._propose(
             target_token_ids=batch.token_ids[rows],
             target_positions=batch.positions[rows],
             target_hidden_states=batch.hidden_states[rows].to(torch.float32),
             next_token_ids=nxt.next_token_ids,
             token_indices_to_sample=sample,
             common_attn_metadata=spec_cad,
-            target_model_batch_desc=EAGER_BATCH,
+            target_model_batch_desc=target,
             sampling_metadata=GREEDY,
             num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
             **generation.propose_args(p, k),
         )
+        if self.graphed is not None:
+            torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
+            drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture
+        return drafts
+
+    def capture_all(self) -> None:
+        """Full-graph mode: every graph of the dispatcher's keys, through vllm-ascend's dummy runs (once)."""
+        if self.graphed is None or self._captured:
+            return
+        self._ascend()
+        trace, calls = self.model.trace, self.model.calls  # a capture's dummy runs are no call
+        self.model.trace = None
+        try:
+            graphs.capture_all(self.graphed)
+        finally:
+            self.model.trace, self.model.calls = trace, calls
+        self._captured = True
+
+    def captured_sizes(self) -> dict[Phase, list[int]]:
+        """The merged draft graph's sizes: one graph holds the first pass and steps 2..K (which run at
+        the first pass's rows, mtp-steps-run-padded-rows), so both phases name the same sizes."""
+        if self.graphed is None:
+            return super().captured_sizes()
+        sizes = graphs.captured_sizes(self.graphed)
+        return {phase: list(sizes) for phase in Phase}
+
+    def dummy_run(self, size: int) -> None:
+        """vllm-ascend's ``dummy_run`` at ``size`` tokens, as its runner issues one (a rank with no requests)."""
+        if self.graphed is None:
+            return super().dummy_run(size)
+        self.capture_all()
+        before = self.model.calls
+        self.model.trace = None
+        graphs.dummy_run(self._ascend(), size)
+        self.logits_calls += self.model.calls - before  # one logits computation per draft-model call
 
 
 def implementation() -> Implementation:

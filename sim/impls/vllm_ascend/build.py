@@ -14,16 +14,19 @@ once (``MAX_TOKENS`` rows, ``MAX_REQS`` requests); per-call sizes are set by
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import tempfile
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
-from sim.impls.fresh_start import remember_fresh
+from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
+from sim.impls.vllm_ascend import runner_source
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
 MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
@@ -113,4 +116,140 @@ def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden
     proposer.block_size = block_size
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
+    return proposer
+
+
+class _BlockTableView:
+    """``input_batch.block_table[gid]`` as a dummy run reads it: the device table and slot buffer."""
+
+    def __init__(self, device: torch.device, max_blocks: int):
+        self.table = torch.full((MAX_REQS, max_blocks), -1, dtype=torch.int32, device=device)
+        self.slot_mapping = SimpleNamespace(gpu=torch.full((MAX_TOKENS,), -1, dtype=torch.int32, device=device))
+
+    def get_device_tensor(self) -> torch.Tensor:
+        return self.table
+
+
+class GraphRunnerView(RunnerView):
+    """``RunnerView`` of a runner with ACL graphs: what the full-graph path reads besides.
+
+    ``cudagraph_dispatcher`` is vLLM's own ``CudagraphDispatcher`` with the keys vllm-ascend's runner
+    initialises (``initialize_cudagraph_keys(cudagraph_mode, uniform_decode_query_len)``);
+    ``_pad_query_start_loc_for_fia`` is ``NPUModelRunner``'s own. ``seq_lens`` and
+    ``optimistic_seq_lens_cpu`` are the runner's per-request lengths, which ``_propose`` reads in
+    FULL mode instead of the metadata's (the adapter writes the batch's there, as the runner's
+    input preparation does). The rest is what a dummy run builds its capture metadata from: inert
+    (slots -1, lengths 0), so a capture writes no KV.
+    """
+
+    def __init__(self, device: torch.device, vllm_config):
+        super().__init__(device)
+        self.compilation_config = vllm_config.compilation_config
+        self.uniform_decode_query_len = 1 + vllm_config.speculative_config.num_speculative_tokens
+        self.arange_np = np.arange(MAX_TOKENS + 1, dtype=np.int32)
+        self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
+        self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
+        self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
+        self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
+        max_blocks = -(-tiny_config.MAX_MODEL_LEN // 16) + 1
+        self.input_batch = SimpleNamespace(
+            lora_id_to_lora_request={},
+            num_computed_tokens_cpu_tensor=torch.zeros(MAX_REQS, dtype=torch.int32),
+            block_table=[_BlockTableView(device, max_blocks)],
+        )
+        self.attn_groups = [[None]]  # a dummy run asks only that there are some
+        for name in ("group_len", "group_key_idx", "group_key_cache_idx"):  # main's, handed to the builders
+            setattr(self, name, self._make_buffer(MAX_TOKENS, dtype=torch.int32))
+        self.cudagraph_dispatcher = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher(vllm_config)
+        self.cudagraph_dispatcher.initialize_cudagraph_keys(
+            self.compilation_config.cudagraph_mode, self.uniform_decode_query_len
+        )
+        pad = runner_source.runner_method("_pad_query_start_loc_for_fia")
+        self._pad_query_start_loc_for_fia = pad.__get__(self)
+        self.attn_state = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.SpecDecoding
+
+    _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
+
+    def _use_aclgraph(self) -> bool:
+        return True
+
+    @contextlib.contextmanager
+    def synchronize_input_prep(self):
+        """main's dummy run holds it around its input copies: vLLM's ``GPUModelRunner`` version with no
+        ``prepare_inputs_event`` (no async scheduling: one stream, nothing to wait for)."""
+        yield
+
+
+def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
+    """The tiny ``VllmConfig`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY ACL graphs (the full
+    mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to multiples of
+    ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where none
+    fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
+    config = import_ascend("vllm.config")
+    vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type)
+    compilation = vllm_config.compilation_config
+    compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
+    compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
+    compilation.max_cudagraph_capture_size = max(capture_sizes)
+    try:
+        compilation.adjust_cudagraph_sizes_for_spec_decode(num_spec_tokens + 1, 1)
+    except ValueError:  # no multiple of num_spec_tokens + 1 up to the largest size: vLLM refuses graphs
+        compilation.cudagraph_mode = config.CUDAGraphMode.NONE
+        compilation.cudagraph_capture_sizes = []
+    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
+    return vllm_config
+
+
+def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
+    """A full-graph ``AscendEagleProposer`` on a ``GraphRunnerView`` (its draft is wrapped per run,
+    ``configured_graph``)."""
+    eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    config = import_ascend("vllm.config")
+    device = build_device()
+    vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes)
+    single_rank_world(vllm_config)
+    with config.set_current_vllm_config(vllm_config):
+        proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
+    proposer.kv_cache_gid = 0
+    proposer.update_stream = torch.npu.Stream()
+    return proposer
+
+
+def wrap_draft(proposer) -> None:
+    """``load_model``'s wrapping of the draft (``_maybe_share_lm_head``, without the weight sharing a
+    tiny model has no use for): a new ``ACLGraphWrapper`` (no graph captured) around ``_run_merged_draft``."""
+    config = import_ascend("vllm.config")
+    acl = import_ascend("vllm_ascend.compilation.acl_graph")
+    proposer._runnable = acl.ACLGraphWrapper(
+        proposer._run_merged_draft,
+        proposer.vllm_config,
+        runtime_mode=config.CUDAGraphMode.FULL,
+        use_eagle=proposer.use_eagle,
+        enable_enpu=proposer.enable_enpu,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
+    return remember_fresh(graph_proposer(hidden_size, num_spec_tokens, capture_sizes))
+
+
+def configured_graph(cfg, capture_sizes):
+    """The full-graph proposer for ``cfg``'s hidden size and draft count at ``capture_sizes``, as
+    built: its draft newly wrapped (no graph captured: a run captures its own), the draft graph
+    params set empty for its capture sizes as the runner sets them before capturing, its buffers
+    fresh. One full-graph proposer is in use at a time (vllm-ascend's draft graph params are global)."""
+    tiny_config.refuse_past_limits("the vllm-ascend adapter", cfg.max_model_len, cfg.num_spec_tokens, MAX_SPEC_TOKENS)
+    proposer = _graph_proposer(cfg.hidden_size, cfg.num_spec_tokens, tuple(sorted(set(capture_sizes))))
+    start_fresh(proposer)
+    wrap_draft(proposer)
+    acl = import_ascend("vllm_ascend.compilation.acl_graph")
+    sizes = sorted(
+        {d.num_tokens for _, descs in proposer.runner.cudagraph_dispatcher.get_capture_descs() for d in descs}
+    )
+    acl._draft_graph_params = None
+    acl.set_draft_graph_params(sizes)
+    proposer.block_size = cfg.block_size
+    proposer.max_model_len = cfg.max_model_len
+    proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

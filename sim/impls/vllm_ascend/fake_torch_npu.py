@@ -6,6 +6,10 @@ goes through it: the spec-decode path computes with plain torch on CPU
 tensors. An NPU kernel reached through the fake raises ``NotImplementedError``
 naming it, so a code path that would need the real library fails loudly.
 
+The graph API (``torch.npu.NPUGraph``, ``torch.npu.graph``, the graph-task update calls,
+streams and events) is not a mock: ``fake_npu_graphs`` backs it with the simulator's graph
+recorder, so vllm-ascend's ``ACLGraphWrapper`` and ``update_full_graph_params`` run on CPU.
+
 ``install()`` does nothing when the real ``torch_npu`` imports (an NPU
 runner): the same adapter then runs on the real library.
 """
@@ -17,6 +21,8 @@ import importlib.util
 import sys
 import types
 from unittest.mock import MagicMock
+
+from sim.impls.vllm_ascend import fake_npu_graphs
 
 # triton-ascend ops that vllm-ascend resolves at import time (vllm_ascend/ops/triton/triton_utils.py)
 TRITON_ASCEND_OPS = ("insert_slice", "extract_slice", "get_element")
@@ -57,7 +63,8 @@ def _fake_torch_npu() -> types.ModuleType:
     npu.npu.is_available.return_value = False
     npu.profiler = MagicMock(name="torch_npu.profiler")
     npu._C = MagicMock(name="torch_npu._C")
-    npu._C._NPUTaskGroupHandle = MagicMock
+    npu._C._NPUTaskGroupHandle = fake_npu_graphs.TaskHandle
+    npu._C._weak_ref_tensor = fake_npu_graphs.weak_ref_tensor
     npu._inductor = MagicMock(name="torch_npu._inductor")
     npu.npu_format_cast = lambda weight, fmt: weight
 
@@ -124,7 +131,7 @@ def install() -> bool:
     torch.npu = MagicMock(name="torch.npu")
     torch.npu.is_available.return_value = False
     torch.npu.current_device.return_value = 0
-    torch.npu.Stream = MagicMock
+    fake_npu_graphs.install_on(torch.npu, npu.npu)
     torch.version.cann = None
     _triton_ascend_extension()
     return True

@@ -65,7 +65,17 @@ def prepare() -> bool:
             triton_utils._NUM_VECTORCORE = VECTOR_CORES
         registry = importlib.import_module("vllm.model_executor.models.registry")
         registry._run_in_subprocess = lambda fn: fn()
+        worker_utils = importlib.import_module("vllm_ascend.worker.utils")
+        if hasattr(worker_utils, "copy_snapshot_to_gpu"):  # 0.23.0; main copies through vLLM's buffer
+            worker_utils.copy_snapshot_to_gpu.__code__ = _unpinned_snapshot.__code__
     return fake
+
+
+def _unpinned_snapshot(buffer):
+    """vllm-ascend 0.23.0's ``copy_snapshot_to_gpu`` without ``pin_memory()``, which a CPU tensor
+    cannot do once the private-use backend is named npu: on the CPU the host memory is the device's,
+    so the snapshot is a plain copy (every name bound to the function runs this body)."""
+    return buffer.gpu.copy_(buffer.cpu.clone(), non_blocking=True)
 
 
 def import_ascend(module: str = "vllm_ascend"):

@@ -13,6 +13,12 @@ and the host bound ``max(seq_lens_list)`` (vllm-ascend sets ``max_seq_len`` to
 0); so a stale mirror changes the drafts. ``AscendTinyMtp`` reads the metadata
 back from the forward context and takes its KV slots from it (vllm-ascend
 keeps them in the metadata, padded with -1 to the buffer's length).
+
+Under ACL graphs (full-graph mode), the forward that runs is the one inside the capture: there the
+attention takes its lengths through ``tiny_attention.captured_task`` (the kernel's host
+parameters as one captured task: frozen at capture, rewritten only by the backend's
+``update_graph_params``), and its record of the call is a set of tensors the replay rewrites;
+after each replay (``NPUGraph.after_replay``) they become the call's ``StepRecord``s.
 """
 
 from __future__ import annotations
@@ -20,8 +26,11 @@ from __future__ import annotations
 import torch
 
 from mtp.model import AttentionMeta
+from mtp.trace import StepRecord
+from sim.impls.vllm.interop import import_vllm
 from sim.impls.vllm.metadata_checks import present
 from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp
+from sim.impls.vllm_ascend import fake_npu_graphs, tiny_attention
 
 __all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendTinyMtp"]
 
@@ -29,7 +38,8 @@ __all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendTinyMtp"]
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
     """Duck-types vllm-ascend's attention group and metadata builder."""
 
-    backend = None
+    backend = tiny_attention.TinyAttentionBackend
+    kv_cache_spec = None
 
     def get_metadata_builder(self):
         return self
@@ -39,6 +49,21 @@ class AscendSnapshotAttnGroup(SnapshotAttnGroup):
 
     def build_for_drafting(self, common_attn_metadata, draft_index, **_):
         return self.build_metadata_for_drafting(common_attn_metadata, draft_index=draft_index)
+
+    def build_for_graph_capture(self, common_attn_metadata, attn_state=None, **_):
+        """A dummy run's metadata for a capture (vllm-ascend builds every step's this way)."""
+        return self.build_metadata_for_drafting(common_attn_metadata, draft_index=None)
+
+    def build_metadata_for_drafting(self, common_attn_metadata, draft_index):
+        """The recorded metadata, with the kernel's host parameters as vllm-ascend's ``AscendMetadata``
+        holds them: ``seq_lens_list``, ``actual_seq_lengths_q`` (lists) and ``block_tables``."""
+        meta = super().build_metadata_for_drafting(common_attn_metadata, draft_index)
+        cad = common_attn_metadata
+        n = cad.num_reqs
+        meta.seq_lens_list = host_seq_lens(cad)[:n].tolist()
+        meta.actual_seq_lengths_q = cad.query_start_loc_cpu[1 : n + 1].tolist()
+        meta.block_tables = cad.block_table_tensor
+        return meta
 
     def attention_meta(self, cad) -> AttentionMeta:
         """What vllm-ascend's attention builder gives the kernels: host lengths, as lists taken at build."""
@@ -64,7 +89,63 @@ def host_seq_lens(cad) -> torch.Tensor:
 
 
 class AscendTinyMtp(VllmTinyMtp):
-    """``TinyMtp`` as vllm-ascend's draft model: KV slots come with the attention metadata (int32 there)."""
+    """``TinyMtp`` as vllm-ascend's draft model: KV slots come with the attention metadata (int32 there).
+
+    ``real``: (requests, first-pass tokens) of the current call, set by the adapter before a graph
+    mode call: the rows of a replayed call's records that are the batch's (the rest is graph padding).
+    """
+
+    real: tuple[int, int] = (0, 0)
 
     def slots(self, context, attn) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)
+
+    def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):
+        graph = fake_npu_graphs.capturing_graph()
+        if graph is None:
+            return super().forward(input_ids, positions, hidden_states, inputs_embeds, **kwargs)
+        return self._captured_forward(graph, input_ids, positions, hidden_states)
+
+    def _captured_forward(self, graph, input_ids, positions, hidden_states):
+        """The forward inside a capture: lengths from the captured task, no host read; its record is
+        tensors the replays rewrite, turned into a ``StepRecord`` after each replay."""
+        context = import_vllm("vllm.forward_context").get_forward_context()
+        attn = context.attn_metadata[LAYER]
+        n = input_ids.shape[0]
+        seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
+        slots = self.slots(context, attn)[:n]
+        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
+        live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        live["bound"] = bound
+        live = {name: t.clone() for name, t in live.items()}  # copies the replay rewrites in place
+        if not graph.after_replay:
+            graph.after_replay.append(self._replayed_calls(graph))
+        graph.records = [*getattr(graph, "records", []), live]
+        return out, out
+
+    def _replayed_calls(self, graph):
+        def replayed():
+            for live in graph.records:
+                self.calls += 1
+                if self.trace is not None:
+                    self.trace.append(self._record(self.calls, live))
+
+        return replayed
+
+    def _record(self, call: int, live: dict) -> StepRecord:
+        """A replayed call's record, the batch's rows and requests only (steps 2..K: one row per request)."""
+        reqs, tokens = self.real
+        rows = live["input_ids"].shape[0]
+        real = tokens if call == 1 else reqs
+        return StepRecord.capture(
+            call,
+            int(live["bound"][0]),
+            rows,
+            input_ids=live["input_ids"][:real],
+            positions=live["positions"][:real],
+            seq_lens=live["seq_lens"][:reqs],
+            slot_mapping=live["slots"][:real],
+            query_start_loc=live["qsl"][: reqs + 1],
+            sample_indices=self.sample_indices if call == 1 else torch.arange(reqs),
+            padding_slots=live["slots"][real:rows],
+        )

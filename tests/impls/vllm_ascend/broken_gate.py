@@ -11,11 +11,13 @@ import os
 import pytest
 
 from tests.impls.broken_kernels import FirstLapOnly
+from tests.impls.vllm_ascend import graph_breaks as graph
 from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
+DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -29,6 +31,10 @@ VARIANTS = {
     "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
     "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
     "model-outputs-swapped": ("maybe_all_gather_and_unpad", method.outputs_swapped),
+    "full-graph-params-not-updated": ("_update_full_graph_params", graph.params_not_updated),
+    "full-graph-params-of-the-first-step": ("_update_full_graph_params", graph.params_of_the_first_step),
+    "capture-sizes-reversed": (DISPATCH, graph.sizes_reversed),
+    "sample-rows-from-padded-query-start-loc": ("_run_merged_draft", graph.sample_rows_from_padded_query_start_loc),
 }
 
 
@@ -40,6 +46,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if name not in VARIANTS:
         raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(VARIANTS)}")
     target, breaking = VARIANTS[name]
+    if target == DISPATCH:
+        cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher
+        monkeypatch.setattr(cls, "dispatch", breaking(cls.dispatch))
+        return
     if target is None:
         module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
         monkeypatch.setattr(module, "prepare_inputs_padded_kernel", breaking(module.prepare_inputs_padded_kernel))

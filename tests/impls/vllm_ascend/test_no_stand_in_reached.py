@@ -41,9 +41,12 @@ def stand_ins_touched(run) -> list[str]:
 
 
 def _serving_runs(impl, device):
-    for padded in (True, False):
-        scenario = dataclasses.replace(default_scenario(seed=3, num_requests=8), padded=padded, max_iterations=40)
-        check_implementation(impl, scenario, device, f"no-stand-in-{padded}")
+    """Padded and unpadded eagerly, and padded in full-graph mode (the graph API is ``fake_npu_graphs``'
+    recorder, not a stand-in)."""
+    for padded, mode in ((True, "eager"), (False, "eager"), (True, "full")):
+        scenario = default_scenario(seed=3, num_requests=8)
+        scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode)
+        check_implementation(impl, scenario, device, f"no-stand-in-{padded}-{mode}")
 
 
 def test_a_serving_run_touches_no_stand_in(impl, device):
@@ -51,16 +54,16 @@ def test_a_serving_run_touches_no_stand_in(impl, device):
 
 
 def test_a_stand_in_touched_is_seen(impl, device, monkeypatch):
-    """The check itself, on a draft model that asks the fake for the current stream."""
+    """The check itself, on a draft model that asks the fake to empty its cache (a stand-in)."""
     import torch
 
     from sim.impls.vllm_ascend.model import AscendTinyMtp
 
     forward = AscendTinyMtp.forward
 
-    def asks_for_a_stream(self, *args, **kwargs):
-        torch.npu.current_stream()
+    def empties_the_cache(self, *args, **kwargs):
+        torch.npu.empty_cache()
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(AscendTinyMtp, "forward", asks_for_a_stream)
-    assert any("current_stream" in t for t in stand_ins_touched(functools.partial(_serving_runs, impl, device)))
+    monkeypatch.setattr(AscendTinyMtp, "forward", empties_the_cache)
+    assert any("empty_cache" in t for t in stand_ins_touched(functools.partial(_serving_runs, impl, device)))

@@ -1,0 +1,94 @@
+"""vllm-ascend's full-graph drafting driven as its runner drives it: capture, dispatch, dummy runs.
+
+``capture_all`` is the drafter's part of ``NPUModelRunner.capture_model``: for each FULL key of the
+runner's dispatcher (largest first, as ``get_capture_descs`` orders them), the dummy batch the
+runner's ``_dummy_run(uniform_decode=True)`` sets up (``num_reqs`` requests of
+``uniform_decode_query_len`` tokens) and the drafter's ``dummy_run`` with that key, under vLLM's
+capturing switch; vllm-ascend's ``ACLGraphWrapper`` captures each on its first call. A call's
+target batch descriptor says whether the batch is a uniform decode (every request
+``num_spec_tokens + 1`` tokens), as the runner's own dispatch computes it; only those are
+dispatched to a graph under FULL_DECODE_ONLY.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sim.impls.vllm_ascend.importing import import_ascend
+
+
+def _full_keys(p):
+    config = import_ascend("vllm.config")
+    return [
+        d
+        for mode, descs in p.runner.cudagraph_dispatcher.get_capture_descs()
+        if mode == config.CUDAGraphMode.FULL
+        for d in descs
+    ]
+
+
+def captured_sizes(p) -> list[int]:
+    """The token counts the runner captures graphs at (its dispatcher's FULL keys, each captured by
+    ``capture_all``), ascending: what a call must be padded to, whatever the wrapper ended up holding."""
+    return sorted(desc.num_tokens for desc in _full_keys(p))
+
+
+def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
+    """The runner's buffers as its uniform-decode dummy run leaves them: ``num_reqs`` requests of
+    ``uniform_decode_query_len`` tokens, lengths 0, every slot -1."""
+    runner = p.runner
+    q = runner.uniform_decode_query_len
+    qsl = torch.arange(num_reqs + 1, dtype=torch.int32) * q
+    runner.query_start_loc.cpu[: num_reqs + 1] = qsl.clamp(max=num_tokens)
+    runner.query_start_loc.gpu[: num_reqs + 1] = runner.query_start_loc.cpu[: num_reqs + 1].to(runner.device)
+    runner.actual_seq_lengths_q = runner.query_start_loc.cpu[1 : num_reqs + 1].tolist()
+    runner.seq_lens.zero_()
+    runner.optimistic_seq_lens_cpu.zero_()
+    runner.input_batch.block_table[0].slot_mapping.gpu.fill_(-1)
+
+
+def dummy_run(p, num_tokens: int, capturing: bool = False) -> None:
+    """The drafter's ``dummy_run`` as the runner issues it for ``num_tokens`` tokens (a uniform
+    decode, padded and dispatched by the runner's dispatcher)."""
+    mode, desc = p.runner.cudagraph_dispatcher.dispatch(num_tokens=num_tokens, uniform_decode=True)
+    num_reqs = desc.num_reqs or max(num_tokens // p.runner.uniform_decode_query_len, 1)
+    _dummy_batch(p, desc.num_tokens, num_reqs)
+    monitor = import_ascend("vllm.compilation.monitor")
+    monitor.set_cudagraph_capturing_enabled(capturing)
+    try:
+        p.dummy_run(
+            num_tokens=desc.num_tokens,
+            num_reqs=num_reqs,
+            aclgraph_runtime_mode=mode,
+            batch_descriptor=desc,
+            in_graph_capturing=capturing,
+        )
+    finally:
+        monitor.set_cudagraph_capturing_enabled(False)
+    torch.npu.current_stream().synchronize()
+
+
+def capture_all(p) -> None:
+    """Every FULL key's graph, captured by the drafter's dummy run at that key."""
+    for desc in _full_keys(p):
+        dummy_run(p, desc.num_tokens, capturing=True)
+
+
+def target_batch(p, batch, num_tokens: int, k: int):
+    """The target's ``BatchDescriptor`` for this call: ``uniform`` when every request has ``k + 1``
+    tokens (the runner's uniform-decode test), which FULL_DECODE_ONLY graphs require."""
+    lens = np.diff(batch.query_start_loc_cpu)
+    uniform = bool(lens.size) and bool((lens == k + 1).all())
+    forward_context = import_ascend("vllm.forward_context")
+    return forward_context.BatchDescriptor(num_tokens=num_tokens, uniform=uniform)
+
+
+def load_runner(p, batch) -> None:
+    """The runner's per-request lengths for this call, as its input preparation leaves them: the
+    verified batch's ``seq_lens`` (device) and host copy (``optimistic_seq_lens_cpu``), 0 past it."""
+    runner, b = p.runner, batch.num_reqs
+    runner.seq_lens.zero_()
+    runner.seq_lens[:b] = batch.seq_lens
+    runner.optimistic_seq_lens_cpu.zero_()
+    runner.optimistic_seq_lens_cpu[:b] = torch.as_tensor(batch.seq_lens_cpu)

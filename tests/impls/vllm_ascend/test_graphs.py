@@ -1,0 +1,133 @@
+"""vllm-ascend's full-graph drafting on the simulator: its captures, replays and parameter updates.
+
+The adapter in ``mode="full"`` captures through vllm-ascend's dummy runs and drafts through its own
+dispatch, ``ACLGraphWrapper`` replay and ``update_full_graph_params`` (``sim.impls.vllm_ascend.graphs``).
+Here: the two divergences of that mode pinned, and four breaks of it from vllm-ascend's graph-bug
+history, each caught by the serving check the gate's graph property runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from devices.base import GraphError
+from sim.impls.vllm_ascend import fake_npu_graphs
+from sim.impls.vllm_ascend.adapter import AscendProposer
+from sim.impls.vllm_ascend.build import configured_graph
+from sim.impls.vllm_ascend.divergences import RULES
+from sim.impls.vllm_ascend.importing import import_ascend
+from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+from tests.impls.vllm_ascend import graph_breaks
+from tests.impls.vllm_ascend.method_breaks import defining_class
+
+# Prefills, then uniform decodes (every request K + 1 tokens: graphed), some drafts rejected.
+FULL = Scenario(
+    num_spec_tokens=3,
+    block_size=4,
+    graph_mode="full",
+    capture_sizes=(4, 8, 16),
+    accept="random",
+    seed=3,
+    requests=(RequestSpec(0, 3, 10), RequestSpec(0, 4, 10), RequestSpec(3, 2, 8)),
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_graph_left_launched():
+    yield
+    fake_npu_graphs.reset()
+
+
+def _config():
+    """What ``configured_graph`` reads of a proposer config, for ``FULL``."""
+    return SimpleNamespace(
+        hidden_size=FULL.hidden_size,
+        num_spec_tokens=FULL.num_spec_tokens,
+        block_size=FULL.block_size,
+        max_model_len=FULL.max_model_len,
+    )
+
+
+def _made():
+    made = []
+
+    def factory(*args, **kwargs):
+        made.append(AscendProposer(*args, **kwargs))
+        return made[-1]
+
+    return made, factory
+
+
+def _replays(proposer: AscendProposer) -> dict[int, int]:
+    entries = proposer.graphed._runnable.concrete_aclgraph_entries
+    return {desc.num_tokens: entry.aclgraph.replays for desc, entry in entries.items()}
+
+
+def test_uniform_decodes_replay_vllm_ascends_graphs_and_match_the_reference(device):
+    """Each FULL key captured by a dummy run; the uniform decodes replay them (padded to the
+    smallest size that holds them) and equal the reference, divergences modelled."""
+    made, factory = _made()
+    report = run_scenario(FULL, device, proposer_cls=factory, rules=RULES)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+    replays = _replays(made[0])
+    assert sorted(replays) == [4, 8, 16] and sum(replays.values()) > 0, replays
+
+
+def test_a_batch_with_a_prefill_runs_eagerly_in_full_graph_mode(device):
+    """full-graphs-uniform-decode-only: without the rule, the reference wants every batch padded
+    to a captured size; vllm-ascend pads only the uniform decodes, so only batches with a prefill
+    (or fewer drafts) differ, and only in the rows they run at."""
+    rules = dataclasses.replace(RULES, graphs_uniform_decode_only=False)
+    report = run_scenario(FULL, device, proposer_cls=AscendProposer, rules=rules, stop_at_first_mismatch=False)
+    assert report.mismatches, "every batch was padded: has vllm-ascend started graphing prefills?"
+    assert all("rows run" in m.what for m in report.mismatches), [str(m) for m in report.mismatches[:4]]
+
+
+def test_full_graphs_refuse_the_unpadded_drafter_batch(device):
+    """full-graphs-need-padded-batch: vllm-ascend's own check refuses full graphs with
+    ``disable_padded_drafter_batch``; the adapter refuses an unpadded call in full mode, naming it."""
+    p = configured_graph(_config(), (4, 8))
+    spec = p.speculative_config
+    old = spec.disable_padded_drafter_batch
+    spec.disable_padded_drafter_batch = True
+    try:
+        with pytest.raises(NotImplementedError, match="padded drafter batch"):
+            p._raise_if_padded_drafter_batch_disabled_and_full_graph_enabled()
+    finally:
+        spec.disable_padded_drafter_batch = old
+    with pytest.raises(NotImplementedError, match="disable_padded_drafter_batch"):
+        run_scenario(dataclasses.replace(FULL, padded=False), device, proposer_cls=AscendProposer, rules=RULES)
+
+
+def _break(monkeypatch, method: str, breaking) -> None:
+    if method == "dispatch":
+        cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher
+    else:
+        cls = defining_class(configured_graph(_config(), (4, 8)), method)
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
+
+
+def test_graph_params_never_updated_are_caught(monkeypatch, device):
+    """No ``update_full_graph_params`` after a replay: its tasks wait on events nobody records."""
+    _break(monkeypatch, "_update_full_graph_params", graph_breaks.params_not_updated)
+    with pytest.raises(GraphError, match="never recorded"):
+        run_scenario(FULL, device, proposer_cls=AscendProposer, rules=RULES)
+
+
+@pytest.mark.parametrize(
+    ("method", "breaking", "what"),
+    [
+        ("_update_full_graph_params", graph_breaks.params_of_the_first_step, "seq_lens"),
+        ("dispatch", graph_breaks.sizes_reversed, "rows run"),
+        ("_run_merged_draft", graph_breaks.sample_rows_from_padded_query_start_loc, "draft"),
+    ],
+    ids=["params-of-the-first-step", "capture-sizes-reversed", "sample-rows-from-padded-qsl"],
+)
+def test_a_broken_full_graph_path_fails_the_serving_check(monkeypatch, device, method, breaking, what):
+    _break(monkeypatch, method, breaking)
+    report = run_scenario(FULL, device, proposer_cls=AscendProposer, rules=RULES, stop_at_first_mismatch=False)
+    assert any(what in m.what for m in report.mismatches), [str(m) for m in report.mismatches[:4]] + [report.iterations]
