@@ -50,12 +50,13 @@ class StepRecord:
 
     @classmethod
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:
-        """Copies of ``tensors``; anything but a tensor (a stand-in object, say) is refused by name,
-        so every value the checks compare was computed as a tensor by the code under test."""
+        """Copies of ``tensors`` (None: a field the implementation does not hand); anything else but a
+        tensor (a stand-in object, say) is refused by name, so every value the checks compare was
+        computed as a tensor by the code under test."""
         for name, value in tensors.items():
             if value is not None and not isinstance(value, torch.Tensor):
                 raise TypeError(f"{name}: a {type(value).__name__}, not a tensor")
-        copies = {k: v.detach().clone() for k, v in tensors.items()}
+        copies = {k: v.detach().clone() for k, v in tensors.items() if v is not None}
         return cls(step=step, seq_len_bound=seq_len_bound, rows=rows, **copies)
 
 
