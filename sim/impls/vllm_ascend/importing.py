@@ -65,9 +65,10 @@ def prepare() -> bool:
             triton_utils._NUM_VECTORCORE = VECTOR_CORES
         registry = importlib.import_module("vllm.model_executor.models.registry")
         registry._run_in_subprocess = lambda fn: fn()
-        worker_utils = importlib.import_module("vllm_ascend.worker.utils")
-        if hasattr(worker_utils, "copy_snapshot_to_gpu"):  # 0.23.0; main copies through vLLM's buffer
-            worker_utils.copy_snapshot_to_gpu.__code__ = _unpinned_snapshot.__code__
+        with contextlib.suppress(ImportError):  # 0.13 has no vllm_ascend.worker.utils
+            worker_utils = importlib.import_module("vllm_ascend.worker.utils")
+            if hasattr(worker_utils, "copy_snapshot_to_gpu"):  # 0.23.0; main copies through vLLM's buffer
+                worker_utils.copy_snapshot_to_gpu.__code__ = _unpinned_snapshot.__code__
     return fake
 
 

@@ -29,7 +29,7 @@ from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.vllm.interop import import_vllm
 from sim.impls.vllm.metadata_checks import present
-from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp
+from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
 from sim.impls.vllm_ascend import fake_npu_graphs, tiny_attention
 
 __all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendTinyMtp"]
@@ -121,7 +121,7 @@ class AscendTinyMtp(VllmTinyMtp):
         if not graph.after_replay:
             graph.after_replay.append(self._replayed_calls(graph))
         graph.records = [*getattr(graph, "records", []), live]
-        return out, out
+        return logit_view(out), out
 
     def _replayed_calls(self, graph):
         def replayed():
