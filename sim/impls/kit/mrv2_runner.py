@@ -196,3 +196,27 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     bt.slot_mappings = torch.zeros(1, max_num_tokens, dtype=torch.int64)
     bt.init_block_table_layout_tensors()
     return bt
+
+
+def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layer: str, **kwargs) -> torch.Tensor:
+    """``spec.propose`` as an MRV2 runner calls it after rejection sampling: the input batch, the target's
+    attention metadata (``target``) and slots for ``layer``, its hidden states, the sampler's counts,
+    greedy drafting (temperature 0), eager dispatch (``is_profile``: no graph manager here); ``kwargs``
+    are what one generation's signature adds."""
+    t = batch.num_tokens
+    zeros = torch.zeros(spec.max_num_reqs)
+    return spec.propose(
+        run.input_batch,
+        {layer: target},
+        {layer: batch.slot_mapping[:t].to(torch.int64).clone()},
+        batch.hidden_states[:t].to(spec.dtype),
+        None,
+        run.num_sampled,
+        run.num_rejected,
+        run.last_sampled,
+        run.next_prefill_tokens,
+        zeros,
+        zeros.to(torch.int64),
+        is_profile=True,
+        **kwargs,
+    )

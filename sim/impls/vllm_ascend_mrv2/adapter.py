@@ -189,25 +189,12 @@ class AscendMrv2Proposer(EagerAdapter):
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
-        spec, t = wired(self.cfg, batch.block_table, self.model, self.group), batch.num_tokens
+        spec = wired(self.cfg, batch.block_table, self.model, self.group)
         run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.group.build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
-        zeros = torch.zeros(spec.max_num_reqs)
-        return spec.propose(
-            run.input_batch,
-            {LAYER: target},
-            {LAYER: batch.slot_mapping[:t].to(torch.int64).clone()},
-            batch.hidden_states[:t].to(spec.dtype),
-            None,
-            run.num_sampled,
-            run.num_rejected,
-            run.last_sampled,
-            run.next_prefill_tokens,
-            zeros,  # temperature 0: greedy drafting
-            zeros.to(torch.int64),
-            is_profile=True,  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-        )
+        # is_profile: eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
+        return mrv2_runner.propose(spec, run, batch, target, LAYER)
 
 
 def implementation() -> Implementation:

@@ -99,26 +99,12 @@ class Mrv2Proposer(EagerAdapter):
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """MRV2's ``propose`` as its runner calls it after rejection sampling."""
-        spec, t = self._speculator(batch), batch.num_tokens
+        spec = self._speculator(batch)
         run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.attn_group.build_metadata(interop.to_common_attn_metadata(batch))  # the target's metadata
-        zeros = torch.zeros(spec.max_num_reqs)
-        return spec.propose(
-            run.input_batch,
-            {LAYER: target},
-            {LAYER: batch.slot_mapping[:t].to(torch.int64).clone()},
-            batch.hidden_states[:t].to(spec.dtype),
-            None,
-            run.num_sampled,
-            run.num_rejected,
-            run.last_sampled,
-            run.next_prefill_tokens,
-            zeros,  # temperature 0: greedy drafting
-            zeros.to(torch.int64),
-            num_speculative_tokens=k,
-            is_profile=True,  # eager dispatch without a CUDA-graph manager: in 0.33 its only effect (need_eager)
-        )
+        # is_profile: in 0.33 its only effect is eager dispatch (need_eager)
+        return mrv2_runner.propose(spec, run, batch, target, LAYER, num_speculative_tokens=k)
 
 
 def implementation() -> Implementation:
