@@ -105,7 +105,8 @@ HOST_LISTS = tables.host_copies(
 
 # What cannot run at all, by test function or parametrization name (conftest skips it with this reason).
 GATE_SKIPS = tables.gate_skips(
-    "the vllm-ascend MRV2 adapter runs eagerly only (its drafter graphs are ACL graphs, which need an NPU)",
+    "the vllm-ascend MRV2 adapter runs eagerly only: its drafter graphs are captured by vllm-ascend's v2 graph "
+    "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more={
         "test_first_pass_matches_reference[unpadded]": _UNPADDED,
