@@ -33,7 +33,8 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps
 from sim.impls.kit.vllm_types import to_step_one_inputs
 from sim.oracle import reference
-from sim.oracle.cases import BatchCase, RequestCase, to_batch
+from sim.oracle.cases import BatchCase, RequestCase, slot_of, to_batch
+from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.strategies.batches import batch_cases
@@ -294,3 +295,23 @@ def assert_stale_rejected_rows(ops, proposer_cls, device, decode_case) -> None:
     proposer.propose(batch, sampled)
     positions = proposer.trace[0].positions.tolist()
     assert positions[:2] == [10, 11] and positions[2:] == [0, 0]  # target positions 12, 13 never copied
+
+
+# MRV2's overflow-clamp on a serving run: drafts reach max_model_len, and requests reject (both MRV2 suites).
+MRV2_OVERFLOWING = Scenario(
+    num_spec_tokens=3, max_model_len=24, requests=(RequestSpec(0, 6, 30), RequestSpec(1, 18, 10), RequestSpec(0, 3, 8))
+)
+
+
+def assert_overflowing_steps_write_kv_at_the_last_position(device, proposer_cls, case: BatchCase, clamps: bool):
+    """overflow-clamp, its consequence: ``case`` is a decode (K = 3, max_model_len 16, block size 4) whose
+    draft 2 lies at max_model_len - 1 (step 2) and draft 3 past it (step 3). A proposer that clamps writes
+    step 3's KV over step 2's, at the slot of position max_model_len - 1; the core's step 3 writes nothing."""
+    scenario = Scenario(num_spec_tokens=3, block_size=4, max_model_len=16, requests=(RequestSpec(0, 4, 4),))
+    model, _ = build_models(scenario, CPU, poison_kv=False)
+    proposer = proposer_cls(case.config, model, device)
+    proposer.record()
+    proposer.propose(*to_batch(case, CPU, padded=True))
+    last = slot_of(case.requests[0].blocks, 15, 4)
+    slots = [int(rec.slot_mapping[0]) for rec in proposer.trace[1:]]
+    assert slots == ([last, last] if clamps else [last, -1])

@@ -9,42 +9,30 @@ from hypothesis import given, settings
 
 from mtp.proposer import MtpProposer
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Ops, AscendMrv2Proposer
-from sim.oracle.cases import slot_of, to_batch
 from sim.oracle.rules import CORE
-from sim.serving.run import build_models, run_scenario
-from sim.serving.scenario import RequestSpec, Scenario
-from tests.impls.vllm_ascend_mrv2.cases import CPU, decode_case, rules
+from sim.serving.run import run_scenario
+from tests.impls.suites import MRV2_OVERFLOWING, assert_overflowing_steps_write_kv_at_the_last_position
+from tests.impls.vllm_ascend_mrv2.cases import decode_case, rules
 from tests.strategies.scenarios import scenarios
-
-OVERFLOWING = Scenario(
-    num_spec_tokens=3, max_model_len=24, requests=(RequestSpec(0, 6, 30), RequestSpec(1, 18, 10), RequestSpec(0, 3, 8))
-)
 
 
 @pytest.mark.parametrize("proposer_cls", [MtpProposer, AscendMrv2Proposer], ids=["core", "ascend-mrv2"])
 def test_overflowing_drafts_write_kv_at_the_last_position(device, proposer_cls):
-    """overflow-clamp, its consequence: the decode whose draft 2 lies at max_model_len - 1 (step 2) and
-    draft 3 past it (step 3) writes step 3's KV over step 2's, at the slot of position max_model_len - 1;
-    the core's step 3 writes nothing."""
+    """overflow-clamp, its consequence (``suites.assert_overflowing_steps_write_kv_at_the_last_position``)."""
     case = decode_case(max_model_len=16, num_computed=11, k=3, accepted=3)  # accepted prefix: 15 tokens
-    scenario = Scenario(num_spec_tokens=3, block_size=4, max_model_len=16, requests=(RequestSpec(0, 4, 4),))
-    model, _ = build_models(scenario, CPU, poison_kv=False)
-    proposer = proposer_cls(case.config, model, device)
-    proposer.record()
-    proposer.propose(*to_batch(case, CPU, padded=True))
-    last = slot_of(case.requests[0].blocks, 15, 4)
-    slots = [int(rec.slot_mapping[0]) for rec in proposer.trace[1:]]
-    assert slots == ([last, last] if proposer_cls is AscendMrv2Proposer else [last, -1])
+    assert_overflowing_steps_write_kv_at_the_last_position(
+        device, proposer_cls, case, proposer_cls is AscendMrv2Proposer
+    )
 
 
 def test_the_gate_needs_the_host_length_rules(device):
     """The serving run with overflowing drafts and rejections equals the reference under the generation's
     rules, and fails under the same rules with the host lengths the core's (advanced once from the
     accepted prefix): the rules are what make it pass, not a lax comparison."""
-    ok = run_scenario(OVERFLOWING, device, ops=AscendMrv2Ops(), proposer_cls=AscendMrv2Proposer, rules=rules())
+    ok = run_scenario(MRV2_OVERFLOWING, device, ops=AscendMrv2Ops(), proposer_cls=AscendMrv2Proposer, rules=rules())
     assert ok.ok, ok.mismatches[:3]
     spec = dataclasses.replace(rules(), step_seq_lens=CORE.step_seq_lens, padded_seq_lens_lowered=True)
-    broken = run_scenario(OVERFLOWING, device, ops=AscendMrv2Ops(), proposer_cls=AscendMrv2Proposer, rules=spec)
+    broken = run_scenario(MRV2_OVERFLOWING, device, ops=AscendMrv2Ops(), proposer_cls=AscendMrv2Proposer, rules=spec)
     assert any("seq_lens" in str(m) for m in broken.mismatches), broken.mismatches[:3]
 
 

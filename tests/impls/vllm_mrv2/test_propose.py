@@ -10,41 +10,26 @@ from hypothesis import given, settings
 from mtp.proposer import MtpProposer
 from sim.impls.vllm_mrv2.adapter import Mrv2Ops, Mrv2Proposer
 from sim.impls.vllm_mrv2.divergences import RULES
-from sim.oracle.cases import slot_of, to_batch
-from sim.serving.run import build_models, run_scenario
-from sim.serving.scenario import RequestSpec, Scenario
-from tests.impls.vllm_mrv2.cases import CPU, decode_case
+from sim.serving.run import run_scenario
+from tests.impls.suites import MRV2_OVERFLOWING, assert_overflowing_steps_write_kv_at_the_last_position
+from tests.impls.vllm_mrv2.cases import decode_case
 from tests.strategies.scenarios import scenarios
-
-OVERFLOWING = Scenario(
-    num_spec_tokens=3, max_model_len=24, requests=(RequestSpec(0, 6, 30), RequestSpec(1, 18, 10), RequestSpec(0, 3, 8))
-)
 
 
 @pytest.mark.parametrize("proposer_cls", [MtpProposer, Mrv2Proposer], ids=["core", "mrv2"])
 def test_overflowing_drafts_write_kv_at_the_last_position(device, proposer_cls):
-    """overflow-clamp, its consequence: the decode whose draft 2 lies at max_model_len - 1 (step 2) and
-    draft 3 past it (step 3) writes step 3's KV over step 2's, at the slot of position max_model_len - 1;
-    the core's step 3 writes nothing."""
+    """overflow-clamp, its consequence (``suites.assert_overflowing_steps_write_kv_at_the_last_position``)."""
     case = decode_case(max_model_len=16, num_computed=11, k=3, accepted=3)  # accepted prefix: 15 tokens
-    scenario = Scenario(num_spec_tokens=3, block_size=4, max_model_len=16, requests=(RequestSpec(0, 4, 4),))
-    model, _ = build_models(scenario, CPU, poison_kv=False)
-    batch, sampled = to_batch(case, CPU, padded=True)
-    proposer = proposer_cls(case.config, model, device)
-    proposer.record()
-    proposer.propose(batch, sampled)
-    last = slot_of(case.requests[0].blocks, 15, 4)
-    slots = [int(rec.slot_mapping[0]) for rec in proposer.trace[1:]]
-    assert slots == ([last, last] if proposer_cls is Mrv2Proposer else [last, -1])
+    assert_overflowing_steps_write_kv_at_the_last_position(device, proposer_cls, case, proposer_cls is Mrv2Proposer)
 
 
 def test_the_gate_needs_the_clamp_rule(device):
     """The serving run with overflowing drafts equals the reference under MRV2's rules, and fails under
     the core's (mask): the rule is what makes it pass, not a lax comparison."""
-    ok = run_scenario(OVERFLOWING, device, ops=Mrv2Ops(), proposer_cls=Mrv2Proposer, rules=RULES)
+    ok = run_scenario(MRV2_OVERFLOWING, device, ops=Mrv2Ops(), proposer_cls=Mrv2Proposer, rules=RULES)
     assert ok.ok, ok.mismatches[:3]
     core = run_scenario(
-        OVERFLOWING,
+        MRV2_OVERFLOWING,
         device,
         ops=Mrv2Ops(),
         proposer_cls=Mrv2Proposer,
