@@ -3,31 +3,35 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from tests.checks import core_checks
-from tests.strategies.batches import batch_cases
+from tests.strategies.batches import WIDE, batch_cases
 
 pytestmark = pytest.mark.order(0)  # cheap and sensitive: a broken core fails here first
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @given(case=batch_cases())
+@example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_first_pass_matches_reference(device, impl, padded, case):
     core_checks.check_first_pass(impl.ops, case, padded, device, impl.rules)
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @given(case=batch_cases())
+@example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_draft_steps_match_reference(device, impl, padded, case):
     core_checks.check_steps(impl.ops, case, padded, device, impl.rules)
 
 
 @given(case=batch_cases())
+@example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_padded_and_unpadded_agree(device, impl, case):
     core_checks.check_padded_matches_unpadded(impl.ops, case, device, impl.rules)
 
 
 @given(case=batch_cases())
+@example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_padded_path_makes_no_host_sync(device, impl, case):
     core_checks.check_padded_path_never_syncs(impl.ops, case, device, impl.host_reads)

@@ -80,6 +80,15 @@ def test_a_typical_serving_run_matches_reference(device, impl, request):
     check_implementation(impl, TYPICAL, device, request.node.name)
 
 
+@pytest.mark.order(0)  # graph bugs are the largest class upstream: fail them seconds in, not after every eager run
+@pytest.mark.parametrize("mode", GRAPH_ONLY)
+def test_a_typical_serving_run_in_graph_mode_matches_reference(device, impl, mode, request):
+    """``TYPICAL`` in each graph mode, capturing at two sizes so padding to the wrong one shows: its
+    batches are padded up to a captured size, replayed, and must still equal the reference."""
+    scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=(2, 8))
+    check_implementation(impl, scenario, device, request.node.name)
+
+
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
 def test_a_warm_up_dummy_run_before_any_call_changes_nothing(device, mode):

@@ -96,3 +96,38 @@ def build_case(cfg: ProposerConfig, shapes: list[tuple], seed: int) -> BatchCase
             )
         )
     return BatchCase(config=cfg, requests=reqs, seed=seed)
+
+
+# A fixed batch the single-call properties run first, as an explicit example (never shrunk, so a
+# regression it shows fails at once): 13 requests of every kind (decodes with all, some and none of
+# their drafts accepted, prefills, partial prefills, one reaching max_model_len), spanning several
+# blocks and more than three of the spec-decode kernels' 4-request program tiles, so their
+# grid-stride loops lap (sim/impls/kit/kernel_grid.py).
+WIDE_SHAPES = [
+    ("decode", 4, 10, 3, 3),
+    ("decode", 4, 20, 3, 0),
+    ("decode", 3, 5, 2, 1),
+    ("prefill", 7, 0, 0, 0),
+    ("partial", 5, 8, 0, 0),
+    ("decode", 4, 58, 3, 2),
+    ("decode", 2, 30, 1, 0),
+    ("prefill", 1, 0, 0, 0),
+    ("decode", 4, 12, 3, 1),
+    ("partial", 9, 16, 0, 0),
+    ("decode", 4, 44, 3, 3),
+    ("decode", 4, 3, 3, 2),
+    ("prefill", 12, 0, 0, 0),
+]
+WIDE = build_case(
+    ProposerConfig(
+        num_spec_tokens=3,
+        vocab_size=97,
+        block_size=4,
+        max_model_len=64,
+        max_num_tokens=sum(q for _, q, _, _, _ in WIDE_SHAPES) + 3,
+        max_num_reqs=16,
+        hidden_size=8,
+    ),
+    WIDE_SHAPES,
+    seed=20261201,
+)

@@ -14,6 +14,7 @@ from sim.impls import Skip
 
 HOST_SYNC = "test_padded_path_makes_no_host_sync"
 GRAPHS = "test_graph_modes_match_reference"
+TYPICAL_GRAPHS = "test_a_typical_serving_run_in_graph_mode_matches_reference"  # the fixed run of each graph mode
 COUNTED_AS_SYNCS = "on a CPU device the simulator counts them as syncs"
 
 
@@ -27,9 +28,9 @@ def host_copies(who: str, reads: str, why: str = COUNTED_AS_SYNCS) -> Skip:
 
 def gate_skips(eager_only: str, host_sync: Skip | None = None, more: dict[str, Skip] | None = None) -> dict[str, Skip]:
     """``GATE_SKIPS``: ``more`` (test or parametrization name -> ``Skip``), the host-sync skip if given,
-    and the graph-mode skip on every device with the reason ``eager_only``."""
+    and the graph-mode skips (the property and the fixed run) on every device with the reason ``eager_only``."""
     skips = dict(more or {})
     if host_sync is not None:
         skips[HOST_SYNC] = host_sync
-    skips[GRAPHS] = Skip(eager_only)
+    skips[GRAPHS] = skips[TYPICAL_GRAPHS] = Skip(eager_only)
     return skips

@@ -125,6 +125,7 @@ PIECEWISE = (
 GATE_SKIPS = {
     f"{tables.GRAPHS}[padded-piecewise]": Skip(PIECEWISE),
     f"{tables.GRAPHS}[unpadded-piecewise]": Skip(PIECEWISE),
+    f"{tables.TYPICAL_GRAPHS}[piecewise]": Skip(PIECEWISE),
     f"{tables.GRAPHS}[unpadded-full]": Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 
