@@ -56,8 +56,8 @@ def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
 
 
 def adapter_gate(impl: str) -> list[str]:
-    """The gate an adapter env runs (``--impl impl``): tox.ini's ``[adapter]`` gate paths and the ``-k``
-    of its command (its differential suite left out)."""
+    """The gate an adapter env runs (``--impl impl``): tox.ini's ``[adapter]`` pytest options, gate paths
+    and the ``-k`` of its command (its differential suite left out)."""
     tox = configparser.ConfigParser(interpolation=None)
     tox.read("tox.ini")
     words = shlex.split(tox["adapter"]["commands"].strip())
@@ -65,8 +65,8 @@ def adapter_gate(impl: str) -> list[str]:
     select = words[k + 1]
     if select == "{env:GATE_SELECT}":
         select = gate_select(tox, impl)
-    gate = ["--device", "sim", "-p", "no:cacheprovider", "-n", "auto", "--impl", impl]
-    return [*gate, *tox["adapter"]["gate"].split(), "-k", select]
+    options = shlex.split(tox["adapter"]["pytest"])[1:]  # after "pytest"
+    return [*options, "--impl", impl, *tox["adapter"]["gate"].split(), "-k", select]
 
 
 ENV_OF = {"vllm_mrv2": "vllm", "vllm_ascend_mrv2": "vllm_ascend"}  # an implementation -> the tox env running it
