@@ -64,6 +64,10 @@ class SimDevice:
                 keep.append((n, dst, src))
         self._pending = keep
 
+    def event(self) -> SimEvent:
+        """An event recorded now: synchronized, it lands the copies issued before it."""
+        return SimEvent(self, self._copies)
+
     def pinned(self, shape, dtype: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype)
 

@@ -31,6 +31,10 @@ VARIANTS = {
     "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
     "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
     "model-outputs-swapped": ("maybe_all_gather_and_unpad", method.outputs_swapped),
+    "host-mirror-read-before-its-copy-lands": (
+        "prepare_inputs_padded",
+        method.host_mirror_read_before_its_copy_lands(),
+    ),
     "full-graph-params-not-updated": ("_update_full_graph_params", graph.params_not_updated),
     "full-graph-params-of-the-first-step": ("_update_full_graph_params", graph.params_of_the_first_step),
     "capture-sizes-reversed": (DISPATCH, graph.sizes_reversed),
