@@ -34,34 +34,44 @@ runtime's ``synchronize`` and events call. This module imports neither ``mtp`` n
 
 from __future__ import annotations
 
-import itertools
+import weakref
 from contextlib import contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils.weak import WeakIdKeyDictionary
 
 SIM_DEVICE = torch.device("cpu", 0)  # the simulated accelerator, as code under test names it
-HOST_RESULTS = frozenset({torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item})
-_TO_FUNCS = frozenset({torch.Tensor.to})
-_COPY_FUNCS = frozenset({torch.Tensor.copy_})
-_DEVICE_GETTER = torch.Tensor.device.__get__
+HOST_RESULTS = (torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item)
 
-_on_device: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> True: a device tensor
+# id(tensor) -> a weak reference to it: the device tensors. A tensor's entry goes when it is freed,
+# before its id can be reused; ``ref() is t`` guards a lookup all the same.
+_on_device: dict[int, weakref.ref] = {}
 _sims: list = []  # the simulator devices of the active trackers, innermost last
 _last: list = [None]  # the simulator of the last tracker (late syncs land there)
 
 
 def is_device_tensor(t) -> bool:
     """Whether ``t`` is a device tensor (by provenance)."""
-    return isinstance(t, torch.Tensor) and t in _on_device
+    ref = _on_device.get(id(t))
+    return ref is not None and ref() is t
+
+
+def _forget(key: int):
+    return lambda _: _on_device.pop(key, None)
+
+
+def _mark(t: torch.Tensor) -> None:
+    key = id(t)
+    ref = _on_device.get(key)
+    if ref is None or ref() is not t:
+        _on_device[key] = weakref.ref(t, _forget(key))
 
 
 def mark(*tensors: torch.Tensor) -> None:
     """Name ``tensors`` device tensors (inputs made before tracking, by code that is not traced)."""
     for t in tensors:
         if isinstance(t, torch.Tensor):
-            _on_device[t] = True
+            _mark(t)
 
 
 def _names_device(target, device: torch.device) -> bool:
@@ -70,20 +80,19 @@ def _names_device(target, device: torch.device) -> bool:
     return torch.device(target) == device
 
 
-def _tensors(values):
+def _tensors(values, out: list) -> list:
     for v in values:
         if isinstance(v, torch.Tensor):
-            yield v
+            out.append(v)
         elif isinstance(v, (list, tuple)):
-            yield from (x for x in v if isinstance(x, torch.Tensor))
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
 
 
-def _outputs(result):
+def _outputs(result) -> list:
     if isinstance(result, torch.Tensor):
-        return (result,)
-    if isinstance(result, (list, tuple)):
-        return tuple(_tensors(result))
-    return ()
+        return [result]
+    return _tensors(result, []) if isinstance(result, (list, tuple)) else []
 
 
 def _to_target(args, kwargs):
@@ -108,6 +117,13 @@ class DeviceTensors(TorchFunctionMode):
         super().__init__()
         self.sim, self.device = sim, torch.device(device)
         self.poisoned = 0  # non-blocking device->host copies handed to ``sim``
+        self._special = {
+            torch.Tensor.device.__get__: self._device_of,
+            torch.Tensor.copy_: self._copy,
+            torch.Tensor.to: self._to,
+            torch.Tensor.cpu: self._cpu,
+            **{f: _host_result for f in HOST_RESULTS if f is not torch.Tensor.cpu},
+        }
 
     def __enter__(self):
         if self.sim is not None:
@@ -122,27 +138,21 @@ class DeviceTensors(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func == _DEVICE_GETTER:
-            return self.device if is_device_tensor(args[0]) else func(*args, **kwargs)
-        if func in _COPY_FUNCS:
-            return self._copy(func, args, kwargs)
-        if func in _TO_FUNCS:
-            return self._to(func, args, kwargs)
-        if func is torch.Tensor.cpu:
-            return self._cpu(func, args, kwargs)
+        special = self._special.get(func)
+        if special is not None:
+            return special(func, args, kwargs)
         result = func(*args, **kwargs)
-        if func in HOST_RESULTS:
-            return result
-        inputs = list(_tensors(itertools.chain(args, kwargs.values())))
-        if kwargs.get("device") is not None:
-            on = _names_device(kwargs["device"], self.device)
-        else:
-            on = any(t in _on_device for t in inputs)
+        inputs = _tensors(kwargs.values(), _tensors(args, [])) if kwargs else _tensors(args, [])
+        target = kwargs.get("device")
+        on = _names_device(target, self.device) if target is not None else any(map(is_device_tensor, inputs))
         if on:
             for out in _outputs(result):
                 if not any(out is t for t in inputs):  # an in-place op's destination stays where it was
-                    _on_device[out] = True
+                    _mark(out)
         return result
+
+    def _device_of(self, func, args, kwargs):
+        return self.device if is_device_tensor(args[0]) else func(*args, **kwargs)
 
     def _copy(self, func, args, kwargs):
         dst, src = args[0], args[1]
@@ -161,12 +171,12 @@ class DeviceTensors(TorchFunctionMode):
         result = func(*args, **kwargs)
         if on_device == src_on:
             if result is not src and on_device:
-                _on_device[result] = True
+                _mark(result)
             return result
         if result is src:  # the CPU aliases; a copy between host and device makes a new tensor
             result = src.clone()
         if on_device:
-            _on_device[result] = True
+            _mark(result)
         elif self.sim is not None and non_blocking:
             self.poisoned += 1
             self.sim.to_host(src.to(result.dtype), result, non_blocking=True)
@@ -175,6 +185,10 @@ class DeviceTensors(TorchFunctionMode):
     def _cpu(self, func, args, kwargs):
         result = func(*args, **kwargs)
         return result.clone() if result is args[0] and is_device_tensor(result) else result
+
+
+def _host_result(func, args, kwargs):
+    return func(*args, **kwargs)
 
 
 @contextmanager
