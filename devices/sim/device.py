@@ -4,6 +4,17 @@ Counts every host sync; refuses syncs and pageable copies inside a graph
 capture; replays graphs on the captured buffers only (``devices/sim/graph.py``);
 keeps host-side graph parameters frozen until updated; and leaves the target
 of a non-blocking device->host copy poisoned until it is synchronized.
+
+What is poisoned: the ``out`` of ``to_host(src, out, non_blocking=True)`` holds
+``poison_value`` (NaN, or the dtype's most negative value) until ``synchronize()``
+or the returned event's ``synchronize()`` lands the copy (``_land``); with
+``devices.sim.early_reads`` on (``tracking``), so does the destination of a
+non-blocking device->host copy made by any code with plain torch
+(``t.to("cpu", non_blocking=True)``, ``host.copy_(t, non_blocking=True)``), told
+from a host->device one by the source's provenance, through the same
+``to_host``. What is not: a blocking copy, a non-blocking host->device or
+device->device copy (stream-ordered before the work that reads it), and a
+plain-torch copy made while no tracker is on.
 """
 
 from __future__ import annotations
@@ -63,6 +74,10 @@ class SimDevice:
             else:
                 keep.append((n, dst, src))
         self._pending = keep
+
+    def event(self) -> SimEvent:
+        """An event recorded now: synchronized, it lands the copies issued before it."""
+        return SimEvent(self, self._copies)
 
     def pinned(self, shape, dtype: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype)

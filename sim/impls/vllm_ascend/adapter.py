@@ -34,7 +34,7 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, generation, graphs, interop
+from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, interop
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
@@ -171,6 +171,12 @@ class AscendProposer(EagerAdapter):
         p.attn_layer_names = list(self.attn_group.layer_names)
         p._draft_attn_layer_names = set(self.attn_group.layer_names)
         return p
+
+    def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
+        """``EagerAdapter.propose`` with, on the simulator, every non-blocking device->host copy that
+        any code makes poisoned until synchronized (``early_copies``)."""
+        with early_copies.checked(self.device, batch, sampled):
+            return super().propose(batch, sampled)
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """vllm-ascend's ``_propose`` as its runner calls it (padded or unpadded)."""

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from devices.sim import early_reads
 from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
@@ -66,8 +67,15 @@ class RunnerView:
 
 def build_device() -> torch.device:
     """Where the proposer and its buffers live: the NPU when the real ``torch_npu`` is in use (an
-    Ascend runner), else the CPU (the fake ``torch_npu``)."""
-    return torch.device("cpu" if prepare() else "npu")
+    Ascend runner), else the simulated device ``cpu:0`` (the fake ``torch_npu``): CPU memory, named
+    with an index so that ``.to(self.device)`` is told from ``.to("cpu")`` (``devices.sim.early_reads``)."""
+    return early_reads.SIM_DEVICE if prepare() else torch.device("npu")
+
+
+def _recording(device: torch.device):
+    """Around a proposer's construction on the simulator: its buffers made on ``device`` are device
+    tensors to ``devices.sim.early_reads`` (on an NPU their device says so)."""
+    return early_reads.recording(device) if device.type == "cpu" else contextlib.nullcontext()
 
 
 def _vllm_config(hidden_size: int):
@@ -104,7 +112,9 @@ def ascend_proposer(hidden_size: int):
     device = build_device()
     vllm_config = _vllm_config(hidden_size)
     single_rank_world(vllm_config)
-    return remember_fresh(eagle.AscendEagleProposer(vllm_config, device, RunnerView(device)))
+    with _recording(device):
+        proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device))
+    return remember_fresh(proposer)
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
@@ -208,7 +218,7 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     device = build_device()
     vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes)
     single_rank_world(vllm_config)
-    with config.set_current_vllm_config(vllm_config):
+    with config.set_current_vllm_config(vllm_config), _recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
     proposer.kv_cache_gid = 0
     proposer.update_stream = torch.npu.Stream()

@@ -4,7 +4,9 @@ The fake ``torch_npu`` installs these names on ``torch.npu`` (and ``torch_npu.np
 vllm-ascend's own graph code runs on CPU: ``ACLGraphWrapper`` (``torch.npu.NPUGraph``,
 ``torch.npu.graph(g, pool=...)``, ``NPUGraph.replay()``, ``torch.npu.graph_pool_handle()``) and
 the attention backends' capture and ``update_graph_params`` (``graph_task_group_begin/end``,
-``graph_task_update_begin/end``, ``ExternalEvent``, ``torch.npu.stream``). As on an NPU:
+``graph_task_update_begin/end``, ``ExternalEvent``, ``torch.npu.stream``). ``torch.npu.synchronize()``,
+a stream's ``synchronize()`` and a ``torch.npu.Event`` recorded after a copy land the simulator's
+non-blocking device->host copies, poisoned until then (``devices.sim.early_reads``). As on an NPU:
 
 - a capture records every aten op run inside it; a replay re-runs them on the captured tensors,
   so a name rebound to a fresh tensor is not seen, and Python values passed to ops stay frozen;
@@ -36,6 +38,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from devices.base import GraphError
+from devices.sim import early_reads
 from devices.sim import graph as sim_graph
 
 _capturing: list[NPUGraph] = []  # the graph being captured (at most one: captures do not nest)
@@ -220,8 +223,35 @@ class ExternalEvent:
     def reset(self, stream=None) -> None: ...
 
 
+class Event:
+    """``torch.npu.Event``: synchronized, it lands the simulator's non-blocking device->host copies
+    issued before its ``record`` (``devices.sim.early_reads``); never recorded, it waits for nothing."""
+
+    def __init__(self, *args, **kwargs):
+        self._recorded = None
+
+    def record(self, stream=None) -> None:
+        self._recorded = early_reads.event()
+
+    def synchronize(self) -> None:
+        if self._recorded is not None:
+            self._recorded.synchronize()
+
+    def query(self) -> bool:
+        self.synchronize()
+        return True
+
+    def wait(self, stream=None) -> None: ...
+
+
 def synchronize(device=None) -> None:
-    """Wait for the launched replays: one still waiting on an event would wait forever."""
+    """Wait for the launched replays (one still waiting on an event would wait forever), then land
+    the simulator's pending non-blocking device->host copies (``devices.sim.early_reads``)."""
+    _wait_for_replays()
+    early_reads.land_all()
+
+
+def _wait_for_replays() -> None:
     if _launched:
         g = _launched[0]
         raise GraphError(
@@ -267,6 +297,7 @@ API = {
     "graph_task_update_begin": graph_task_update_begin,
     "graph_task_update_end": graph_task_update_end,
     "ExternalEvent": ExternalEvent,
+    "Event": Event,
     "Stream": Stream,
     "current_stream": current_stream,
     "stream": stream,

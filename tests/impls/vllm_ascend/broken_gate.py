@@ -31,21 +31,35 @@ VARIANTS = {
     "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
     "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
     "model-outputs-swapped": ("maybe_all_gather_and_unpad", method.outputs_swapped),
+    "host-mirror-read-before-its-copy-lands": (
+        "prepare_inputs_padded",
+        method.host_mirror_read_before_its_copy_lands(),
+    ),
     "full-graph-params-not-updated": ("_update_full_graph_params", graph.params_not_updated),
     "full-graph-params-of-the-first-step": ("_update_full_graph_params", graph.params_of_the_first_step),
     "capture-sizes-reversed": (DISPATCH, graph.sizes_reversed),
     "sample-rows-from-padded-query-start-loc": ("_run_merged_draft", graph.sample_rows_from_padded_query_start_loc),
 }
 
+# name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
+# a variant breaks, done right), so that the variant's check is seen to be of the break alone.
+CONTROLS = {
+    "host-mirror-read-after-its-sync": (
+        "prepare_inputs_padded",
+        method.host_mirror_read_before_its_copy_lands(synced=True),
+    ),
+}
+
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Break vllm-ascend as the variant ``name`` says (``VARIANTS``)."""
+    """Change vllm-ascend as the variant (``VARIANTS``) or control (``CONTROLS``) ``name`` says."""
     from sim.impls.vllm_ascend.build import configured
     from sim.impls.vllm_ascend.importing import import_ascend
 
-    if name not in VARIANTS:
-        raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(VARIANTS)}")
-    target, breaking = VARIANTS[name]
+    known = {**VARIANTS, **CONTROLS}
+    if name not in known:
+        raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(known)}")
+    target, breaking = known[name]
     if target == DISPATCH:
         cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher
         monkeypatch.setattr(cls, "dispatch", breaking(cls.dispatch))

@@ -57,6 +57,29 @@ def reads_rejected_counts_back(original):
     return broken
 
 
+def host_mirror_read_before_its_copy_lands(synced: bool = False):
+    """``prepare_inputs_padded``: the host mirror ``seq_lens_cpu`` rebuilt from the device ``seq_lens`` by a
+    non-blocking device->host copy (``t.to("cpu", non_blocking=True)``, made by vllm-ascend itself, not
+    through the ``Device`` API) and handed on at once, before any synchronize: bug class 6, the early
+    read of vllm-ascend#4254. ``synced``: the correct code, ``torch.npu.synchronize()`` before the
+    mirror is handed on (same values: the gate must pass it)."""
+
+    def breaking(original):
+        @functools.wraps(original)
+        def broken(self, *args, **kwargs):
+            import torch
+
+            cad, *rest = original(self, *args, **kwargs)
+            cad.seq_lens_cpu = cad.seq_lens.to("cpu", non_blocking=True)
+            if synced:
+                torch.npu.synchronize()
+            return (cad, *rest)
+
+        return broken
+
+    return breaking
+
+
 def outputs_swapped(original):
     """``maybe_all_gather_and_unpad``, which every forward's two outputs pass through: the state to compute
     logits from and the state to feed back exchanged, as a proposer that unpacks the draft model's

@@ -20,8 +20,10 @@ import re
 import time
 
 import pytest
+import torch
 from hypothesis import given, settings
 
+from devices.sim.device import poison_value
 from sim.impls.vllm import model as recording
 from sim.impls.vllm.metadata_checks import MetadataMismatch
 from sim.impls.vllm_ascend.adapter import AscendOps
@@ -35,7 +37,7 @@ from tests.impls.vllm_ascend.metadata_breaks import (
     host_mirror_not_advanced,
     written_into_the_step_before,
 )
-from tests.impls.vllm_ascend.method_breaks import defining_class
+from tests.impls.vllm_ascend.method_breaks import defining_class, host_mirror_read_before_its_copy_lands
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -124,3 +126,30 @@ def test_the_core_gates_step_check_catches_a_host_mirror_not_advanced(monkeypatc
 
     with pytest.raises(MetadataMismatch, match=r"^step \d+: host mirror seq_lens_cpu is not seq_lens"):
         gate()
+
+
+def test_a_host_mirror_read_before_its_non_blocking_copy_lands_fails_the_gate(
+    monkeypatch, device, impl, record_property
+):
+    """vllm-ascend's own ``t.to("cpu", non_blocking=True)`` read at once (bug class 6, #4254): on the
+    simulator the copy holds poison until synchronized (``devices.sim.early_reads``), so the host mirror
+    the first pass's attention is handed is wrong."""
+    if not getattr(device, "poisons_unsynced_copies", False):
+        pytest.skip(f"device {device.name} does not poison unsynchronized copies")
+    _break_the_update(monkeypatch, host_mirror_read_before_its_copy_lands(), "prepare_inputs_padded")
+    poison = poison_value(torch.int32)  # what the copy's destination holds until it lands
+    match = rf"step 1: host mirror seq_lens_cpu is not seq_lens .* got \[{poison}"
+    _serving_runs_fail(impl, device, "host-mirror-read-early", record_property, True, match)
+
+
+def test_the_same_copy_read_after_its_sync_passes_the_gate(monkeypatch, device, impl):
+    """The same non-blocking copy with ``torch.npu.synchronize()`` before the read: the check is of the
+    early read, not of every device->host copy."""
+    _break_the_update(monkeypatch, host_mirror_read_before_its_copy_lands(synced=True), "prepare_inputs_padded")
+
+    @settings(settings.get_profile("broken"), derandomize=True, max_examples=30)
+    @given(scenario=scenarios(padded=True, max_iterations=10))
+    def gate(scenario):
+        check_implementation(impl, scenario, device, "host-mirror-read-after-its-sync")
+
+    gate()

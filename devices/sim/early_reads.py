@@ -1,0 +1,225 @@
+"""Non-blocking device->host copies made by any code, poisoned until synchronized.
+
+On the simulator every tensor is a CPU tensor, so ``x.to("cpu", non_blocking=True)`` cannot be told
+from a host->device copy by the tensors' devices (a tensor made on ``cpu:0`` reports ``cpu``). This
+module tells them apart by provenance instead: ``DeviceTensors`` (a ``TorchFunctionMode``) knows which
+tensors are device tensors and follows them through every torch call made while it is on:
+
+- a tensor made with ``device=`` the simulated device (``torch.device("cpu", 0)``: the index is what
+  names the device, a bare ``cpu`` is the host) is a device tensor, and so is everything computed
+  from one (views and slices included), except the host results of ``.cpu()``, ``.to("cpu")``,
+  ``.numpy()``, ``.tolist()``, ``.item()``; an in-place op (an output that is one of its inputs)
+  or ``copy_`` leaves its destination where it was;
+- ``.device`` of a device tensor reads ``cpu:0``, so ``torch.zeros(n, device=t.device)`` is one too;
+- a non-blocking copy whose source is a device tensor and whose destination is a host tensor
+  (``t.to("cpu", non_blocking=True)``, ``host.copy_(t, non_blocking=True)``) goes through the
+  simulator's own ``SimDevice.to_host(..., non_blocking=True)``: the destination holds
+  ``poison_value`` (NaN, or the dtype's most negative value) until a synchronize lands it
+  (``SimDevice.synchronize``, an event from ``event()`` recorded after the copy). A non-blocking
+  host->device copy is not poisoned (it is ordered before the device work that reads it).
+
+Only the source's device decides that a copy is a device->host one, as on an NPU or a GPU. Pinned or
+pageable is separate there: a pageable destination makes CUDA's ``cudaMemcpyAsync`` (and torch_npu's
+``aclrtMemcpyAsync`` path) return only once the copy is done, and ``.to("cpu", non_blocking=True)``
+allocates its result pinned, so it is truly asynchronous. The simulator cannot pin memory (a CPU-only
+torch) and code that asks for ``non_blocking`` means a pinned buffer, so every host destination of a
+non-blocking device->host copy is poisoned here: stricter than a pageable destination on hardware,
+never laxer.
+
+Tensors made before a ``DeviceTensors`` is on (a proposer's persistent buffers) are named device
+tensors by ``recording`` around their construction, or by ``mark``. ``land_all`` and ``event``
+reach the simulator of the innermost (else the last) ``DeviceTensors``: what a fake accelerator
+runtime's ``synchronize`` and events call. This module imports neither ``mtp`` nor ``sim``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import contextmanager
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+SIM_DEVICE = torch.device("cpu", 0)  # the simulated accelerator, as code under test names it
+HOST_RESULTS = (torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item)
+
+# id(tensor) -> a weak reference to it: the device tensors. A tensor's entry goes when it is freed,
+# before its id can be reused; ``ref() is t`` guards a lookup all the same.
+_on_device: dict[int, weakref.ref] = {}
+_sims: list = []  # the simulator devices of the active trackers, innermost last
+_last: list = [None]  # the simulator of the last tracker (late syncs land there)
+
+
+def is_device_tensor(t) -> bool:
+    """Whether ``t`` is a device tensor (by provenance)."""
+    ref = _on_device.get(id(t))
+    return ref is not None and ref() is t
+
+
+def _forget(key: int):
+    return lambda _: _on_device.pop(key, None)
+
+
+def _mark(t: torch.Tensor) -> None:
+    key = id(t)
+    ref = _on_device.get(key)
+    if ref is None or ref() is not t:
+        _on_device[key] = weakref.ref(t, _forget(key))
+
+
+def mark(*tensors: torch.Tensor) -> None:
+    """Name ``tensors`` device tensors (inputs made before tracking, by code that is not traced)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            _mark(t)
+
+
+def _names_device(target, device: torch.device) -> bool:
+    if isinstance(target, torch.Tensor):  # .to(other): other's device
+        return is_device_tensor(target)
+    return torch.device(target) == device
+
+
+def _tensors(values, out: list) -> list:
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
+
+
+def _outputs(result) -> list:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    return _tensors(result, []) if isinstance(result, (list, tuple)) else []
+
+
+def _to_target(args, kwargs):
+    """(target device or tensor or None, non_blocking) of a ``Tensor.to`` call."""
+    target, non_blocking = kwargs.get("device", kwargs.get("other")), bool(kwargs.get("non_blocking", False))
+    bools = []
+    for a in args[1:]:
+        if isinstance(a, (str, torch.device, torch.Tensor)) and target is None:
+            target = a
+        elif isinstance(a, bool):
+            bools.append(a)
+    if bools:  # to(device, dtype, non_blocking, copy) / to(dtype, non_blocking, copy)
+        non_blocking = non_blocking or bools[0]
+    return target, non_blocking
+
+
+class DeviceTensors(TorchFunctionMode):
+    """Follows device tensors through torch calls; ``sim`` (a ``SimDevice``, or None: only follow)
+    receives the non-blocking device->host copies, which it poisons until synchronized."""
+
+    def __init__(self, sim=None, device: torch.device = SIM_DEVICE):
+        super().__init__()
+        self.sim, self.device = sim, torch.device(device)
+        self.poisoned = 0  # non-blocking device->host copies handed to ``sim``
+        self._special = {
+            torch.Tensor.device.__get__: self._device_of,
+            torch.Tensor.copy_: self._copy,
+            torch.Tensor.to: self._to,
+            torch.Tensor.cpu: self._cpu,
+            **{f: _host_result for f in HOST_RESULTS if f is not torch.Tensor.cpu},
+        }
+
+    def __enter__(self):
+        if self.sim is not None:
+            _sims.append(self.sim)
+            _last[0] = self.sim
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.sim is not None:
+            _sims.remove(self.sim)
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        special = self._special.get(func)
+        if special is not None:
+            return special(func, args, kwargs)
+        result = func(*args, **kwargs)
+        inputs = _tensors(kwargs.values(), _tensors(args, [])) if kwargs else _tensors(args, [])
+        target = kwargs.get("device")
+        on = _names_device(target, self.device) if target is not None else any(map(is_device_tensor, inputs))
+        if on:
+            for out in _outputs(result):
+                if not any(out is t for t in inputs):  # an in-place op's destination stays where it was
+                    _mark(out)
+        return result
+
+    def _device_of(self, func, args, kwargs):
+        return self.device if is_device_tensor(args[0]) else func(*args, **kwargs)
+
+    def _copy(self, func, args, kwargs):
+        dst, src = args[0], args[1]
+        non_blocking = bool(kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
+        if self.sim is not None and non_blocking and is_device_tensor(src) and not is_device_tensor(dst):
+            self.poisoned += 1
+            self.sim.to_host(src, dst, non_blocking=True)
+            return dst
+        return func(*args, **kwargs)
+
+    def _to(self, func, args, kwargs):
+        src = args[0]
+        target, non_blocking = _to_target(args, kwargs)
+        src_on = is_device_tensor(src)
+        on_device = src_on if target is None else _names_device(target, self.device)
+        result = func(*args, **kwargs)
+        if on_device == src_on:
+            if result is not src and on_device:
+                _mark(result)
+            return result
+        if result is src:  # the CPU aliases; a copy between host and device makes a new tensor
+            result = src.clone()
+        if on_device:
+            _mark(result)
+        elif self.sim is not None and non_blocking:
+            self.poisoned += 1
+            self.sim.to_host(src.to(result.dtype), result, non_blocking=True)
+        return result
+
+    def _cpu(self, func, args, kwargs):
+        result = func(*args, **kwargs)
+        return result.clone() if result is args[0] and is_device_tensor(result) else result
+
+
+def _host_result(func, args, kwargs):
+    return func(*args, **kwargs)
+
+
+@contextmanager
+def recording(device: torch.device = SIM_DEVICE):
+    """Name the tensors made inside the block with ``device=device`` (and those computed from them)
+    device tensors: around a proposer's construction, for its persistent buffers. Nothing is poisoned."""
+    with DeviceTensors(None, device):
+        yield
+
+
+@contextmanager
+def tracking(sim, *inputs: torch.Tensor, device: torch.device = SIM_DEVICE):
+    """Inside the block, non-blocking device->host copies made by any code are poisoned on ``sim``
+    until synchronized; ``inputs`` are device tensors made before it. Yields the ``DeviceTensors``."""
+    mark(*inputs)
+    with DeviceTensors(sim, device) as mode:
+        yield mode
+
+
+def _sim():
+    return _sims[-1] if _sims else _last[0]
+
+
+def land_all() -> None:
+    """Land every pending copy (a device-wide or stream synchronize); nothing without a simulator."""
+    sim = _sim()
+    if sim is not None:
+        sim.synchronize()
+
+
+def event():
+    """An event recorded now: its ``synchronize`` lands the copies issued before it (None without a simulator)."""
+    sim = _sim()
+    return None if sim is None else sim.event()
