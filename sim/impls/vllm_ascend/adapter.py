@@ -34,12 +34,11 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, generation, graphs, interop
+from sim.impls.vllm_ascend import divergences, generation, graphs, handoff, interop
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
-GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
@@ -173,36 +172,29 @@ class AscendProposer(EagerAdapter):
         return p
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
-        """vllm-ascend's ``_propose`` as its runner calls it (padded or unpadded)."""
+        """The drafts as vllm-ascend's runner has them drafted: its own ``propose_draft_token_ids``
+        (``handoff``) on the runner view, padded or unpadded."""
         if self.graphed is not None:
             if not sampled.is_padded:
                 raise NotImplementedError(f"an unpadded call in mode='full': {FULL_UNPADDED}")
             self.capture_all()
         p = self._ascend()
-        nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
-        spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
-        self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
         target = EAGER_BATCH
         if self.graphed is not None:
-            target = graphs.target_batch(p, batch, rows.shape[0], k)
+            target = graphs.target_batch(p, batch, batch.num_tokens, k)
             graphs.load_runner(p, batch)
-            self.model.real = (batch.num_reqs, rows.shape[0])
-        drafts = p._propose(
-            target_token_ids=batch.token_ids[rows],
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(torch.float32),
-            next_token_ids=nxt.next_token_ids,
-            token_indices_to_sample=sample,
-            common_attn_metadata=spec_cad,
-            target_model_batch_desc=target,
-            sampling_metadata=GREEDY,
-            num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
-            **generation.propose_args(p, k),
-        )
+        p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
+        drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size, target)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture
         return drafts
+
+    def _handed(self, batch: VerifiedBatch, handed: dict) -> None:
+        """What the recording model learns of the runner's hand-off: the first pass's sample rows and
+        (graph modes) the batch's rows of a replayed call's records."""
+        self.model.sample_indices = handoff.sample_rows(handed)
+        self.model.real = (batch.num_reqs, handed["target_token_ids"].shape[0])
 
     def capture_all(self) -> None:
         """Full-graph mode: every graph of the dispatcher's keys, through vllm-ascend's dummy runs (once)."""
