@@ -8,8 +8,6 @@ fail a serving run (``handoff_breaks``, also ``broken_gate.VARIANTS`` for the wh
 
 from __future__ import annotations
 
-import pytest
-
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate
 
