@@ -154,7 +154,6 @@ class AscendProposer(EagerAdapter):
         super().__init__(cfg, model, device, ops, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model)
-        self.attn_group = AscendSnapshotAttnGroup()
         start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
         self.graphed = None
         if self.mode == "full":
@@ -166,9 +165,6 @@ class AscendProposer(EagerAdapter):
         p = self.graphed if self.graphed is not None else _proposer(self.cfg)
         p.model = self.model
         p.runner.model = self.model
-        p.draft_attn_groups = [self.attn_group]
-        p.attn_layer_names = list(self.attn_group.layer_names)
-        p._draft_attn_layer_names = set(self.attn_group.layer_names)
         return p
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:

@@ -26,7 +26,7 @@ import torch
 from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
-from sim.impls.vllm_ascend import runner_source
+from sim.impls.vllm_ascend import attn_setup, runner_source
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
 MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
@@ -142,12 +142,12 @@ def ascend_proposer(hidden_size: int):
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
-    """The shared proposer set to one call's sizes (``block_size`` is normally set by
-    ``initialize_attn_backend``, which needs a loaded model)."""
+    """The shared proposer set to one call's sizes, its draft attention (and so ``block_size``) set
+    up by its own ``initialize_attn_backend`` for ``block_size`` (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size)
     proposer.num_speculative_tokens = num_spec_tokens
-    proposer.block_size = block_size
+    attn_setup.initialize(proposer, block_size)
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
     return proposer
@@ -188,7 +188,7 @@ class GraphRunnerView(RunnerView):
         self.input_batch = SimpleNamespace(
             lora_id_to_lora_request={},
             num_computed_tokens_cpu_tensor=torch.zeros(MAX_REQS, dtype=torch.int32),
-            block_table=[_BlockTableView(device, max_blocks)],
+            block_table=[_BlockTableView(device, max_blocks) for _ in range(attn_setup.KV_CACHE_GROUPS)],
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some
         for name in ("group_len", "group_key_idx", "group_key_cache_idx"):  # main's, handed to the builders
@@ -242,7 +242,6 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
-    proposer.kv_cache_gid = 0
     proposer.update_stream = torch.npu.Stream()
     return proposer
 
@@ -281,7 +280,7 @@ def configured_graph(cfg, capture_sizes):
     )
     acl._draft_graph_params = None
     acl.set_draft_graph_params(sizes)
-    proposer.block_size = cfg.block_size
+    attn_setup.initialize(proposer, cfg.block_size)
     proposer.max_model_len = cfg.max_model_len
     proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

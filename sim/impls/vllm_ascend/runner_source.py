@@ -102,6 +102,8 @@ class RunnerMethod:
         self.attr = attr
 
     def __get__(self, obj, owner=None):
+        if not defines(self.name):  # another generation's: absent, as on its runner
+            raise AttributeError(f"NPUModelRunner.{self.name}: not in {_source()}")
         func = runner_method(self.name)
         if obj is None:
             return func
