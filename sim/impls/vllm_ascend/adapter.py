@@ -4,17 +4,19 @@
 (``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
 ``prepare_inputs_padded`` / ``prepare_inputs``, the first-pass shift of
 ``set_inputs_first_pass``, the per-step update ``attn_update_stack_num_spec_norm``)
-and returns the core's types. ``AscendProposer`` drives the whole ``_propose``
-loop (what vllm-ascend's runner calls) with the simulator's tiny MTP model and
-paged cache, behind ``MtpProposer``'s constructor.
+and returns the core's types. ``AscendProposer`` drafts as vllm-ascend's model runner has
+its drafter draft: through the runner's own ``propose_draft_token_ids`` (``handoff``: steps
+1-3 and the whole ``_propose`` loop, with the arguments the runner derives), with the
+simulator's tiny MTP model and paged cache, the draft's attention set up by the drafter's own
+``initialize_attn_backend`` (``attn_setup``), behind ``MtpProposer``'s constructor.
 
 ``prepare_inputs_padded`` runs vllm-ascend's Triton kernel (in Triton's interpreter
 on CPU), what an NPU with triton-ascend runs and so what the gate checks, on a grid
 where every program laps (``kernel_grid``); ``AscendOps(triton=False)`` runs its torch
 fallback instead, what ``HAS_TRITON = False`` selects in vllm-ascend itself.
 What is vllm-ascend's own is here (its padded step-1 and steps-2-3 calls, the
-shift, the step update, ``_propose``'s arguments; what differs between 0.23.0
-and main, in ``generation``); the rest is the kit's (``sim.impls.kit``).
+shift, the step update; what differs between 0.23.0 and main, in ``generation``);
+the rest is the kit's (``sim.impls.kit``).
 Where vllm-ascend differs from the core by design, the difference is named in
 ``divergences`` (and docs/DIVERGENCES-vllm-ascend.md).
 """
