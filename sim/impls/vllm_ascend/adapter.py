@@ -182,7 +182,9 @@ class AscendProposer(EagerAdapter):
             target = graphs.target_batch(p, batch, batch.num_tokens, k)
             graphs.load_runner(p, batch)
         p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
-        drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size, target)
+        base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+        with steps.triton_path(base, self.triton, batch.num_reqs):  # prepare_inputs_padded's kernel, or fallback
+            drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size, target)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture
