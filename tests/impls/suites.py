@@ -89,15 +89,16 @@ def later_steps_fed_rolled_hidden_rows(forward):
     return broken
 
 
-def assert_serving_runs_fail(impl, device, name: str, match: str, padded: bool | None = None) -> None:
-    """Some serving run of ``impl`` (under its rules) differs from the reference, as ``match`` says."""
+def assert_serving_runs_fail(impl, device, name: str, match: str, padded: bool | None = None, errors=AssertionError):
+    """Some serving run of ``impl`` (under its rules) differs from the reference, as ``match`` says
+    (or fails with one of ``errors``, saying so)."""
 
     @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
     @given(scenario=scenarios(padded=padded, max_iterations=10))
     def gate(scenario):
         check_implementation(impl, scenario, device, name)
 
-    with pytest.raises(AssertionError, match=match):
+    with pytest.raises(errors, match=match):
         gate()
 
 

@@ -4,17 +4,19 @@
 (``prepare_next_token_ids_padded`` / vLLM's ``prepare_next_token_ids_cpu``,
 ``prepare_inputs_padded`` / ``prepare_inputs``, the first-pass shift of
 ``set_inputs_first_pass``, the per-step update ``attn_update_stack_num_spec_norm``)
-and returns the core's types. ``AscendProposer`` drives the whole ``_propose``
-loop (what vllm-ascend's runner calls) with the simulator's tiny MTP model and
-paged cache, behind ``MtpProposer``'s constructor.
+and returns the core's types. ``AscendProposer`` drafts as vllm-ascend's model runner has
+its drafter draft: through the runner's own ``propose_draft_token_ids`` (``handoff``: steps
+1-3 and the whole ``_propose`` loop, with the arguments the runner derives), with the
+simulator's tiny MTP model and paged cache, the draft's attention set up by the drafter's own
+``initialize_attn_backend`` (``attn_setup``), behind ``MtpProposer``'s constructor.
 
 ``prepare_inputs_padded`` runs vllm-ascend's Triton kernel (in Triton's interpreter
 on CPU), what an NPU with triton-ascend runs and so what the gate checks, on a grid
 where every program laps (``kernel_grid``); ``AscendOps(triton=False)`` runs its torch
 fallback instead, what ``HAS_TRITON = False`` selects in vllm-ascend itself.
 What is vllm-ascend's own is here (its padded step-1 and steps-2-3 calls, the
-shift, the step update, ``_propose``'s arguments; what differs between 0.23.0
-and main, in ``generation``); the rest is the kit's (``sim.impls.kit``).
+shift, the step update; what differs between 0.23.0 and main, in ``generation``);
+the rest is the kit's (``sim.impls.kit``).
 Where vllm-ascend differs from the core by design, the difference is named in
 ``divergences`` (and docs/DIVERGENCES-vllm-ascend.md).
 """
@@ -34,12 +36,11 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, interop
+from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, handoff, interop
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
-GREEDY = SimpleNamespace(all_greedy=True)  # unread by greedy drafting (enable_reduce_sample off)
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
@@ -155,7 +156,6 @@ class AscendProposer(EagerAdapter):
         super().__init__(cfg, model, device, ops, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model)
-        self.attn_group = AscendSnapshotAttnGroup()
         start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
         self.graphed = None
         if self.mode == "full":
@@ -167,9 +167,6 @@ class AscendProposer(EagerAdapter):
         p = self.graphed if self.graphed is not None else _proposer(self.cfg)
         p.model = self.model
         p.runner.model = self.model
-        p.draft_attn_groups = [self.attn_group]
-        p.attn_layer_names = list(self.attn_group.layer_names)
-        p._draft_attn_layer_names = set(self.attn_group.layer_names)
         return p
 
     def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
@@ -179,36 +176,31 @@ class AscendProposer(EagerAdapter):
             return super().propose(batch, sampled)
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
-        """vllm-ascend's ``_propose`` as its runner calls it (padded or unpadded)."""
+        """The drafts as vllm-ascend's runner has them drafted: its own ``propose_draft_token_ids``
+        (``handoff``) on the runner view, padded or unpadded."""
         if self.graphed is not None:
             if not sampled.is_padded:
                 raise NotImplementedError(f"an unpadded call in mode='full': {FULL_UNPADDED}")
             self.capture_all()
         p = self._ascend()
-        nxt = next_tokens(p, batch, sampled, self.cfg.vocab_size)
-        spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts, self.triton)
-        self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
         target = EAGER_BATCH
         if self.graphed is not None:
-            target = graphs.target_batch(p, batch, rows.shape[0], k)
+            target = graphs.target_batch(p, batch, batch.num_tokens, k)
             graphs.load_runner(p, batch)
-            self.model.real = (batch.num_reqs, rows.shape[0])
-        drafts = p._propose(
-            target_token_ids=batch.token_ids[rows],
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(torch.float32),
-            next_token_ids=nxt.next_token_ids,
-            token_indices_to_sample=sample,
-            common_attn_metadata=spec_cad,
-            target_model_batch_desc=target,
-            sampling_metadata=GREEDY,
-            num_rejected_tokens_gpu=rejected if sampled.is_padded else None,
-            **generation.propose_args(p, k),
-        )
+        p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
+        base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+        with steps.triton_path(base, self.triton, batch.num_reqs):  # prepare_inputs_padded's kernel, or fallback
+            drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size, target)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture
         return drafts
+
+    def _handed(self, batch: VerifiedBatch, handed: dict) -> None:
+        """What the recording model learns of the runner's hand-off: the first pass's sample rows and
+        (graph modes) the batch's rows of a replayed call's records."""
+        self.model.sample_indices = handoff.sample_rows(handed)
+        self.model.real = (batch.num_reqs, handed["target_token_ids"].shape[0])
 
     def capture_all(self) -> None:
         """Full-graph mode: every graph of the dispatcher's keys, through vllm-ascend's dummy runs (once)."""

@@ -27,14 +27,22 @@ from devices.sim import early_reads
 from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
-from sim.impls.vllm_ascend import runner_source
+from sim.impls.vllm_ascend import attn_setup, runner_source
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
 
 MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
 
 
 class RunnerView:
-    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA."""
+    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA.
+
+    With ``vllm_config``, also what the runner's own ``propose_draft_token_ids`` reads (the
+    runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
+    ``discard_request_indices``, filled per call by ``handoff.load``), ``requests``, ``drafter``,
+    the configs, and the runner methods it calls, compiled from vllm-ascend's source
+    (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
+    ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
+    """
 
     max_num_reqs = MAX_REQS
     max_num_tokens = MAX_TOKENS
@@ -43,13 +51,34 @@ class RunnerView:
     enable_enpu = use_eagle = dynamic_eplb = False
     decode_token_per_req = 1
     uniform_decode_query_len = 1
+    use_aux_hidden_state_outputs = False
+    valid_sampled_token_count_event = None  # set only under async scheduling
+    num_discarded_requests = 0
 
-    def __init__(self, device: torch.device):
+    propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
+    _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
+    _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
+    use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
+    use_dcp = runner_source.RunnerMethod("use_dcp", prop=True)  # main's
+
+    def __init__(self, device: torch.device, vllm_config=None):
         self.device = device
         self.input_batch = SimpleNamespace(lora_id_to_lora_request={})
         self.actual_seq_lengths_q: list[int] = []
         self.attn_state = None
         self.model = None
+        self.vllm_config = vllm_config
+        if vllm_config is not None:
+            self.drafter, self.requests = None, {}
+            self.uses_mrope = vllm_config.model_config.uses_mrope
+            self.uses_xdrope_dim = vllm_config.model_config.uses_xdrope_dim
+            self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
+            self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
+            self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
+
+    @property
+    def speculative_config(self):
+        return self.vllm_config.speculative_config
 
     def _make_buffer(self, *size, dtype, numpy=True):
         buffers = import_ascend("vllm.v1.utils")
@@ -63,6 +92,11 @@ class RunnerView:
 
     def get_model(self):
         return self.model
+
+    def _get_positions(self, num_tokens):
+        """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
+        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+        return runner._get_positions(self, num_tokens)
 
 
 def build_device() -> torch.device:
@@ -113,17 +147,17 @@ def ascend_proposer(hidden_size: int):
     vllm_config = _vllm_config(hidden_size)
     single_rank_world(vllm_config)
     with _recording(device):
-        proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device))
+        proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device, vllm_config))
     return remember_fresh(proposer)
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
-    """The shared proposer set to one call's sizes (``block_size`` is normally set by
-    ``initialize_attn_backend``, which needs a loaded model)."""
+    """The shared proposer set to one call's sizes, its draft attention (and so ``block_size``) set
+    up by its own ``initialize_attn_backend`` for ``block_size`` (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size)
     proposer.num_speculative_tokens = num_spec_tokens
-    proposer.block_size = block_size
+    attn_setup.initialize(proposer, block_size)
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
     return proposer
@@ -153,19 +187,18 @@ class GraphRunnerView(RunnerView):
     """
 
     def __init__(self, device: torch.device, vllm_config):
-        super().__init__(device)
+        super().__init__(device, vllm_config)
         self.compilation_config = vllm_config.compilation_config
         self.uniform_decode_query_len = 1 + vllm_config.speculative_config.num_speculative_tokens
         self.arange_np = np.arange(MAX_TOKENS + 1, dtype=np.int32)
         self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
         self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
-        self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
         max_blocks = -(-tiny_config.MAX_MODEL_LEN // 16) + 1
         self.input_batch = SimpleNamespace(
             lora_id_to_lora_request={},
             num_computed_tokens_cpu_tensor=torch.zeros(MAX_REQS, dtype=torch.int32),
-            block_table=[_BlockTableView(device, max_blocks)],
+            block_table=[_BlockTableView(device, max_blocks) for _ in range(attn_setup.KV_CACHE_GROUPS)],
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some
         for name in ("group_len", "group_key_idx", "group_key_cache_idx"):  # main's, handed to the builders
@@ -174,10 +207,9 @@ class GraphRunnerView(RunnerView):
         self.cudagraph_dispatcher.initialize_cudagraph_keys(
             self.compilation_config.cudagraph_mode, self.uniform_decode_query_len
         )
-        pad = runner_source.runner_method("_pad_query_start_loc_for_fia")
-        self._pad_query_start_loc_for_fia = pad.__get__(self)
         self.attn_state = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.SpecDecoding
 
+    _pad_query_start_loc_for_fia = runner_source.RunnerMethod("_pad_query_start_loc_for_fia")
     _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
 
     def _use_aclgraph(self) -> bool:
@@ -220,7 +252,6 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config), _recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
-    proposer.kv_cache_gid = 0
     proposer.update_stream = torch.npu.Stream()
     return proposer
 
@@ -259,7 +290,7 @@ def configured_graph(cfg, capture_sizes):
     )
     acl._draft_graph_params = None
     acl.set_draft_graph_params(sizes)
-    proposer.block_size = cfg.block_size
+    attn_setup.initialize(proposer, cfg.block_size)
     proposer.max_model_len = cfg.max_model_len
     proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

@@ -7,7 +7,11 @@ itself what it takes:
 - ``attn_update_stack_num_spec_norm``: 0.23.0 takes ``old_attn_metadata`` before the
   common metadata (the eager path reads none of it: None); main dropped it.
 - ``_propose``: main takes ``num_speculative_tokens`` (dynamic speculative decoding:
-  it sets ``self.num_speculative_tokens`` from it on entry); 0.23.0 reads the attribute.
+  it sets ``self.num_speculative_tokens`` from it on entry), which main's runner hands it from
+  ``SchedulerOutput.num_spec_tokens_to_schedule`` (a field vLLM 0.27 has, 0.23 has not);
+  0.23.0 reads the attribute.
+- the runner's ``propose_draft_token_ids`` asks ``use_cp`` (0.23.0) or ``use_dcp`` (main):
+  both are the runner's own properties, compiled from source (``build.RunnerView``).
 
 What differs at import (vLLM 0.27's ``PIN_MEMORY``, main's ``triton.experimental.gluon``
 stand-ins) is absorbed by ``importing.prepare``.
@@ -15,6 +19,7 @@ stand-ins) is absorbed by ``importing.prepare``.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 
@@ -33,6 +38,8 @@ def update_step(p, draft_index: int, cad, batch_size: int, positions, mode, attn
     return p.attn_update_stack_num_spec_norm(*head, batch_size, batch_size, positions, mode, attn_group=attn_group)
 
 
-def propose_args(p, num_speculative_tokens: int) -> dict:
-    """The keyword arguments by which this generation's ``_propose`` learns the draft count."""
-    return {"num_speculative_tokens": num_speculative_tokens} if takes(p._propose, "num_speculative_tokens") else {}
+def scheduled_draft_count(scheduler_output_cls, num_speculative_tokens: int) -> dict:
+    """The ``SchedulerOutput`` field by which this generation's scheduler tells the runner the draft
+    count (vLLM 0.27's ``num_spec_tokens_to_schedule``; 0.23 has none)."""
+    fields = {f.name for f in dataclasses.fields(scheduler_output_cls)}
+    return {"num_spec_tokens_to_schedule": num_speculative_tokens} if "num_spec_tokens_to_schedule" in fields else {}

@@ -32,7 +32,7 @@ from sim.impls.vllm.metadata_checks import present
 from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
 from sim.impls.vllm_ascend import fake_npu_graphs, tiny_attention
 
-__all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendTinyMtp"]
+__all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendSnapshotBuilder", "AscendTinyMtp"]
 
 
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
@@ -77,6 +77,17 @@ class AscendSnapshotAttnGroup(SnapshotAttnGroup):
             slot_mapping=cad.slot_mapping,
             seq_len_bound=torch.tensor([max(seq_lens_list, default=0)], dtype=torch.int64),
         )
+
+
+class AscendSnapshotBuilder(AscendSnapshotAttnGroup):
+    """The tiny backend's metadata builder, as vLLM's ``AttentionGroup.create_metadata_builders``
+    builds one: it holds the KV spec it is built with (the group's, at the kernel block size)."""
+
+    requires_block_table_width = False  # vLLM 0.27 asks the builder class
+
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device, **_):
+        super().__init__()
+        self.kv_cache_spec, self.layer_names = kv_cache_spec, list(layer_names)
 
 
 def host_seq_lens(cad) -> torch.Tensor:

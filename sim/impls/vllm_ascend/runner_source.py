@@ -1,21 +1,25 @@
-"""One of ``NPUModelRunner``'s methods, compiled from vllm-ascend's own source.
+"""``NPUModelRunner``'s methods, compiled from vllm-ascend's own source.
 
 ``vllm_ascend.worker.model_runner_v1`` does not import in the CPU environment (it imports
-``attention.sfa_v1``, which imports ``scipy``, outside the pinned closure), but the full-graph
-path calls one runner method on its padded ``query_start_loc``: ``_pad_query_start_loc_for_fia``.
-``runner_method`` takes that method's definition from the installed source file (``ast``) and
-compiles it with the names it uses, so what runs is vllm-ascend's code of the version under test,
-not a copy.
+``attention.sfa_v1``, which imports ``scipy``, outside the pinned closure), but the adapter calls
+runner methods: ``propose_draft_token_ids`` (the runner's hand-off to its drafter, with the
+methods it calls on the runner) and, in full-graph mode, ``_pad_query_start_loc_for_fia``.
+``runner_method`` takes a method's definition from the installed source file (``ast``) and
+compiles it with the module-level names it reads, each imported from where the runner's module
+imports it, so what runs is vllm-ascend's code of the version under test, not a copy. A name
+whose import fails here is left unbound: the method fails with a ``NameError`` naming it only if
+it reaches that name (the branches of other drafters). ``RunnerMethod`` puts one on a runner
+view's class, compiled once and looked up on each access (so a test can replace it).
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
+import builtins
+import functools
 import importlib.util
 from pathlib import Path
-
-import numpy as np
-import torch
 
 from sim.impls.vllm_ascend.importing import import_ascend
 
@@ -27,18 +31,80 @@ def _source() -> Path:
     return Path(next(iter(spec.submodule_search_locations))).parent / RUNNER
 
 
+@functools.cache
+def _tree() -> ast.Module:
+    return ast.parse(_source().read_text())
+
+
+def _runner_class() -> ast.ClassDef:
+    return next(n for n in _tree().body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
+
+
+def _imported_names() -> dict[str, tuple[str, str | None]]:
+    """Each name the runner's module binds by an absolute import: (module, attribute or None)."""
+    names: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(_tree()):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names.setdefault(alias.asname or alias.name, (node.module, alias.name))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                names.setdefault(bound, (alias.name if alias.asname else bound, None))
+    return names
+
+
+def _globals_of(func: ast.FunctionDef) -> dict:
+    """The module-level names ``func`` reads, imported as the runner's module imports them."""
+    imported = _imported_names()
+    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    names = {}
+    for name in sorted(loaded - set(dir(builtins))):
+        if name not in imported:
+            continue
+        module, attr = imported[name]
+        try:
+            value = import_ascend(module)
+            names[name] = getattr(value, attr) if attr else value
+        except (ImportError, AttributeError):
+            continue  # unreachable here (another drafter's branch): a NameError if ever reached
+    return names
+
+
+def defines(name: str) -> bool:
+    """Whether ``NPUModelRunner`` itself defines ``name`` (a method or property; not an inherited one)."""
+    return any(isinstance(n, ast.FunctionDef) and n.name == name for n in _runner_class().body)
+
+
+@functools.cache
 def runner_method(name: str):
-    """``NPUModelRunner.<name>`` as a plain function (bind it with ``__get__``)."""
-    path = _source()
-    tree = ast.parse(path.read_text())
-    runner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
-    found = [n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    """``NPUModelRunner.<name>`` as a plain function (bind it with ``__get__``; a property's getter for
+    a property). Annotations are not evaluated (as under ``from __future__ import annotations``)."""
+    found = [n for n in _runner_class().body if isinstance(n, ast.FunctionDef) and n.name == name]
     if not found:
-        raise LookupError(f"NPUModelRunner.{name}: not in {path}")
-    module = ast.Module(body=[found[0]], type_ignores=[])
-    names = {"torch": torch, "np": np, "CUDAGraphMode": import_ascend("vllm.config").CUDAGraphMode}
-    utils = import_ascend("vllm_ascend.worker.utils")
-    if hasattr(utils, "copy_snapshot_to_gpu"):
-        names["copy_snapshot_to_gpu"] = utils.copy_snapshot_to_gpu
-    exec(compile(module, str(path), "exec"), names)  # noqa: S102 - vllm-ascend's own method, from its file
+        raise LookupError(f"NPUModelRunner.{name}: not in {_source()}")
+    func = found[0]
+    func = ast.FunctionDef(**{**{f: getattr(func, f) for f in func._fields}, "decorator_list": []})
+    module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
+    names = _globals_of(func)
+    flags = __future__.annotations.compiler_flag
+    exec(compile(module, str(_source()), "exec", flags=flags), names)  # noqa: S102 - vllm-ascend's own method
     return names[name]
+
+
+class RunnerMethod:
+    """A runner view's ``NPUModelRunner.<name>``, from source; ``prop=True``: as the property it is."""
+
+    def __init__(self, name: str, prop: bool = False):
+        self.name, self.prop = name, prop
+
+    def __set_name__(self, owner, attr):
+        self.attr = attr
+
+    def __get__(self, obj, owner=None):
+        if not defines(self.name):  # another generation's: absent, as on its runner
+            raise AttributeError(f"NPUModelRunner.{self.name}: not in {_source()}")
+        func = runner_method(self.name)
+        if obj is None:
+            return func
+        return func(obj) if self.prop else func.__get__(obj, owner)

@@ -109,8 +109,29 @@ class TinyAttentionImpl:
 
 
 class TinyAttentionBackend:
-    """``draft_attn_groups[0].backend``: what ``_update_full_graph_params`` hands ``update_full_graph_params``."""
+    """The draft layer's attention backend (``draft_attn_groups[0].backend``): its metadata builder
+    (the recording ``AscendSnapshotBuilder``, which ``initialize_attn_backend`` builds), its impl
+    (what ``_update_full_graph_params`` hands ``update_full_graph_params``), and the kernel block
+    sizes it supports: any (the tiny attention reads the paged cache at any block size)."""
 
     @staticmethod
     def get_impl_cls():
         return TinyAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        from sim.impls.vllm_ascend.model import AscendSnapshotBuilder
+
+        return AscendSnapshotBuilder
+
+    @staticmethod
+    def get_name() -> str:
+        return "TINY_ATTENTION"
+
+    @classmethod
+    def full_cls_name(cls) -> tuple[str, str]:
+        return (cls.__module__, cls.__qualname__)
+
+    @staticmethod
+    def get_supported_kernel_block_sizes():
+        return [import_ascend("vllm.v1.attention.backend").MultipleOf(1)]

@@ -12,12 +12,15 @@ import pytest
 
 from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.vllm_ascend import graph_breaks as graph
+from tests.impls.vllm_ascend import handoff_breaks as handoff
 from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
 DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
+POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
+HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -39,6 +42,9 @@ VARIANTS = {
     "full-graph-params-of-the-first-step": ("_update_full_graph_params", graph.params_of_the_first_step),
     "capture-sizes-reversed": (DISPATCH, graph.sizes_reversed),
     "sample-rows-from-padded-query-start-loc": ("_run_merged_draft", graph.sample_rows_from_padded_query_start_loc),
+    "runner-positions-off-by-one": (POSITIONS, handoff.positions_off_by_one),
+    "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
+    "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -60,6 +66,9 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if name not in known:
         raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(known)}")
     target, breaking = known[name]
+    if target in (POSITIONS, HANDOFF):
+        break_runner(target, breaking, monkeypatch)
+        return
     if target == DISPATCH:
         cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher
         monkeypatch.setattr(cls, "dispatch", breaking(cls.dispatch))
@@ -70,6 +79,17 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     cls = method.defining_class(configured(2, 16, 64, 8), target)
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
+
+
+def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
+    ``propose_draft_token_ids`` (on the adapter's runner view, which holds vllm-ascend's)."""
+    from sim.impls.vllm_ascend.build import RunnerView
+    from sim.impls.vllm_ascend.importing import import_ascend
+
+    cls = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner if target == POSITIONS else RunnerView
+    name = target.rsplit(".", 1)[1]
+    monkeypatch.setattr(cls, name, breaking(getattr(cls, name)))
 
 
 def pytest_configure(config: pytest.Config) -> None:

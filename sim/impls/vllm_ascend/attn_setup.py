@@ -1,0 +1,91 @@
+"""The draft's attention set up as vllm-ascend's runner sets it up: ``initialize_attn_backend``.
+
+vllm-ascend's runner (``initialize_kv_cache``) hands its drafter the KV-cache config and a kernel
+block size, and the drafter's ``initialize_attn_backend`` (vLLM's ``SpecDecodeBaseProposer``'s)
+finds the KV-cache group that holds the draft's attention layers, builds their
+``AttentionGroup`` with the backend's metadata builder (``kv_cache_spec`` with it), and decides
+``kv_cache_gid`` and ``block_size``, which the per-step slot mapping is computed with. Here it runs
+on a config built with vLLM's own ``KVCacheConfig`` / ``KVCacheGroupSpec`` / ``FullAttentionSpec``:
+the target's layer in group 0 and the tiny draft's layer (``LAYER``) in a group of its own, at
+the call's block size, after it (the layout of a hybrid target whose groups differ in block size,
+so that a value taken from another group than the draft's shows). The kernel block sizes are the
+runner's: per group, vLLM's ``select_common_block_size`` over the group's backends; the drafter
+is handed the first group's, as ``initialize_kv_cache`` hands it ``kernel_block_sizes[0]``.
+
+The draft's layer is registered in the static forward context, as a model's attention layers
+register themselves when built; ``initialize_attn_backend`` looks its backend up there.
+``load_model``, which decides the draft's layer names and ``kernel_block_size``, is not run: it
+loads the draft through vLLM's model loader (``_get_model``: ``get_model(vllm_config=...,
+model_config=speculative_config.draft_model_config)``), which would build vllm-ascend's
+DeepSeek MTP layer, not the simulator's tiny model; the layer names are the adapter's
+(``AscendProposer._ascend``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from sim.impls.vllm.model import LAYER
+from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.vllm_ascend.tiny_attention import TinyAttentionBackend
+
+TARGET_LAYER = "model.layers.0.self_attn.attn"  # the target's attention layer, KV-cache group 0
+KV_CACHE_GROUPS = 2  # the target's, the draft's
+TARGET_BLOCKS_PER_DRAFT_BLOCK = 2  # the target group's block size: this many times the draft's
+
+
+def _spec(block_size: int, hidden_size: int):
+    interface = import_ascend("vllm.v1.kv_cache_interface")
+    return interface.FullAttentionSpec(
+        block_size=block_size, num_kv_heads=1, head_size=hidden_size, dtype=torch.float32
+    )
+
+
+@functools.cache
+def _layer_class():
+    base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
+
+    class DraftAttention(base):
+        """The tiny draft's attention layer as vLLM's layers describe themselves: its backend and KV spec."""
+
+        def get_attn_backend(self):
+            return TinyAttentionBackend
+
+        def get_kv_cache_spec(self, vllm_config):
+            return _spec(vllm_config.cache_config.block_size, vllm_config.model_config.get_head_size())
+
+    return DraftAttention
+
+
+def register_draft_layer(vllm_config) -> None:
+    """The draft's attention layer in ``vllm_config``'s static forward context (once)."""
+    context = vllm_config.compilation_config.static_forward_context
+    if not isinstance(context.get(LAYER), _layer_class()):
+        context[LAYER] = _layer_class()()
+
+
+def kv_cache_config(block_size: int, hidden_size: int):
+    """vLLM's ``KVCacheConfig``: the target's group, then the draft's at ``block_size``."""
+    interface = import_ascend("vllm.v1.kv_cache_interface")
+    target = interface.KVCacheGroupSpec([TARGET_LAYER], _spec(TARGET_BLOCKS_PER_DRAFT_BLOCK * block_size, hidden_size))
+    draft = interface.KVCacheGroupSpec([LAYER], _spec(block_size, hidden_size), is_eagle_group=True)
+    return interface.KVCacheConfig(num_blocks=0, kv_cache_tensors=[], kv_cache_groups=[target, draft])
+
+
+def kernel_block_sizes(config) -> list[list[int]]:
+    """The runner's ``kernel_block_sizes``: per group, vLLM's ``select_common_block_size`` of its
+    block size over its backends (every layer here has the tiny attention's)."""
+    select = import_ascend("vllm.v1.worker.utils").select_common_block_size
+    return [[select(group.kv_cache_spec.block_size, [TinyAttentionBackend])] for group in config.kv_cache_groups]
+
+
+def initialize(proposer, block_size: int) -> None:
+    """``proposer.initialize_attn_backend`` as the runner calls it, for ``block_size``-token blocks,
+    after the draft's layer names ``load_model`` would have found (the one layer the tiny draft adds)."""
+    register_draft_layer(proposer.vllm_config)
+    proposer._draft_attn_layer_names = {LAYER}
+    proposer.attn_layer_names = [LAYER]
+    config = kv_cache_config(block_size, proposer.hidden_size)
+    proposer.initialize_attn_backend(config, kernel_block_sizes(config)[0])

@@ -1,0 +1,138 @@
+"""The runner's hand-off to its drafter: ``NPUModelRunner.propose_draft_token_ids``, as the runner calls it.
+
+vllm-ascend's model runner drafts by calling its own ``propose_draft_token_ids`` (compiled from
+source, ``runner_source``) after the target's forward and sampling; that method runs step 1
+(``prepare_next_token_ids_padded`` / ``prepare_next_token_ids_cpu``), steps 2-3
+(``prepare_inputs_padded`` / ``prepare_inputs``), gathers the target's token ids, positions
+(``_get_positions``) and hidden states, and calls the drafter's ``_propose``. ``load`` puts one
+verified batch into the runner view's buffers as the runner holds them before that call (input
+ids, positions, request states, input batch, discarded requests); ``arguments`` derives the
+method's arguments as the runner's ``execute_model`` does: the ``SpecDecodeMetadata`` of the
+verified drafts (None when no request verified any: the runner's ``use_spec_decode`` is False),
+the target's ``AscendCommonAttentionMetadata``, the sampled tokens (the padded tensor, or the
+per-request lists), vLLM's ``SchedulerOutput`` with each request's scheduled tokens, the hidden
+states. ``padded_drafter`` sets the runner's ``disable_padded_drafter_batch`` for one call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from mtp.batch import SampledTokens, VerifiedBatch
+from sim.impls.kit import steps
+from sim.impls.vllm_ascend import generation, interop
+from sim.impls.vllm_ascend.importing import import_ascend
+
+GREEDY = SimpleNamespace(all_greedy=True)  # the sampling metadata: unread by greedy drafting (enable_reduce_sample off)
+
+
+def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> None:
+    """The runner's state for ``batch`` before it drafts: ``input_ids`` and ``positions`` hold the
+    scheduled tokens, ``requests`` and ``input_batch`` the request states, the discarded requests'
+    indices their buffer (copied to the device as the runner copies them)."""
+    n = batch.num_tokens
+    if n > runner.positions.shape[0]:
+        raise ValueError(f"batch.num_tokens={n}: the runner's buffers hold {runner.positions.shape[0]}")
+    runner.input_ids.gpu[:n] = batch.token_ids[:n].to(runner.input_ids.gpu.dtype)
+    runner.positions[:n] = batch.positions[:n].to(runner.positions.dtype)
+    step_one = interop.to_step_one_inputs(batch, sampled, vocab_size)
+    runner.requests = step_one.requests
+    view = step_one.input_batch
+    runner.input_batch.req_ids = view.req_ids
+    runner.input_batch.num_tokens_no_spec = view.num_tokens_no_spec
+    runner.input_batch.vocab_size = view.vocab_size
+    runner.input_batch.num_reqs = view.num_reqs
+    idx, count = interop.discard_indices(sampled, torch.device("cpu"))
+    runner.discard_request_indices.np[:count] = idx.numpy()
+    runner.discard_request_indices.copy_to_gpu(count)
+    runner.num_discarded_requests = count
+
+
+def scheduler_output(batch: VerifiedBatch, num_spec_tokens: int):
+    """vLLM's ``SchedulerOutput`` of the step: each request's scheduled tokens, the drafts of the
+    requests that verify some (vLLM's scheduler lists only those), and this generation's draft count."""
+    output = import_ascend("vllm.v1.core.sched.output").SchedulerOutput
+    req_ids = [f"r{r}" for r in range(batch.num_reqs)]
+    qsl = np.asarray(batch.query_start_loc_cpu)
+    ids = batch.token_ids.tolist()
+    drafts = {
+        rid: ids[qsl[r] + 1 : qsl[r] + 1 + int(k)]
+        for r, (rid, k) in enumerate(zip(req_ids, batch.num_draft_tokens_cpu))
+        if int(k) > 0
+    }
+    return dataclasses.replace(
+        output.make_empty(),
+        num_scheduled_tokens={rid: int(q) for rid, q in zip(req_ids, batch.query_lens_cpu)},
+        total_num_scheduled_tokens=batch.num_tokens,
+        scheduled_spec_decode_tokens=drafts,
+        **generation.scheduled_draft_count(output, num_spec_tokens),
+    )
+
+
+def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, target_desc) -> dict:
+    """``propose_draft_token_ids``'s arguments for ``batch``, as ``execute_model`` derives them."""
+    spec = interop.to_spec_decode_metadata(batch) if int(np.sum(batch.num_draft_tokens_cpu)) > 0 else None
+    n = batch.num_tokens
+    return dict(
+        valid_sampled_token_ids=sampled.padded if sampled.is_padded else steps.unpadded_lists(sampled),
+        sampling_metadata=GREEDY,
+        scheduler_output=scheduler_output(batch, num_spec_tokens),
+        spec_decode_metadata=spec,
+        spec_decode_common_attn_metadata=interop.to_ascend_metadata(batch),
+        positions=runner.positions[:n],
+        num_scheduled_tokens=n,
+        hidden_states=batch.hidden_states[:n].to(torch.float32),
+        aux_hidden_states=None,
+        sample_hidden_states=None,
+        target_model_batch_desc=target_desc,
+    )
+
+
+@contextlib.contextmanager
+def padded_drafter(runner, padded: bool):
+    """The runner's speculative config with ``disable_padded_drafter_batch = not padded`` for one call
+    (the drafter reads it only when built)."""
+    spec = runner.vllm_config.speculative_config
+    before = spec.disable_padded_drafter_batch
+    spec.disable_padded_drafter_batch = not padded
+    try:
+        yield
+    finally:
+        spec.disable_padded_drafter_batch = before
+
+
+class Drafter:
+    """The runner's ``drafter``: the proposer, each ``_propose`` call's hand-off (its keyword
+    arguments) kept in ``handed`` and shown to ``on_handoff`` first (the adapter's recording model
+    learns the first pass's sample rows from it)."""
+
+    def __init__(self, proposer, on_handoff=None):
+        self.proposer, self.on_handoff, self.handed = proposer, on_handoff, None
+
+    def __getattr__(self, name):
+        return getattr(self.proposer, name)
+
+    def _propose(self, **kwargs):
+        self.handed = kwargs
+        if self.on_handoff is not None:
+            self.on_handoff(kwargs)
+        return self.proposer._propose(**kwargs)
+
+
+def sample_rows(handed: dict) -> torch.Tensor:
+    """The first pass's sample rows ``_propose`` uses: those handed, else each request's last row."""
+    rows = handed["token_indices_to_sample"]
+    return (handed["common_attn_metadata"].query_start_loc[1:] - 1 if rows is None else rows).to(torch.int64)
+
+
+def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, vocab_size: int, desc):
+    """The drafts of one call through the runner's own ``propose_draft_token_ids``."""
+    load(runner, batch, sampled, vocab_size)
+    args = arguments(runner, batch, sampled, num_spec_tokens, desc)
+    with padded_drafter(runner, sampled.is_padded):
+        return runner.propose_draft_token_ids(**args)

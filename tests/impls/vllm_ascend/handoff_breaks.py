@@ -1,0 +1,37 @@
+"""Broken hand-offs from vllm-ascend's runner to its drafter, and a broken drafter setup, as a
+regression there would bring them: each takes the original method and returns the broken one.
+
+``positions_off_by_one`` breaks ``_get_positions`` (vLLM's ``GPUModelRunner``'s, which
+``NPUModelRunner`` inherits and ``propose_draft_token_ids`` gathers the target's positions with);
+``num_scheduled_tokens_short`` is a runner whose ``execute_model`` hands
+``propose_draft_token_ids`` one scheduled token too few (what it slices the target's rows by when
+no request verified drafts); ``block_size_from_the_first_group`` is a drafter whose
+``initialize_attn_backend`` takes its block size from the wrong KV-cache group.
+"""
+
+from __future__ import annotations
+
+
+def positions_off_by_one(original):
+    def broken(self, num_tokens):
+        return original(self, num_tokens) + 1
+
+    return broken
+
+
+def num_scheduled_tokens_short(original):
+    def broken(self, *args, num_scheduled_tokens, **kwargs):
+        return original(self, *args, num_scheduled_tokens=num_scheduled_tokens - 1, **kwargs)
+
+    return broken
+
+
+def block_size_from_the_first_group(original):
+    """``initialize_attn_backend`` (the drafter's setup from the runner's KV-cache config) that takes
+    ``block_size`` from the config's first group, not the draft layers' group."""
+
+    def broken(self, kv_cache_config, *args, **kwargs):
+        original(self, kv_cache_config, *args, **kwargs)
+        self.block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
+
+    return broken

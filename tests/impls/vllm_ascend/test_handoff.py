@@ -1,0 +1,125 @@
+"""The runner's hand-off: vllm-ascend's own ``NPUModelRunner.propose_draft_token_ids`` drafts every call.
+
+The adapter hands each batch to the runner's method (compiled from source, ``runner_source``),
+which derives ``_propose``'s arguments as the runner does. Here: which of its branches the
+harness's batches take (a serving run's first batch is all prefills: no request verified drafts,
+so the runner has no ``SpecDecodeMetadata`` and hands the target's rows as they are), what it hands
+``_propose`` (a rank without DCP or PCP: no prefill or decode counts), and that a serving run
+through it still matches the reference under vllm-ascend's rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import sys
+
+import pytest
+
+from sim.impls.vllm_ascend import handoff, runner_source
+from sim.impls.vllm_ascend.adapter import AscendProposer
+from sim.impls.vllm_ascend.divergences import RULES
+from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+
+METHOD = "propose_draft_token_ids"
+# branch -> a statement only that branch of the runner's method runs (both generations)
+BRANCHES = {
+    "padded step 1": "self.drafter.prepare_next_token_ids_padded(",
+    "unpadded step 1": "self.drafter.prepare_next_token_ids_cpu(",
+    "no spec metadata (prefills only)": "target_token_ids = self.input_ids.gpu[:num_scheduled_tokens]",
+    "padded steps 2-3": "self.drafter.prepare_inputs_padded(",
+    "unpadded steps 2-3": "self.drafter.prepare_inputs(",
+    "no context parallel": "num_prefill_reqs = 0",
+    "context parallel": "num_prefill_reqs = self.",
+}
+
+SERVING = Scenario(
+    num_spec_tokens=2,
+    block_size=4,
+    token_budget=12,  # the 9-token prompt is chunked: a partial prefill beside decodes
+    requests=(RequestSpec(0, 5, 6), RequestSpec(0, 3, 6), RequestSpec(2, 9, 4)),
+    max_iterations=12,
+)
+
+
+def branch_lines() -> dict[str, set[int]]:
+    """Each branch's source lines in the installed runner's method (a branch absent there: none)."""
+    source = runner_source._source().read_text().splitlines()
+    runner = next(n for n in runner_source._tree().body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
+    method = next(n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == METHOD)
+    span = range(method.lineno, method.end_lineno + 1)
+    return {name: {i for i in span if text in source[i - 1]} for name, text in BRANCHES.items()}
+
+
+@contextlib.contextmanager
+def calls_traced(taken: list[set[int]]):
+    """Each call of the runner's method appends the set of its source lines that ran."""
+    path = str(runner_source._source())
+
+    def lines(frame, event, arg):
+        if event == "line":
+            taken[-1].add(frame.f_lineno)
+        return lines
+
+    def calls(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == METHOD and frame.f_code.co_filename == path:
+            taken.append(set())
+            return lines
+        return None
+
+    before = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        yield
+    finally:
+        sys.settrace(before)
+
+
+def serve(device, padded: bool, monkeypatch):
+    """A serving run through the adapter: per call, (the branches taken, what ``_propose`` was handed)."""
+    handed, taken = [], []
+    original = handoff.Drafter._propose
+
+    def recording(self, **kwargs):
+        cad = kwargs["common_attn_metadata"]  # as handed: the buffers and metadata change later
+        handed.append({**kwargs, "query_lens": cad.query_start_loc_cpu.diff().tolist(), "rows": cad.num_actual_tokens})
+        handed[-1].update(target_positions=kwargs["target_positions"].clone(), ids=kwargs["target_token_ids"].clone())
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(handoff.Drafter, "_propose", recording)
+    scenario = dataclasses.replace(SERVING, padded=padded)
+    with calls_traced(taken):
+        report = run_scenario(scenario, device, proposer_cls=AscendProposer, rules=RULES)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+    branches = branch_lines()
+    names = [{name for name, where in branches.items() if where & ran} for ran in taken]
+    assert len(names) == len(handed) > 0
+    return names, handed
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+def test_the_runners_method_drafts_every_call(device, padded, monkeypatch):
+    """Every call runs the runner's own method; the first batch (all prefills) takes its no-metadata
+    branch, every batch with a verified draft its steps 2-3; never a context-parallel branch."""
+    names, handed = serve(device, padded, monkeypatch)
+    step_one, steps = ("padded step 1", "padded steps 2-3") if padded else ("unpadded step 1", "unpadded steps 2-3")
+    assert names[0] == {step_one, "no spec metadata (prefills only)", "no context parallel"}, names[0]
+    assert handed[0]["token_indices_to_sample"] is None
+    later = names[1:]
+    assert later and all(n == {step_one, steps, "no context parallel"} for n in later), later
+    assert all(h["num_prefill_reqs"] == 0 and h["num_decode_reqs"] == 0 for h in handed)
+    assert all(h["long_seq_metadata"] is None for h in handed)
+
+
+def test_the_first_batch_hands_its_scheduled_rows_as_they_are(device, monkeypatch):
+    """With no ``SpecDecodeMetadata`` the runner hands ``_propose`` its first ``num_scheduled_tokens``
+    input ids and ``_get_positions`` of them: the whole prefill batch, in order."""
+    _, handed = serve(device, True, monkeypatch)
+    first = handed[0]
+    n = first["num_scheduled_tokens"]
+    assert n == first["rows"] == first["ids"].shape[0]
+    prompts = [spec.prompt_len for spec in SERVING.requests if spec.arrival == 0]
+    assert first["query_lens"] == prompts
+    assert first["target_positions"].tolist() == [p for length in prompts for p in range(length)]
