@@ -99,7 +99,8 @@ def ascend_variants(impl: str = "vllm_ascend") -> dict[str, tuple[list[str], dic
 
 def time_to_failure(args: list[str], env: dict[str, str], extra: list[str], gate=GATE) -> tuple[float, bool, str]:
     """(seconds, caught, the first failing test) of one ``-x`` run of the gate."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", "-rf", *gate, *args, *extra]
+    # -rf last: the last -r wins, and the failures' summary lines are what names the first one.
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", *gate, *args, *extra, "-rf"]
     start = time.perf_counter()
     # As tox runs the gate: bytecode cached (tox does not pass PYTHONDONTWRITEBYTECODE on; without the
     # cache every worker compiles vLLM's modules again, ~12 s of its start-up).
