@@ -73,15 +73,15 @@ def check_skips(module) -> None:
     """``module.gate_skips``: the given skips, the host-sync one on the simulator only, the graph ones everywhere."""
     host = module.host_copies("X", "a.item()")
     skips = module.gate_skips("X runs eagerly only", host, more={"test_p[unpadded]": Skip("no unpadded path")})
-    assert list(skips) == ["test_p[unpadded]", tables.HOST_SYNC, tables.GRAPHS, tables.TYPICAL_GRAPHS]
+    assert list(skips) == ["test_p[unpadded]", tables.HOST_SYNC, *tables.GRAPH_TESTS]
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
     assert skips[tables.HOST_SYNC].reason == reason
     assert skips[tables.HOST_SYNC].applies_to("sim") and not skips[tables.HOST_SYNC].applies_to("accelerator")
-    for graphs in (tables.GRAPHS, tables.TYPICAL_GRAPHS):
+    for graphs in tables.GRAPH_TESTS:
         assert skips[graphs] == Skip("X runs eagerly only") and skips[graphs].applies_to("accelerator")
-    assert list(module.gate_skips("eager")) == [tables.GRAPHS, tables.TYPICAL_GRAPHS]
+    assert list(module.gate_skips("eager")) == list(tables.GRAPH_TESTS)
 
 
 def check_factory(module) -> None:
