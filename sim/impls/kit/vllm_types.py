@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -26,6 +27,10 @@ from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
 
 # vLLM on a CPU-only machine: CPU platform, no CUDA probing, Triton kernels interpreted.
 CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+
+# The sampling metadata of greedy drafting: every V1 proposer here reads only ``all_greedy`` of it
+# (vllm-ascend: with enable_reduce_sample off).
+GREEDY = SimpleNamespace(all_greedy=True)
 
 
 def import_vllm(module: str = "vllm"):

@@ -17,8 +17,6 @@ cannot hold are listed in ``Implementation.skips`` with that reason.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
@@ -28,11 +26,10 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm import divergences, interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
-
-GREEDY = SimpleNamespace(all_greedy=True)  # vLLM reads nothing else of it in greedy drafting
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True):

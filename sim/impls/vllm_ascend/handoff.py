@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import steps
+from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm_ascend import generation, interop
 from sim.impls.vllm_ascend.importing import import_ascend
-
-GREEDY = SimpleNamespace(all_greedy=True)  # the sampling metadata: unread by greedy drafting (enable_reduce_sample off)
 
 
 def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> None:

@@ -71,6 +71,7 @@ def _globals_of(func: ast.FunctionDef) -> dict:
     return names
 
 
+@functools.cache
 def defines(name: str) -> bool:
     """Whether ``NPUModelRunner`` itself defines ``name`` (a method or property; not an inherited one)."""
     return any(isinstance(n, ast.FunctionDef) and n.name == name for n in _runner_class().body)

@@ -18,8 +18,6 @@ Where 0.13.0 differs from the core, the difference is named in ``divergences``
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
@@ -29,13 +27,12 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13 import divergences, interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason
 from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
-
-GREEDY = SimpleNamespace(all_greedy=True)  # unread by MtpProposer's greedy drafting
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True, num_spec_tokens: int | None = None):
