@@ -30,6 +30,7 @@ pytest_plugins = ["pytester"]  # tests/harness/test_gate_config.py runs a throwa
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 _COMPARED: Counter = Counter()  # this session's, from every test's JUnit properties
+_FIXED_REPORTED: set = set()  # the fixed lines a test's report already carries (a strict xfail that passed)
 # The example database: failures found by any run (a fuzz campaign included) replay first in the next.
 # HYPOTHESIS_DATABASE_DIR moves it where CI caches it; the ci profile reads it but never writes.
 _DB = DirectoryBasedExampleDatabase(os.environ.get("HYPOTHESIS_DATABASE_DIR", ".hypothesis/examples"))
@@ -103,7 +104,7 @@ def pytest_configure(config):
     listed = config.getoption("--divergences")
     if listed:
         try:
-            ids = read_divergence_list(listed)
+            ids = read_divergence_list(listed)  # id -> PATH:LINE
         except OSError as exc:
             raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
         config.mtp_impl, unknown = config.mtp_impl.accepting(ids)
@@ -166,7 +167,10 @@ def pytest_runtest_makereport(item, call):
         TALLY.clear()
     mark = item.get_closest_marker("known_defect")
     if mark and report.when == "call" and report.failed and "XPASS(strict)" in str(report.longrepr):
-        report.longrepr = f"fixed: {mark.args[0]} no longer present; drop it from the list"
+        from tests.checks.known_defects import fixed_line
+
+        defect = next(d for d in item.config.mtp_impl.divergences if d.id == mark.args[0])
+        report.longrepr = fixed_line(defect)
     return report
 
 
@@ -174,14 +178,35 @@ def pytest_runtest_logreport(report):
     """Sum what every test compared (on the controller under xdist: the reports carry it)."""
     if report.when == "call":
         _COMPARED.update({k: v for k, v in report.user_properties if isinstance(v, int)})
+        if report.failed and str(report.longrepr).startswith("fixed: "):
+            _FIXED_REPORTED.add(str(report.longrepr))
+
+
+def pytest_sessionfinish(session):
+    """A known defect the session saw only the spec followed for is fixed: the session fails, saying so
+    once (where its strict expected failure has not already said it)."""
+    if hasattr(session.config, "workerinput"):
+        return  # a worker's share; the controller sums them
+    from tests.checks.known_defects import verdicts
+
+    impl, device = session.config.mtp_impl, session.config.mtp_device
+    session.config.mtp_fixed = [line for line in verdicts(impl.defects(device.name), _COMPARED)]
+    if session.config.mtp_fixed:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter):
-    """A green run says what it compared: drafts, steps, and the values each divergence decided."""
+    """A green run says what it compared: drafts, steps, and the values each divergence decided; a
+    session that found a known defect fixed says that last."""
     if _COMPARED:
         terminalreporter.section("compared with the reference")
         for key, value in sorted(_COMPARED.items()):
             terminalreporter.write_line(f"{key}: {value}")
+    fixed = [line for line in getattr(terminalreporter.config, "mtp_fixed", []) if line not in _FIXED_REPORTED]
+    if fixed:
+        terminalreporter.section("known defects fixed", red=True)
+        for line in fixed:
+            terminalreporter.write_line(line, red=True)
 
 
 def pytest_runtest_setup(item):

@@ -90,9 +90,13 @@ class Implementation:
 
     def accepting(self, ids) -> tuple[Implementation, list[str]]:
         """This implementation with only the divergences ``ids`` accepted (the rest held to the spec),
-        and the ids that name none of its divergences."""
+        and the ids that name none of its divergences. ``ids``: a list, or id -> where it is listed
+        (``read_divergence_list``), which then names the place of each in ``listed_at``."""
         known = {d.id for d in self.divergences}
-        kept = tuple(d for d in self.divergences if d.id in set(ids))
+        places = ids if isinstance(ids, dict) else {}
+        kept = tuple(
+            replace(d, declared_at=places.get(d.id, d.declared_at)) for d in self.divergences if d.id in set(ids)
+        )
         return replace(self, divergences=kept, rules=rules_of(kept)), [i for i in ids if i not in known]
 
     def skip_for(self, names: tuple[str, ...], device: str) -> str | None:
@@ -105,14 +109,15 @@ class Implementation:
         return None
 
 
-def read_divergence_list(path) -> list[str]:
-    """The divergence ids a file accepts: one per line, ``#`` comments and blank lines ignored
-    (the list an implementation's own repository keeps, like array-api-tests' ``xfails.txt``)."""
-    ids = []
-    for line in Path(path).read_text().splitlines():
+def read_divergence_list(path) -> dict[str, str]:
+    """The divergence ids a file accepts, each with the ``PATH:LINE`` naming it: one per line, ``#``
+    comments and blank lines ignored (the list an implementation's own repository keeps, like
+    array-api-tests' ``xfails.txt``)."""
+    ids = {}
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
         if entry:
-            ids.append(entry)
+            ids.setdefault(entry, f"{path}:{n}")
     return ids
 
 

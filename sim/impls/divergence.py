@@ -16,6 +16,8 @@ the union of its divergences' (``rules_of``), so the table is the one place they
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -45,14 +47,34 @@ class Divergence:
     kind: Kind = Kind.DESIGN
     rule: dict = field(default_factory=dict)
     devices: tuple[str, ...] | None = None  # an artifact's devices; None: every device
+    # FILE:LINE of the table naming it (where a fixed defect is dropped from the list); found, not given
+    declared_at: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.rule) - {f.name for f in dataclasses.fields(Rules)}
         if unknown:
             raise ValueError(f"{self.id}: rule names no Rules field: {sorted(unknown)}")
+        if not self.declared_at:
+            object.__setattr__(self, "declared_at", _declared_at(self.id))
 
     def label(self) -> str:
         return f"{self.id} ({self.kind})"
+
+
+def _declared_at(ident: str) -> str:
+    """FILE:LINE of the first line naming ``ident`` in the module that builds this divergence."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in (__file__, "<string>"):  # <string>: dataclass __init__
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    path = frame.f_code.co_filename
+    try:
+        with open(path) as f:
+            line = next((n for n, text in enumerate(f, start=1) if f'"{ident}"' in text), frame.f_lineno)
+    except OSError:
+        line = frame.f_lineno
+    return f"{os.path.relpath(path)}:{line}"
 
 
 def table(*divergences: Divergence) -> dict[str, Divergence]:
@@ -66,13 +88,19 @@ def table(*divergences: Divergence) -> dict[str, Divergence]:
 
 
 def rules_of(divergences) -> Rules:
-    """The rules that model every divergence of ``divergences`` (the spec's where none says otherwise)."""
+    """The rules that model every divergence of ``divergences`` (the spec's where none says otherwise),
+    each known defect among them named as an alternative (``Rules.defects``)."""
     fields: dict = {}
+    defects = []
     for d in divergences:
         fields |= d.rule
-    return dataclasses.replace(CORE, **fields)
+        if d.kind is Kind.DEFECT and d.rule:
+            defects.append((d.id, tuple(d.rule)))
+    return dataclasses.replace(CORE, defects=tuple(defects), **fields)
 
 
 def spec_for(rules: Rules, defect: Divergence) -> Rules:
     """``rules`` with ``defect`` no longer modelled: what the spec demands of that one behaviour."""
+    if defect.id in dict(rules.defects):
+        return rules.without(defect.id)
     return dataclasses.replace(rules, **{name: getattr(CORE, name) for name in defect.rule})

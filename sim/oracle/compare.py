@@ -30,6 +30,7 @@ class Mismatch(NamedTuple):
     what: str
     got: object
     want: object
+    also: bool = False  # what another expectation (a known defect's alternative) wanted first, beside the nearest
 
     def __str__(self) -> str:
         who = f"request {self.request}" if self.request is not None else "batch"

@@ -36,3 +36,12 @@ def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:
         else:
             count += got != want
     return count
+
+
+def decides(case: BatchCase, padded: bool, rules: Rules, fields) -> bool:
+    """Whether reverting ``fields`` of ``rules`` to the spec changes anything the call is held to: a
+    metadata value (``governed_values``) or, under ``prefill_batches_draft_once``, its drafts."""
+    spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
+    return spec.first_draft_repeated(case) != rules.first_draft_repeated(case) or bool(
+        governed_values(case, padded, rules, fields)
+    )

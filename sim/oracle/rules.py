@@ -10,7 +10,8 @@ properties still run on that implementation and catch everything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 # What a draft step whose position reaches max_model_len gets, on two independent axes.
 OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
@@ -74,6 +75,10 @@ class Rules:
     graphs_uniform_decode_only: in a graph mode, only a uniform decode batch (every request
         ``num_spec_tokens + 1`` tokens) runs padded to a captured size; any other runs eagerly at
         its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
+    defects: the known defects among the divergences modelled, each ``(id, the fields modelling it)``:
+        an alternative, never the expectation. Where one decides a value, the spec's value is accepted
+        too (``alternatives``), and what a call followed is reported (sim/serving/run.py). Not part of
+        the rules' identity (``==``): it says what else is accepted, not what is computed.
     """
 
     padded_seq_lens_lowered: bool = True
@@ -88,6 +93,7 @@ class Rules:
     num_computed_from_first_pass: bool = False
     step_seq_lens: str = "advance"
     graphs_uniform_decode_only: bool = False
+    defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if self.overflow_position not in OVERFLOW_POSITIONS:
@@ -96,6 +102,24 @@ class Rules:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
         if self.step_seq_lens not in STEP_SEQ_LENS:
             raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
+
+    def without(self, defect: str) -> Rules:
+        """These rules with the known defect ``defect`` no longer modelled: the spec for that one behaviour."""
+        fields = dict(self.defects)[defect]
+        kept = tuple(d for d in self.defects if d[0] != defect)
+        return dataclasses.replace(self, defects=kept, **{name: getattr(CORE, name) for name in fields})
+
+    def alternatives(self, deciding: list[str]) -> list[tuple[tuple[str, ...], Rules]]:
+        """What a call may follow instead of these rules, where the defects ``deciding`` decide some of
+        its values: the spec for each one alone, then (with two or more) for all of them at once; each
+        with the ids it takes as fixed."""
+        out = [((d,), self.without(d)) for d in deciding]
+        if len(deciding) > 1:
+            spec = self
+            for d in deciding:
+                spec = spec.without(d)
+            out.append((tuple(deciding), spec))
+        return out
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""

@@ -24,7 +24,7 @@ from sim.oracle.compare import (
 )
 from sim.oracle.coverage import features
 from sim.oracle.defect_drafts import is_modelled
-from sim.oracle.governed import governed_values
+from sim.oracle.governed import decides, governed_values
 from sim.oracle.rules import CORE, Rules
 from sim.serving.acceptance import reference_drafter
 from sim.serving.scenario import Scenario
@@ -51,6 +51,9 @@ class RunReport:
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
+    # (known defect id, SPEC or DEFECT) -> calls that followed the spec for it, or the defect, where it
+    # decides a value attention is given (CallCheck.against)
+    followed: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -113,9 +116,9 @@ def run_scenario(
         proposer.record(True)
     report = RunReport(scenario)
     tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
-    kv = _KvWatch(model.cache) if check and is_modelled(rules, scenario.padded) else None
+    defect_model = check and (is_modelled(rules, scenario.padded) or _any_alternative_modelled(rules, scenario.padded))
+    kv = _KvWatch(model.cache) if defect_model else None
     for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs, kv and kv.before_propose):
-        it = iteration.index
         if syncs is not None:
             report.host_syncs.update(syncs.counts)
         report.drafts.append(drafts)
@@ -127,26 +130,88 @@ def run_scenario(
                 report.verified[p] += 1
                 report.accepted[p] += p <= accepted
         if check:
-            captured = proposer.captured_sizes()
-            report.mismatches += compare_trace(it, iteration.case, scenario.padded, proposer.trace, captured, rules)
+            call = CallCheck(iteration, drafts, proposer, ref_model, target, scenario, tol, kv and kv.state)
+            followed, got, mismatches = call.against(rules)
+            report.mismatches += mismatches
+            report.followed.update(followed)
             report.steps_compared += len(proposer.trace)
             for d in divergences:
-                report.governed[d.id] += governed_values(iteration.case, scenario.padded, rules, d.rule)
-            before = kv and kv.state
-            got = compare_iteration_drafts(iteration, drafts, ref_model, target, scenario, tol, rules, before)
-            report.mismatches += got.mismatches
+                report.governed[d.id] += governed_values(iteration.case, scenario.padded, followed_rules(rules, followed), d.rule)
             report.drafts_compared += got.compared
             report.drafts_ambiguous += got.ambiguous
             report.drafts_undefined += got.undefined
             report.drafts_compared_at.update(got.compared_at)
             if kv:
-                kv.after_call(iteration.case, scenario.padded, rules)
+                kv.after_call(iteration.case, scenario.padded, followed_rules(rules, followed))
         if on_iteration:
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished
     return report
+
+
+def _any_alternative_modelled(rules: Rules, padded: bool) -> bool:
+    return any(is_modelled(alt, padded) for _, alt in rules.alternatives([d for d, _ in rules.defects]))
+
+
+def followed_rules(rules: Rules, followed: Counter) -> Rules:
+    """``rules`` with the defects a call followed the spec for no longer modelled."""
+    for (defect, what), _ in followed.items():
+        if what == SPEC:
+            rules = rules.without(defect)
+    return rules
+
+
+SPEC, DEFECT = "spec", "defect"  # what a call followed where a known defect decides a value
+
+
+class CallCheck:
+    """One propose call against the reference: its metadata (the trace of what attention and the model
+    were given) and its drafts, under an implementation's rules, where a known defect is an alternative
+    to the spec, never the expectation (``Rules.defects``)."""
+
+    def __init__(self, iteration, drafts, proposer, ref_model, target, scenario, tolerance, kv):
+        self.iteration, self.drafts, self.ref_model, self.target = iteration, drafts, ref_model, target
+        self.scenario, self.tolerance, self.kv = scenario, tolerance, kv
+        self.trace, self.captured = proposer.trace, proposer.captured_sizes()
+
+    def metadata(self, rules: Rules) -> list[Mismatch]:
+        it = self.iteration
+        return compare_trace(it.index, it.case, self.scenario.padded, self.trace, self.captured, rules)
+
+    def compared(self, rules: Rules):
+        got = compare_iteration_drafts(
+            self.iteration, self.drafts, self.ref_model, self.target, self.scenario, self.tolerance, rules, self.kv
+        )
+        return got, self.metadata(rules) + got.mismatches
+
+    def against(self, rules: Rules) -> tuple[Counter, object, list[Mismatch]]:
+        """(what the call followed: (defect id, SPEC or DEFECT) -> 1, the drafts' comparison, mismatches).
+
+        A call that matches ``rules`` followed each defect that decides a value it hands attention
+        (where the spec's metadata differs from the defect's); one that does not is compared under the
+        alternatives (the spec for each such defect, then for all of them); if none matches, the
+        mismatches name what each alternative expected, so a half fix reads as one."""
+        case, padded = self.iteration.case, self.scenario.padded
+        deciding = [d for d, fields in rules.defects if decides(case, padded, rules, fields)]
+        got, mismatches = self.compared(rules)
+        if not mismatches:
+            return Counter({(d, DEFECT): 1 for d in deciding if self.metadata(rules.without(d))}), got, mismatches
+        tried = [("the defects modelled", got, mismatches)]
+        for fixed, alternative in rules.alternatives(deciding):
+            alt_got, alt_mismatches = self.compared(alternative)
+            if not alt_mismatches:
+                return Counter({(d, SPEC): 1 for d in fixed}), alt_got, []
+            tried.append(("the spec for " + ", ".join(fixed), alt_got, alt_mismatches))
+        if len(tried) == 1:
+            return Counter(), got, mismatches
+        # Nothing matches: the nearest expectation's mismatches, then what each other one wanted first.
+        tried.sort(key=lambda t: len(t[2]))
+        (label, got, mismatches), others = tried[0], tried[1:]
+        named = [m._replace(what=f"{m.what} (under {label})") for m in mismatches]
+        named += [m._replace(what=f"{m.what} (under {other})", also=True) for other, _, ms in others for m in ms[:1]]
+        return Counter(), got, named
 
 
 class _KvWatch:

@@ -21,6 +21,11 @@ FAILURE_DIR = Path("failures")
 TALLY: Counter = Counter()
 
 
+def followed_key(defect: str, what: str) -> str:
+    """The tally's name for the calls that followed the spec for ``defect``, or the defect (``what``)."""
+    return f"calls following the {what} of {defect}"
+
+
 def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
     cmd = f"python -m sim replay {path} --device {device.name}"
     if impl != "core":
@@ -47,6 +52,7 @@ def check_scenario(
     TALLY.update({"drafts compared": report.drafts_compared, "steps compared": report.steps_compared})
     TALLY.update({"near ties": report.drafts_ambiguous, "drafts undefined": report.drafts_undefined})
     TALLY.update({f"values decided by {d}": n for d, n in report.governed.items()})
+    TALLY.update({followed_key(d, what): n for (d, what), n in report.followed.items()})
     if report.steps_compared == 0:
         raise AssertionError(f"{name}: the run compared nothing ({report.iterations} iterations)")
     if not report.ok:

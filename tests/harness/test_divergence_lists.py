@@ -30,7 +30,7 @@ def test_a_list_file_holds_one_id_a_line_with_comments(tmp_path):
     path.write_text(
         "# accepted by this repository\npadded-seq-lens-not-lowered  # fixed upstream in #1\n\n  other-one\n"
     )
-    assert read_divergence_list(path) == ["padded-seq-lens-not-lowered", "other-one"]
+    assert read_divergence_list(path) == {"padded-seq-lens-not-lowered": f"{path}:2", "other-one": f"{path}:4"}
 
 
 def test_an_entry_that_matches_nothing_warns_and_the_header_shows_what_is_in_force(pytester, tmp_path, monkeypatch):

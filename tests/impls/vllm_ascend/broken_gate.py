@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.impls.broken_kernels import FirstLapOnly
+from tests.impls.vllm_ascend import defect_fixes as fixes
 from tests.impls.vllm_ascend import graph_breaks as graph
 from tests.impls.vllm_ascend import handoff_breaks as handoff
 from tests.impls.vllm_ascend import metadata_breaks as meta
@@ -57,14 +58,37 @@ CONTROLS = {
 }
 
 
+# name -> (the known defect it fixes, or None for a half fix, which must fail; the methods it changes,
+# each (method, wrapper)): vllm-ascend with a known defect fixed (``defect_fixes``). A fix must end the
+# whole gate with the one line "fixed: ID no longer present; drop it from the list", and pass it with
+# the id dropped from the accepted list (--divergences).
+FIXES = {
+    "seq-lens-lowered": (
+        "padded-seq-lens-not-lowered",
+        (("_propose", fixes.keeps_rejected_counts), (UPDATE, fixes.seq_lens_lowered())),
+    ),
+    "seq-lens-lowered-on-the-device-only": (
+        None,
+        (("_propose", fixes.keeps_rejected_counts), (UPDATE, fixes.seq_lens_lowered(host=False))),
+    ),
+    "num-computed-from-seq-lens": ("num-computed-tokens-drift", ((UPDATE, fixes.computed_from_seq_lens),)),
+    "max-query-len-compacted": ("unpadded-max-query-len", (("prepare_inputs", fixes.max_query_len_compacted),)),
+}
+
+
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Change vllm-ascend as the variant (``VARIANTS``) or control (``CONTROLS``) ``name`` says."""
+    """Change vllm-ascend as the variant (``VARIANTS``), control (``CONTROLS``) or fix (``FIXES``) ``name`` says."""
     from sim.impls.vllm_ascend.build import configured
     from sim.impls.vllm_ascend.importing import import_ascend
 
-    known = {**VARIANTS, **CONTROLS}
+    known = {**VARIANTS, **CONTROLS, **FIXES}
     if name not in known:
-        raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend; known: {', '.join(known)}")
+        raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend; known: {', '.join(known)}")
+    if name in FIXES:
+        for target, fixing in FIXES[name][1]:
+            cls = method.defining_class(configured(2, 16, 64, 8), target)
+            monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
+        return
     target, breaking = known[name]
     if target in (POSITIONS, HANDOFF):
         break_runner(target, breaking, monkeypatch)

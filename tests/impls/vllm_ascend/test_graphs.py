@@ -84,7 +84,8 @@ def test_a_batch_with_a_prefill_runs_eagerly_in_full_graph_mode(device):
     rules = dataclasses.replace(RULES, graphs_uniform_decode_only=False)
     report = run_scenario(FULL, device, proposer_cls=AscendProposer, rules=rules, stop_at_first_mismatch=False)
     assert report.mismatches, "every batch was padded: has vllm-ascend started graphing prefills?"
-    assert all("rows run" in m.what for m in report.mismatches), [str(m) for m in report.mismatches[:4]]
+    nearest = [m for m in report.mismatches if not m.also]
+    assert all("rows run" in m.what for m in nearest), [str(m) for m in nearest[:4]]
 
 
 def test_full_graphs_refuse_the_unpadded_drafter_batch(device):

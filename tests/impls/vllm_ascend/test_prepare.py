@@ -12,6 +12,7 @@ from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
 from tests.impls import suites
+from tests.checks.known_defects import pin
 from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CPU, both
 from tests.strategies.batches import batch_cases
 
@@ -93,9 +94,9 @@ def test_padded_seq_lens_not_lowered_first_pass(padded, case):
 def test_unpadded_max_query_len_divergence(case):
     """unpadded-max-query-len: the original longest query, not the compacted one."""
     batch, _, core, got = both(case, padded=False)
-    original = int(batch.query_lens_cpu.max())
-    assert got.first.max_query_len == original
-    assert (got.first.max_query_len != core.first.max_query_len) == (core.first.max_query_len != original)
+    original, compacted = int(batch.query_lens_cpu.max()), int(core.first.max_query_len)
+    longest = got.first.max_query_len
+    pin("unpadded-max-query-len", longest == original, longest == compacted, f"got {longest}, {original} / {compacted}")
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
