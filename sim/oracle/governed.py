@@ -1,7 +1,7 @@
 """How many reference values a divergence decides: where its rule and the spec's expectations differ.
 
-For one call, the reference's first-pass inputs and every later step's positions, seq_lens and
-slots are computed twice: under the implementation's rules, and under the same rules with one
+For one call, the reference's first-pass inputs (with its longest query) and every later step's
+positions, seq_lens, slots and host computed counts are computed twice: under the implementation's rules, and under the same rules with one
 divergence's fields reverted to docs/DESIGN.md's. The values that differ are those the
 divergence governed; a run reports their count per divergence, so a green run says how much of
 what it compared followed a documented divergence rather than the spec.
@@ -21,7 +21,8 @@ def _values(case: BatchCase, padded: bool, rules: Rules) -> list:
     later = range(2, case.config.num_spec_tokens + 1)
     steps = [reference.step(case, j, padded, rules) for j in later]
     computed = [reference.num_computed(case, j, padded, rules) for j in later]
-    return [*first, *(field for step in steps for field in step), *computed]
+    longest = reference.max_query_len(case, padded, rules)
+    return [*first, longest, *(field for step in steps for field in step), *computed]
 
 
 def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:

@@ -51,6 +51,13 @@ class HelperOps(RunnerStepOps):
 
     accepted_field: str | None = None
 
+    @property
+    def decided_in_the_loop(self) -> tuple[str, ...]:
+        """The ``Rules`` fields these ops do not decide: with ``accepted_field``, what the later steps
+        start from is read off the spec metadata, an intermediate the propose loop may still lower
+        before its steps (as vLLM's ``propose`` does); the serving runs hold it, on what attention reads."""
+        return ("padded_seq_lens_lowered",) if self.accepted_field is not None else ()
+
     def __init__(self, triton: bool = True):
         self.triton = triton
 

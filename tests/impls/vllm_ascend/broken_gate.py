@@ -73,6 +73,7 @@ FIXES = {
     ),
     "num-computed-from-seq-lens": ("num-computed-tokens-drift", ((UPDATE, fixes.computed_from_seq_lens),)),
     "max-query-len-compacted": ("unpadded-max-query-len", (("prepare_inputs", fixes.max_query_len_compacted),)),
+    "overflow-seq-len-one": ("overflow-seq-len-restart", ((UPDATE, fixes.overflow_seq_len_one),)),
 }
 
 

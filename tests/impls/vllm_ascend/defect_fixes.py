@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+import torch
+
 _REJECTED = "_fix_num_rejected_tokens"  # the call's rejected counts, from _propose to its first step update
 
 
@@ -63,7 +65,7 @@ def seq_lens_lowered(host: bool = True):
             cad.seq_lens[:n] -= rejected.to(cad.seq_lens.dtype)
             if host:
                 on_host = rejected.cpu()
-                for name in ("seq_lens_cpu", "_seq_lens_cpu"):
+                for name in SEQ_LENS[1:]:
                     mirror = getattr(cad, name, None)
                     if mirror is not None:
                         mirror = mirror.clone()
@@ -104,3 +106,28 @@ def max_query_len_compacted(prepare):
         return (cad, *rest)
 
     return wrapper
+
+
+def overflow_seq_len_one(update):
+    """``attn_update_stack_num_spec_norm`` whose step attends with seq_len 1 where its position reaches
+    ``max_model_len`` and with the step before's plus one elsewhere, device and host alike (vllm-ascend
+    tests the raised seq_len instead, so later overflowing steps count 2, 3, ...)."""
+
+    @functools.wraps(update)
+    def wrapper(self, *args, **kwargs):
+        bound = _bound(update, self, args, kwargs)
+        old, b = bound.arguments["old_common_metadata"], bound.arguments["batch_size"]
+        before = {name: getattr(old, name)[:b].clone() for name in SEQ_LENS if getattr(old, name, None) is not None}
+        cad, meta = update(self, *args, **kwargs)
+        positions = bound.arguments["used_update_positions"]  # advanced in place by the update
+        over = (positions[0] if self.uses_mrope else positions)[:b] >= self.max_model_len
+        for name, value in before.items():
+            flag = over if name == "seq_lens" else over.cpu()
+            getattr(cad, name)[:b] = torch.where(flag, torch.ones_like(value), value + 1)
+        group = bound.arguments["attn_group"]
+        return cad, group.get_metadata_builder().build_for_drafting(cad, bound.arguments["draft_index"])
+
+    return wrapper
+
+
+SEQ_LENS = ("seq_lens", "seq_lens_cpu", "_seq_lens_cpu")  # the device lengths and their host mirrors

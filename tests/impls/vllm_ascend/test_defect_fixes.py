@@ -1,0 +1,89 @@
+"""vllm-ascend with a known defect fixed (``broken_gate.FIXES``): the spec's values pass, and say so.
+
+A known defect is an alternative, never the expectation (docs/DESIGN.md, "Implementations under
+test and their divergences"). Each fix runs here in-process, the rest of vllm-ascend as the checkout
+has it: the gate's serving runs (padded, eager and in full graphs) pass on it, having followed the
+spec for that defect in every call where it decides a value (so the session ends with "fixed: ...",
+tests/checks/known_defects.py), and the defect's own spec holds. A half fix fails, naming the values
+that disagree. The whole gate on each (``-p tests.impls.vllm_ascend.broken_gate`` with
+``MTP_BROKEN_VLLM_ASCEND=NAME``, docs/DIVERGENCES-vllm-ascend.md) ends with the fixed line as its only
+failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from sim.impls.divergence import spec_for
+from sim.impls.vllm.metadata_checks import MetadataMismatch
+from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
+from sim.serving.run import DEFECT, SPEC, run_scenario
+from tests.checks import core_checks
+from tests.impls.vllm_ascend import broken_gate
+from tests.properties.test_propose_loop import TYPICAL
+from tests.strategies.batches import batch_cases
+
+FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
+SERVED = {  # a fix -> the runs where its defect decides what attention is given
+    "seq-lens-lowered": (TYPICAL, FULL),
+    "num-computed-from-seq-lens": (TYPICAL, FULL),
+    "overflow-seq-len-one": (TYPICAL, FULL),
+}
+
+
+@pytest.fixture(autouse=True)
+def _unchanged_vllm_ascend():
+    if os.environ.get(broken_gate.ENV):
+        pytest.skip(f"{broken_gate.ENV} changes vllm-ascend for the session; these tests change it themselves")
+
+
+def _fix(name: str, monkeypatch):
+    """vllm-ascend with the fix ``name``: its defect's divergence (the harness's table, whatever the
+    session accepts)."""
+    broken_gate.apply(name, monkeypatch)
+    return DIVERGENCES[broken_gate.FIXES[name][0]]
+
+
+@pytest.mark.parametrize("name", list(SERVED))
+@pytest.mark.parametrize("mode", ["eager", "full"])
+def test_serving_runs_of_a_fix_pass_following_the_spec(name, mode, monkeypatch, impl, device):
+    defect = _fix(name, monkeypatch).id
+    scenario = SERVED[name][mode == "full"]
+    report = run_scenario(scenario, device, impl.ops, proposer_cls=impl.proposer_cls, rules=RULES)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+    assert report.followed[(defect, SPEC)] > 0 and report.followed[(defect, DEFECT)] == 0, report.followed
+    assert not any(what == SPEC for (d, what) in report.followed if d != defect), report.followed
+
+
+@pytest.mark.parametrize("name", list(SERVED))
+def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, impl, device):
+    spec = spec_for(RULES, _fix(name, monkeypatch))
+    report = run_scenario(TYPICAL, device, impl.ops, proposer_cls=impl.proposer_cls, rules=spec)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def test_a_fixed_max_query_len_is_the_spec(monkeypatch, impl, device):
+    """Handed to the builder at the first pass and compared in single calls only: the spec holds there,
+    and the single-call check under the implementation's rules accepts it."""
+    spec = spec_for(RULES, _fix("max-query-len-compacted", monkeypatch))
+
+    @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(case=batch_cases())
+    def holds(case):
+        for padded in (True, False):
+            core_checks.check_max_query_len(impl.ops, case, padded, device, spec)
+            core_checks.check_first_pass(impl.ops, case, padded, device, RULES)
+
+    holds()
+
+
+def test_a_half_fix_fails_naming_the_values(monkeypatch, impl, device):
+    """Device seq_lens lowered, host mirrors not: the step's attention is built on a mirror that is not
+    its device tensor; the failure names the step, the field and both values."""
+    broken_gate.apply("seq-lens-lowered-on-the-device-only", monkeypatch)
+    with pytest.raises(MetadataMismatch, match=r"step 2: host mirror \w+ is not seq_lens .*: got \[.*\], want \["):
+        run_scenario(TYPICAL, device, impl.ops, proposer_cls=impl.proposer_cls, rules=RULES)
