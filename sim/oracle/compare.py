@@ -84,6 +84,9 @@ def compare_trace(
     flat_pos = [r.num_computed + i for r in case.requests for i in range(r.query_len)]
     first = trace[0]
     out = []
+    calls = 1 if rules.first_draft_repeated(case) else case.config.num_spec_tokens  # one per draft step
+    if len(trace) != calls:
+        out.append(Mismatch(it, None, "model calls", len(trace), calls))
     ids = ref.input_ids
     if rules.stale_last_row and len(ids) - 1 not in ref.sample_indices:
         ids = ids[:-1] + first.input_ids[len(ids) - 1 :].tolist()[:1]  # an old buffer value, by design

@@ -16,22 +16,23 @@ from sim.oracle.cases import BatchCase
 from sim.oracle.rules import CORE, Rules
 
 
-def _values(case: BatchCase, padded: bool, rules: Rules) -> list:
+def _values(case: BatchCase, padded: bool, rules: Rules, longest: bool) -> list:
     first = reference.first_pass(case, padded, rules)
     later = range(2, case.config.num_spec_tokens + 1)
     steps = [reference.step(case, j, padded, rules) for j in later]
     computed = [reference.num_computed(case, j, padded, rules) for j in later]
-    longest = reference.max_query_len(case, padded, rules)
-    return [*first, longest, *(field for step in steps for field in step), *computed]
+    query = [reference.max_query_len(case, padded, rules)] if longest else []
+    return [*first, *query, *(field for step in steps for field in step), *computed]
 
 
-def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:
-    """How many of the call's expected metadata values change when ``fields`` of ``rules`` revert to the spec."""
+def governed_values(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> int:
+    """How many of the call's expected metadata values change when ``fields`` of ``rules`` revert to the
+    spec (``longest``: the first pass's longest query among them, which no serving run compares)."""
     spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
     if spec == rules:
         return 0
     count = 0
-    for got, want in zip(_values(case, padded, rules), _values(case, padded, spec)):
+    for got, want in zip(_values(case, padded, rules, longest), _values(case, padded, spec, longest)):
         if isinstance(got, list) and isinstance(want, list):
             count += sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
         else:
@@ -39,10 +40,10 @@ def governed_values(case: BatchCase, padded: bool, rules: Rules, fields) -> int:
     return count
 
 
-def decides(case: BatchCase, padded: bool, rules: Rules, fields) -> bool:
+def decides(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> bool:
     """Whether reverting ``fields`` of ``rules`` to the spec changes anything the call is held to: a
     metadata value (``governed_values``) or, under ``prefill_batches_draft_once``, its drafts."""
     spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
     return spec.first_draft_repeated(case) != rules.first_draft_repeated(case) or bool(
-        governed_values(case, padded, rules, fields)
+        governed_values(case, padded, rules, fields, longest)
     )

@@ -194,7 +194,7 @@ class CallCheck:
         alternatives (the spec for each such defect, then for all of them); if none matches, the
         mismatches name what each alternative expected, so a half fix reads as one."""
         case, padded = self.iteration.case, self.scenario.padded
-        deciding = [d for d, fields in rules.defects if decides(case, padded, rules, fields)]
+        deciding = [d for d, fields in rules.defects if decides(case, padded, rules, fields, longest=False)]
         got, mismatches = self.compared(rules)
         if not mismatches:
             return Counter({(d, DEFECT): 1 for d in deciding if self.metadata(rules.without(d))}), got, mismatches
@@ -202,7 +202,8 @@ class CallCheck:
         for fixed, alternative in rules.alternatives(deciding):
             alt_got, alt_mismatches = self.compared(alternative)
             if not alt_mismatches:
-                return Counter({(d, SPEC): 1 for d in fixed}), alt_got, []
+                held = [d for d in deciding if d not in fixed and self.metadata(alternative.without(d))]
+                return Counter({**{(d, SPEC): 1 for d in fixed}, **{(d, DEFECT): 1 for d in held}}), alt_got, []
             tried.append(("the spec for " + ", ".join(fixed), alt_got, alt_mismatches))
         if len(tried) == 1:
             return Counter(), got, mismatches

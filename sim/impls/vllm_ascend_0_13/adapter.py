@@ -36,7 +36,7 @@ from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True, num_spec_tokens: int | None = None):
-    return configured(num_spec_tokens or cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded)
+    return configured(num_spec_tokens or cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded, cfg.block_size)
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
@@ -116,7 +116,7 @@ class Ascend013Ops(HelperOps):
 def draft_steps(cfg: ProposerConfig, base_positions, seq_lens, block_table, step: int, recorder=None) -> list[StepMeta]:
     """Steps 1..``step`` of ``_propose`` from a decode batch of one token per request (step 1: as given)."""
     b = base_positions.shape[0]
-    p = configured(step, cfg.max_model_len, cfg.hidden_size)
+    p = configured(step, cfg.max_model_len, cfg.hidden_size, block_size=cfg.block_size)
     p.runner.with_prefill = False  # a decode batch (SpecDecoding): the runner never asks for one step only
     recorder = recorder or MlaTinyMtp(None, cfg.hidden_size)
     recorder.trace = []

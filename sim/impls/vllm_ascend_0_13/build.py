@@ -68,9 +68,11 @@ def mtp_proposer(hidden_size: int):
     return remember_fresh(proposer)  # each run starts from this state (fresh_start.start_fresh)
 
 
-def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, padded: bool = True):
+def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, padded: bool = True, block_size=None):
     """The shared proposer set to one call's sizes and mode (``disable_padded_drafter_batch`` is the
-    unpadded mode; the MLA builder's decode threshold is 1 + K, as in 0.13's builder)."""
+    unpadded mode; the MLA builder's decode threshold is 1 + K, as in 0.13's builder). ``block_size``:
+    the cache's, as a runner's config holds it (0.13's step loop never reads it; a fix of its
+    ``slot-plus-one`` does)."""
     tiny_config.refuse_past_limits("the vllm-ascend 0.13 adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     p = mtp_proposer(hidden_size)
     p.num_speculative_tokens = num_spec_tokens
@@ -78,4 +80,6 @@ def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, padde
     p.vllm_config.model_config.max_model_len = max_model_len  # _propose reads runner.model_config.max_model_len
     p.speculative_config.disable_padded_drafter_batch = not padded
     p.runner.builder.decode_threshold = 1 + num_spec_tokens
+    if block_size is not None:
+        p.vllm_config.cache_config.block_size = block_size
     return p

@@ -70,9 +70,11 @@ def computed_as_seq_lens(original):
 def computed_not_advanced(original):
     @functools.wraps(original)
     def broken(self, *args, **kwargs):
-        cad, *rest = original(self, *args, **kwargs)
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        cad, _ = original(self, *args, **kwargs)
         cad.num_computed_tokens_cpu = cad.num_computed_tokens_cpu - 1
-        return (cad, *rest)
+        builder = bound.arguments["attn_group"].get_metadata_builder()  # the step's attention built on it
+        return cad, builder.build_for_drafting(cad, bound.arguments["draft_index"])
 
     return broken
 

@@ -14,6 +14,8 @@ import os
 
 import pytest
 
+from tests.impls.vllm_ascend_mrv2 import defect_fixes
+
 ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
@@ -65,6 +67,15 @@ VARIANTS = {
 }
 
 
+# name -> (the known defect it fixes, the speculator's method, the fix, the generation): vllm-ascend's
+# speculator with a known defect fixed (``defect_fixes``); the whole gate must end with the one line
+# "fixed: ID no longer present; drop it from the list", and pass with the id dropped (--divergences).
+FIXES = {
+    "advanced-once": ("host-seq-lens-advanced-twice", "_generate_draft", defect_fixes.advanced_once, "0.23.0"),
+    "host-seq-lens-lowered": ("host-seq-lens-not-lowered", "propose", defect_fixes.host_seq_lens_lowered, "0.23.0"),
+}
+
+
 def variants() -> list[str]:
     """The variants that apply to the generation installed."""
     from sim.impls.vllm_ascend_mrv2 import generation
@@ -73,12 +84,20 @@ def variants() -> list[str]:
 
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Break vllm-ascend's MRV2 speculator as the variant ``name`` says (``VARIANTS``)."""
+    """Change vllm-ascend's MRV2 speculator as the variant (``VARIANTS``) or fix (``FIXES``) ``name`` says."""
     from sim.impls.vllm_ascend.importing import import_ascend
     from sim.impls.vllm_ascend_mrv2 import generation
 
+    if name in FIXES:
+        _, method, fixing, gen = FIXES[name]
+        if gen != generation.name():
+            raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {gen}, not {generation.name()}")
+        cls = generation.speculator_class()
+        monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+        return
     if name not in VARIANTS:
-        raise pytest.UsageError(f"{ENV}={name!r}: not a broken vllm-ascend MRV2; known: {', '.join(VARIANTS)}")
+        known = ", ".join([*VARIANTS, *FIXES])
+        raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend MRV2; known: {known}")
     where, attribute, breaking, _ = VARIANTS[name]
     if name not in variants():
         raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {VARIANTS[name][3]}, not {generation.name()}")

@@ -1,0 +1,95 @@
+"""vllm-ascend 0.13.0's ``MtpProposer`` with a known defect fixed, as a pull request fixing it would.
+
+``FIXES``: name -> (the known defect, the class's method and the fix of it). The step loop's fixes are
+edits of ``_propose``'s own lines (``tests.impls.source_fix``); the rest of 0.13.0 runs as released.
+``-p tests.impls.vllm_ascend_0_13.defect_fixes`` with ``MTP_FIXED_VLLM_ASCEND_0_13=NAME`` applies one for
+the session (in every xdist worker), so the whole gate runs on it.
+
+- ``slots-from-block-table``: ``slot-plus-one``: each step's slot looked up in the block table at its
+  (clamped) position, as vLLM's EagleProposer computes it.
+- ``seq-lens-lowered``: ``padded-seq-lens-not-lowered``: before step 2, the step metadata's seq_lens
+  lowered by each request's rejected count (its last row less its sample row), so steps 2..K attend
+  to the accepted prefix (the first pass keeps the unadjusted lengths).
+- ``max-query-len-compacted``: ``unpadded-max-query-len``: ``prepare_inputs`` reports the compacted
+  batch's longest query.
+- ``drafts-every-step``: ``prefill-batch-drafts-once``: a batch with a prefill runs every draft step.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from tests.impls.source_fix import edited
+
+ENV = "MTP_FIXED_VLLM_ASCEND_0_13"
+
+SLOTS = (
+    "            slot_mapping += 1\n",
+    "            block_size = self.vllm_config.cache_config.block_size\n"
+    "            blocks = common_attn_metadata.block_table_tensor[:batch_size].gather(\n"
+    "                1, (clamped_positions // block_size).view(-1, 1).long()).view(-1)\n"
+    "            slot_mapping.copy_(blocks * block_size + clamped_positions % block_size)\n",
+)
+LOWERED = (
+    "                last_token_indices = self.arange[:batch_size]\n",
+    "                rejected = common_attn_metadata.query_start_loc[1:batch_size + 1] - 1 - last_token_indices\n"
+    "                attn_metadata_i.seq_lens = attn_metadata_i.seq_lens.clone()\n"
+    "                attn_metadata_i.seq_lens[:batch_size] -= rejected.to(attn_metadata_i.seq_lens.dtype)\n"
+    "                last_token_indices = self.arange[:batch_size]\n",
+)
+EVERY_STEP = (
+    (
+        "            if with_prefill:\n                for _ in range(self.num_speculative_tokens - 1):\n"
+        "                    draft_token_ids_list.append(draft_token_ids)\n",
+        "",
+    ),
+    ("            if step == self.num_speculative_tokens - 1 or with_prefill:\n", "            if step == self.num_speculative_tokens - 1:\n"),
+)
+
+
+def _edit(*edits):
+    return lambda method: edited(method, *edits)
+
+
+def max_query_len_compacted(prepare):
+    """``prepare_inputs`` whose metadata reports the longest query of the compacted batch."""
+
+    @functools.wraps(prepare)
+    def fixed(self, *args, **kwargs):
+        cad, *rest = prepare(self, *args, **kwargs)
+        lens = cad.query_start_loc_cpu[1:] - cad.query_start_loc_cpu[:-1]
+        cad.max_query_len = int(lens.max()) if lens.numel() else 0
+        return (cad, *rest)
+
+    return fixed
+
+
+FIXES = {
+    "slots-from-block-table": ("slot-plus-one", "_propose", _edit(SLOTS)),
+    "seq-lens-lowered": ("padded-seq-lens-not-lowered", "_propose", _edit(LOWERED)),
+    "max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs", max_query_len_compacted),
+    "drafts-every-step": ("prefill-batch-drafts-once", "_propose", _edit(*EVERY_STEP)),
+}
+
+
+def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.13.0's proposer with the fix ``name`` (``FIXES``)."""
+    from sim.impls.vllm_ascend_0_13.build import mtp_proposer
+    from tests.impls.vllm_ascend.method_breaks import defining_class
+
+    if name not in FIXES:
+        raise pytest.UsageError(f"{ENV}={name!r}: not a fixed vllm-ascend 0.13.0; known: {', '.join(FIXES)}")
+    _, method, fixing = FIXES[name]
+    cls = defining_class(mtp_proposer(8), method)
+    monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = os.environ.get(ENV)
+    if name:
+        patch = pytest.MonkeyPatch()
+        apply(name, patch)
+        config.add_cleanup(patch.undo)
