@@ -29,8 +29,24 @@ from devices.sync_watch import watch_host_syncs
 
 
 def poison_value(dtype: torch.dtype):
-    """What an unsynchronized host buffer holds: NaN, or the dtype's most negative value."""
-    return float("nan") if dtype.is_floating_point else torch.iinfo(dtype).min
+    """What an unsynchronized host buffer holds: NaN, or the dtype's most negative value (an unsigned
+    dtype's largest: its smallest, 0, is a common real value). A bool has no value that cannot be the
+    copy's: it holds the negation of what will land (``poison``)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        raise ValueError("torch.bool: no value is never a real one; the poison is the negation of the copy (poison)")
+    info = torch.iinfo(dtype)
+    return info.min if info.min < 0 else info.max
+
+
+def poison(out: torch.Tensor, src: torch.Tensor) -> None:
+    """Fill ``out``, the destination of a copy of ``src`` not landed yet, so that reading it early shows:
+    ``poison_value``, or for a bool the negation of ``src`` (every element differs from what lands)."""
+    if out.dtype == torch.bool:
+        out.copy_(torch.logical_not(src))
+    else:
+        out.fill_(poison_value(out.dtype))
 
 
 class SimEvent:
@@ -88,7 +104,7 @@ class SimDevice:
             out.copy_(src)
         else:
             self._pending.append((self._copies, out, src.clone()))
-            out.fill_(poison_value(out.dtype))
+            poison(out, src)
         return SimEvent(self, self._copies)
 
     def graph_pool(self):

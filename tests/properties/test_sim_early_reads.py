@@ -132,3 +132,27 @@ def test_inputs_named_device_tensors_are_followed(sim):
         assert host.tolist() == [torch.iinfo(torch.int64).min] * 3
         sim.synchronize()
         assert host.tolist() == [1, 2, 3]
+
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.uint8, torch.bool]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_has_a_poison_an_early_read_cannot_mistake(sim, dtype):
+    """A copy of any dtype: read early, every element differs from what lands (a bool holds the
+    negation of its value, an unsigned int its largest value, 0 being common); synchronized, the
+    copy's values. For a bool mask, True and False both."""
+    with early_reads.recording():
+        values = torch.tensor([0, 1, 2, 1, 0, 3], device=DEV)
+        buf = (values % 2).to(torch.bool) if dtype == torch.bool else values.to(dtype)
+    want = buf.tolist()
+    with early_reads.tracking(sim):
+        host = buf.to("cpu", non_blocking=True)
+        early = host.clone()
+        sim.synchronize()
+    assert host.tolist() == want
+    differs = early != buf if dtype == torch.bool or not dtype.is_floating_point else early.isnan()
+    assert differs.all(), f"{dtype}: read before the sync {early.tolist()}, lands {want}"
+    if dtype != torch.bool:
+        assert (early.isnan() if dtype.is_floating_point else early == poison_value(dtype)).all()

@@ -10,8 +10,8 @@ cannot hold, naming the field and its value.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
+
+from sim.impls.kit.scratch import scratch
 
 MAX_TOKENS = 8192
 MAX_REQS = 256
@@ -20,7 +20,7 @@ MAX_MODEL_LEN = 4096
 
 def config_dir(hidden_size: int) -> str:
     """A ``config.json`` vLLM reads as DeepSeek-V3 with one MTP layer."""
-    path = Path(tempfile.mkdtemp(prefix="mtp_harness_dsv3_"))
+    path = scratch(f"dsv3-{hidden_size}")
     config = {
         "model_type": "deepseek_v3",
         "architectures": ["DeepseekV3ForCausalLM"],

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import tempfile
 from types import SimpleNamespace
 
 import numpy as np
@@ -26,6 +25,7 @@ import torch
 from devices.sim import early_reads
 from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
+from sim.impls.kit.scratch import scratch
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 from sim.impls.vllm_ascend import attn_setup, runner_source
 from sim.impls.vllm_ascend.importing import import_ascend, prepare
@@ -128,7 +128,7 @@ def single_rank_world(vllm_config) -> None:
     if state._TP is not None:
         return
     config = import_ascend("vllm.config")
-    init = f"file://{tempfile.mkdtemp(prefix='mtp_harness_ascend_')}/rendezvous"
+    init = f"file://{scratch('gloo')}/rendezvous"
     with config.set_current_vllm_config(vllm_config):
         state.init_distributed_environment(
             world_size=1, rank=0, distributed_init_method=init, local_rank=0, backend="gloo"

@@ -9,6 +9,7 @@ from hypothesis import given
 from sim.impls.vllm import interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
+from tests.checks.known_defects import pin
 from tests.impls import suites
 from tests.impls.vllm.cases import CPU, VLLM, both
 from tests.strategies.batches import batch_cases
@@ -32,10 +33,10 @@ def test_unpadded_max_query_len_divergence(case):
     compacted one exactly where rejections shortened every longest query."""
     batch, _, core, vllm = both(case, padded=False)
     original = int(batch.query_lens_cpu.max())
-    assert vllm.first.max_query_len == original
     compacted = max(r.query_len - n for r, n in zip(case.requests, core.first.num_rejected.tolist()))
     assert core.first.max_query_len == compacted
-    assert (vllm.first.max_query_len != core.first.max_query_len) == (compacted != original)
+    longest = vllm.first.max_query_len
+    pin("unpadded-max-query-len", longest == original, longest == compacted, f"got {longest}, {original} / {compacted}")
 
 
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])

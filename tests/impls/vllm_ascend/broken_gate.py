@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from tests.impls import fixes as shared
 from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.vllm_ascend import defect_fixes as fixes
 from tests.impls.vllm_ascend import graph_breaks as graph
@@ -72,7 +73,7 @@ FIXES = {
         (("_propose", fixes.keeps_rejected_counts), (UPDATE, fixes.seq_lens_lowered(host=False))),
     ),
     "num-computed-from-seq-lens": ("num-computed-tokens-drift", ((UPDATE, fixes.computed_from_seq_lens),)),
-    "max-query-len-compacted": ("unpadded-max-query-len", (("prepare_inputs", fixes.max_query_len_compacted),)),
+    "max-query-len-compacted": ("unpadded-max-query-len", (("prepare_inputs", shared.max_query_len_compacted),)),
     "overflow-seq-len-one": ("overflow-seq-len-restart", ((UPDATE, fixes.overflow_seq_len_one),)),
 }
 

@@ -12,8 +12,7 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   (``host=False``: the device tensor only, a half fix).
 - ``computed_from_seq_lens``: ``num-computed-tokens-drift``: each step's ``num_computed_tokens_cpu``
   is its one-token query's context, ``seq_lens_cpu - 1``.
-- ``max_query_len_compacted``: ``unpadded-max-query-len``: ``prepare_inputs`` reports the longest
-  query of the compacted batch.
+- ``unpadded-max-query-len``'s fix is the one vLLM and 0.13.0 share (``tests.impls.fixes``).
 - ``overflow_seq_len_one``: ``overflow-seq-len-restart``: a step whose position reaches
   ``max_model_len`` attends with seq_len 1, and so does every later one (as the design says).
 """
@@ -91,19 +90,6 @@ def computed_from_seq_lens(update):
             group = bound.arguments["attn_group"]
             meta = group.get_metadata_builder().build_for_drafting(cad, bound.arguments["draft_index"])
         return cad, meta
-
-    return wrapper
-
-
-def max_query_len_compacted(prepare):
-    """``prepare_inputs`` whose metadata reports the longest query of the compacted batch."""
-
-    @functools.wraps(prepare)
-    def wrapper(self, *args, **kwargs):
-        cad, *rest = prepare(self, *args, **kwargs)
-        lens = cad.query_start_loc_cpu[1:] - cad.query_start_loc_cpu[:-1]
-        cad.max_query_len = int(lens.max()) if lens.numel() else 0
-        return (cad, *rest)
 
     return wrapper
 

@@ -87,3 +87,10 @@ def test_a_half_fix_fails_naming_the_values(monkeypatch, impl, device):
     broken_gate.apply("seq-lens-lowered-on-the-device-only", monkeypatch)
     with pytest.raises(MetadataMismatch, match=r"step 2: host mirror \w+ is not seq_lens .*: got \[.*\], want \["):
         run_scenario(TYPICAL, device, impl.ops, proposer_cls=impl.proposer_cls, rules=RULES)
+
+
+def test_every_fix_is_shown():
+    """Each of ``broken_gate.FIXES`` is run here: served, single-call, or the half fix."""
+    shown = {*SERVED, "max-query-len-compacted", "seq-lens-lowered-on-the-device-only"}
+    assert shown == set(broken_gate.FIXES), set(broken_gate.FIXES) ^ shown
+    assert {d for d, _ in broken_gate.FIXES.values() if d} == {d.id for d in DIVERGENCES.values() if d.kind == "defect"}

@@ -13,6 +13,11 @@ the session (in every xdist worker), so the whole gate runs on it.
 - ``max-query-len-compacted``: ``unpadded-max-query-len``: ``prepare_inputs`` reports the compacted
   batch's longest query.
 - ``drafts-every-step``: ``prefill-batch-drafts-once``: a batch with a prefill runs every draft step.
+- ``positions-not-restarted``: ``overflow-position-restart``: each step advances the draft position it
+  computed, not the clamped one read back from the positions buffer, and a step whose position reaches
+  ``max_model_len`` attends with seq_len 1 (every such step, the design's rule), every other with the
+  step before's plus one (its host bound no longer clamped to ``max_model_len``: with
+  ``padded-seq-lens-not-lowered`` a valid position's seq_len may pass it).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 
 import pytest
 
-from tests.impls.source_fix import edited
+from tests.impls.fixes import edited, max_query_len_compacted
 
 ENV = "MTP_FIXED_VLLM_ASCEND_0_13"
 
@@ -40,6 +45,28 @@ LOWERED = (
     "                attn_metadata_i.seq_lens[:batch_size] -= rejected.to(attn_metadata_i.seq_lens.dtype)\n"
     "                last_token_indices = self.arange[:batch_size]\n",
 )
+NOT_RESTARTED = (
+    (
+        "            positions += 1\n",
+        "            draft_positions = (positions if step == 0 else draft_positions) + 1  # not the clamped buffer\n"
+        "            positions = draft_positions\n",
+    ),
+    (
+        "            exceeds_mask = attn_metadata_i.seq_lens[:batch_size] > \\\n"
+        "                self.runner.model_config.max_model_len\n"
+        "            attn_metadata_i.seq_lens[:batch_size].masked_fill_(exceeds_mask, 1)\n",
+        "            attn_metadata_i.seq_lens[:batch_size].masked_fill_(exceeds_max_model_len, 1)\n",
+    ),
+    *(  # the host bound no longer clamped: a valid position's seq_len may pass max_model_len (padded, unlowered)
+        (
+            f"                {kind}_metadata.max_seq_lens = min(\n"
+            f"                    {kind}_metadata.max_seq_lens,\n"
+            "                    self.runner.model_config.max_model_len)\n",
+            "",
+        )
+        for kind in ("prefill", "decode")
+    ),
+)
 EVERY_STEP = (
     (
         "            if with_prefill:\n                for _ in range(self.num_speculative_tokens - 1):\n"
@@ -54,24 +81,12 @@ def _edit(*edits):
     return lambda method: edited(method, *edits)
 
 
-def max_query_len_compacted(prepare):
-    """``prepare_inputs`` whose metadata reports the longest query of the compacted batch."""
-
-    @functools.wraps(prepare)
-    def fixed(self, *args, **kwargs):
-        cad, *rest = prepare(self, *args, **kwargs)
-        lens = cad.query_start_loc_cpu[1:] - cad.query_start_loc_cpu[:-1]
-        cad.max_query_len = int(lens.max()) if lens.numel() else 0
-        return (cad, *rest)
-
-    return fixed
-
-
 FIXES = {
     "slots-from-block-table": ("slot-plus-one", "_propose", _edit(SLOTS)),
     "seq-lens-lowered": ("padded-seq-lens-not-lowered", "_propose", _edit(LOWERED)),
     "max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs", max_query_len_compacted),
     "drafts-every-step": ("prefill-batch-drafts-once", "_propose", _edit(*EVERY_STEP)),
+    "positions-not-restarted": ("overflow-position-restart", "_propose", _edit(*NOT_RESTARTED)),
 }
 
 

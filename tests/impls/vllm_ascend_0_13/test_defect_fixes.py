@@ -20,6 +20,7 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops, Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, RULES
 from sim.serving.run import DEFECT, SPEC, run_scenario
 from tests.checks import core_checks
+from tests.impls.suites import MRV2_OVERFLOWING
 from tests.impls.vllm_ascend_0_13 import defect_fixes
 from tests.impls.vllm_ascend_0_13.test_propose import CHUNKED
 from tests.properties.test_propose_loop import TYPICAL
@@ -30,6 +31,7 @@ SERVED = {  # a fix -> a run where its defect decides what attention is given or
     "slots-from-block-table": CROSSING,
     "seq-lens-lowered": TYPICAL,
     "drafts-every-step": CHUNKED,
+    "positions-not-restarted": MRV2_OVERFLOWING,  # drafts past max_model_len
 }
 
 
@@ -75,3 +77,9 @@ def test_a_fixed_max_query_len_is_the_spec(monkeypatch, device):
             core_checks.check_first_pass(ops, case, padded, device, RULES)
 
     holds()
+
+
+def test_every_fix_is_shown_and_every_defect_with_a_rule_has_one():
+    assert {*SERVED, "max-query-len-compacted"} == set(defect_fixes.FIXES)
+    fixed = {d for d, *_ in defect_fixes.FIXES.values()}
+    assert fixed == {d.id for d in DIVERGENCES.values() if d.kind == "defect" and d.rule}

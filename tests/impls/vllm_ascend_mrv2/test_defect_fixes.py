@@ -56,3 +56,8 @@ def test_serving_runs_of_a_fix_pass_following_the_spec(name, scenario, monkeypat
 def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, device):
     report = _run(TYPICAL, device, spec_for(rules(), _fix(name, monkeypatch)))
     assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def test_every_defect_of_0_23_0_has_a_fix():
+    fixed = {d for d, *_ in broken_gate.FIXES.values()}
+    assert fixed == {d.id for d in divergences.in_force("0.23.0").DIVERGENCES.values() if d.kind == "defect" and d.rule}

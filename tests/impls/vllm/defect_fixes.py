@@ -1,0 +1,40 @@
+"""vLLM's ``EagleProposer`` with its known defect fixed, as a pull request fixing it would.
+
+``FIXES``: name -> (the known defect, the proposer's method, the fix). ``-p tests.impls.vllm.defect_fixes``
+with ``MTP_FIXED_VLLM=NAME`` applies one for the session (in every xdist worker), so the whole gate runs
+on it and must end with the one line "fixed: ID no longer present; drop it from the list".
+
+- ``max-query-len-compacted``: ``unpadded-max-query-len`` (``tests.impls.fixes``, shared with
+  vllm-ascend's proposers): ``prepare_inputs`` reports the compacted batch's longest query.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.impls.fixes import max_query_len_compacted
+
+ENV = "MTP_FIXED_VLLM"
+FIXES = {"max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs", max_query_len_compacted)}
+
+
+def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's proposer with the fix ``name`` (``FIXES``)."""
+    from sim.impls.vllm.eagle import eagle_proposer
+    from tests.impls.vllm_ascend.method_breaks import defining_class
+
+    if name not in FIXES:
+        raise pytest.UsageError(f"{ENV}={name!r}: not a fixed vLLM; known: {', '.join(FIXES)}")
+    _, method, fixing = FIXES[name]
+    cls = defining_class(eagle_proposer(8), method)
+    monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = os.environ.get(ENV)
+    if name:
+        patch = pytest.MonkeyPatch()
+        apply(name, patch)
+        config.add_cleanup(patch.undo)
