@@ -136,7 +136,9 @@ def run_scenario(
             report.followed.update(followed)
             report.steps_compared += len(proposer.trace)
             for d in divergences:
-                report.governed[d.id] += governed_values(iteration.case, scenario.padded, followed_rules(rules, followed), d.rule)
+                report.governed[d.id] += governed_values(
+                    iteration.case, scenario.padded, followed_rules(rules, followed), d.rule
+                )
             report.drafts_compared += got.compared
             report.drafts_ambiguous += got.ambiguous
             report.drafts_undefined += got.undefined

@@ -36,7 +36,9 @@ from sim.impls.vllm_ascend_0_13.model import LAYER, MlaTinyMtp
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True, num_spec_tokens: int | None = None):
-    return configured(num_spec_tokens or cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded, cfg.block_size)
+    return configured(
+        num_spec_tokens or cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, padded, cfg.block_size
+    )
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:

@@ -13,16 +13,14 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
 - ``computed_from_seq_lens``: ``num-computed-tokens-drift``: each step's ``num_computed_tokens_cpu``
   is its one-token query's context, ``seq_lens_cpu - 1``.
 - ``unpadded-max-query-len``'s fix is the one vLLM and 0.13.0 share (``tests.impls.fixes``).
-- ``overflow_seq_len_one``: ``overflow-seq-len-restart``: a step whose position reaches
-  ``max_model_len`` attends with seq_len 1, and so does every later one (as the design says).
+
+``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-
-import torch
 
 _REJECTED = "_fix_num_rejected_tokens"  # the call's rejected counts, from _propose to its first step update
 
@@ -90,28 +88,6 @@ def computed_from_seq_lens(update):
             group = bound.arguments["attn_group"]
             meta = group.get_metadata_builder().build_for_drafting(cad, bound.arguments["draft_index"])
         return cad, meta
-
-    return wrapper
-
-
-def overflow_seq_len_one(update):
-    """``attn_update_stack_num_spec_norm`` whose step attends with seq_len 1 where its position reaches
-    ``max_model_len`` and with the step before's plus one elsewhere, device and host alike (vllm-ascend
-    tests the raised seq_len instead, so later overflowing steps count 2, 3, ...)."""
-
-    @functools.wraps(update)
-    def wrapper(self, *args, **kwargs):
-        bound = _bound(update, self, args, kwargs)
-        old, b = bound.arguments["old_common_metadata"], bound.arguments["batch_size"]
-        before = {name: getattr(old, name)[:b].clone() for name in SEQ_LENS if getattr(old, name, None) is not None}
-        cad, meta = update(self, *args, **kwargs)
-        positions = bound.arguments["used_update_positions"]  # advanced in place by the update
-        over = (positions[0] if self.uses_mrope else positions)[:b] >= self.max_model_len
-        for name, value in before.items():
-            flag = over if name == "seq_lens" else over.cpu()
-            getattr(cad, name)[:b] = torch.where(flag, torch.ones_like(value), value + 1)
-        group = bound.arguments["attn_group"]
-        return cad, group.get_metadata_builder().build_for_drafting(cad, bound.arguments["draft_index"])
 
     return wrapper
 

@@ -11,8 +11,8 @@ from sim.impls.vllm_ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
-from tests.impls import suites
 from tests.checks.known_defects import pin
+from tests.impls import suites
 from tests.impls.vllm_ascend.cases import ASCEND, ASCEND_TRITON, CPU, both
 from tests.strategies.batches import batch_cases
 

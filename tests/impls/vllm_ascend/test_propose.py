@@ -12,9 +12,8 @@ import dataclasses
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
-from sim.serving.run import build_models, run_scenario
+from sim.serving.run import DEFECT, build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from sim.serving.run import DEFECT
 from tests.checks.known_defects import pin, pin_run
 from tests.impls.suites import one_decode
 from tests.impls.vllm_ascend.cases import CPU

@@ -22,7 +22,6 @@ the session (in every xdist worker), so the whole gate runs on it.
 
 from __future__ import annotations
 
-import functools
 import os
 
 import pytest
@@ -73,7 +72,10 @@ EVERY_STEP = (
         "                    draft_token_ids_list.append(draft_token_ids)\n",
         "",
     ),
-    ("            if step == self.num_speculative_tokens - 1 or with_prefill:\n", "            if step == self.num_speculative_tokens - 1:\n"),
+    (
+        "            if step == self.num_speculative_tokens - 1 or with_prefill:\n",
+        "            if step == self.num_speculative_tokens - 1:\n",
+    ),
 )
 
 

@@ -9,9 +9,9 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.impls.vllm_ascend_0_13.mla_metadata import rope_positions
 from sim.oracle.cases import to_batch
-from tests.checks.known_defects import pin_run
 from sim.serving.run import SPEC, build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.checks.known_defects import pin_run
 from tests.impls.vllm_ascend_0_13.cases import CPU, one_decode
 
 CHUNKED = Scenario(

@@ -67,7 +67,9 @@ def test_slot_plus_one_is_the_rule_everywhere(case):
         plus_one = reference.step(case, j, False, RULES).slot_mapping
         table = reference.step(case, j, False, table_rules).slot_mapping
         slots = mine.slot_mapping.tolist()
-        pin("slot-plus-one", slots == plus_one, slots == table, f"step {j}: {slots}, plus one {plus_one}, table {table}")
+        pin(
+            "slot-plus-one", slots == plus_one, slots == table, f"step {j}: {slots}, plus one {plus_one}, table {table}"
+        )
 
 
 def test_slot_plus_one_changes_the_drafts(device):
@@ -171,7 +173,11 @@ def test_max_query_len_from_old_lengths(case):
     builder reads it only to decide whether any request is a prefill, and decides the same with the
     compacted value."""
     batch, sampled, core, got = both(case, padded=False)
-    original, compacted, longest = int(batch.query_lens_cpu.max()), int(core.first.max_query_len), got.first.max_query_len
+    original, compacted, longest = (
+        int(batch.query_lens_cpu.max()),
+        int(core.first.max_query_len),
+        got.first.max_query_len,
+    )
     pin("unpadded-max-query-len", longest == original, longest == compacted, f"got {longest}, {original} / {compacted}")
     p = configured(case.config.num_spec_tokens, case.config.max_model_len, case.config.hidden_size, padded=False)
     spec_cad = interop.first_pass_metadata(batch, got.first)
