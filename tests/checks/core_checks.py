@@ -70,7 +70,7 @@ def accepting_fixes(check):
             return check(ops, case, padded, device, rules)
         except AssertionError as failure:
             notes = []
-            for label, alternative in _alternatives(ops, case, padded, rules):
+            for label, alternative in alternatives_of(ops, case, padded, rules):
                 try:
                     return check(ops, case, padded, device, alternative)
                 except AssertionError as other:
@@ -82,7 +82,8 @@ def accepting_fixes(check):
     return checked
 
 
-def _alternatives(ops, case: BatchCase, padded: bool, rules: Rules) -> list[tuple[str, Rules]]:
+def alternatives_of(ops, case: BatchCase, padded: bool, rules: Rules) -> list[tuple[str, Rules]]:
+    """(what it is, the rules) of each expectation ``accepting_fixes`` accepts besides ``rules``."""
     deciding = [d for d, fields in rules.defects if decides(case, padded, rules, fields)]
     out = [(f"the spec for {', '.join(fixed)}", alt) for fixed, alt in rules.alternatives(deciding)]
     for name in getattr(ops, "decided_in_the_loop", ()):

@@ -1,7 +1,7 @@
 """vllm-ascend 0.13.0 with a known defect fixed (``defect_fixes.FIXES``): the spec's values pass.
 
 As for vllm-ascend's proposer (tests/impls/vllm_ascend/test_defect_fixes.py): a serving run where the
-defect decides what attention is given (or, for the prefill early exit, the drafts) passes on the fix,
+defect decides what attention is given passes on the fix,
 having followed the spec for that defect and nothing else, and the defect's own spec holds. The whole
 gate on each (``-p tests.impls.vllm_ascend_0_13.defect_fixes`` with ``MTP_FIXED_VLLM_ASCEND_0_13=NAME``)
 ends with the fixed line as its only failure.
@@ -22,7 +22,6 @@ from sim.serving.run import DEFECT, SPEC, run_scenario
 from tests.checks import core_checks
 from tests.impls.suites import MRV2_OVERFLOWING
 from tests.impls.vllm_ascend_0_13 import defect_fixes
-from tests.impls.vllm_ascend_0_13.test_propose import CHUNKED
 from tests.properties.test_propose_loop import TYPICAL
 from tests.strategies.batches import batch_cases
 
@@ -30,7 +29,6 @@ CROSSING = dataclasses.replace(TYPICAL, block_size=2)  # draft positions cross b
 SERVED = {  # a fix -> a run where its defect decides what attention is given or what is drafted
     "slots-from-block-table": CROSSING,
     "seq-lens-lowered": TYPICAL,
-    "drafts-every-step": CHUNKED,
     "positions-not-restarted": MRV2_OVERFLOWING,  # drafts past max_model_len
 }
 
@@ -81,5 +79,5 @@ def test_a_fixed_max_query_len_is_the_spec(monkeypatch, device):
 
 def test_every_fix_is_shown_and_every_defect_with_a_rule_has_one():
     assert {*SERVED, "max-query-len-compacted"} == set(defect_fixes.FIXES)
-    fixed = {d for d, *_ in defect_fixes.FIXES.values()}
+    fixed = {d for d, *_ in defect_fixes.FIXES.values()} | set(defect_fixes.NO_FIX)
     assert fixed == {d.id for d in DIVERGENCES.values() if d.kind == "defect" and d.rule}

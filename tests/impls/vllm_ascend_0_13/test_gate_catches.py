@@ -23,6 +23,7 @@ from tests.impls.suites import (
     assert_serving_runs_fail_on_a_later_draft,
     later_steps_fed_rolled_hidden_rows,
 )
+from tests.impls.vllm_ascend_0_13.cases import both, one_decode
 
 
 def _sample_row_off_by_one(original):
@@ -79,6 +80,8 @@ def test_a_broken_step_slot_fails_the_gate(monkeypatch, device):
     """The first-pass slots the step loop advances from, one row off: the steps' slots are wrong."""
     from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
 
+    if not slots_advance_by_one():
+        pytest.skip("slot-plus-one is fixed here: the steps look their slots up in the block table, not from the roll")
     monkeypatch.setattr(MlaMetadataBuilder, "build", _slot_from_next_row(MlaMetadataBuilder.build))
     _gate_fails(core_checks.check_steps, True, device)
 
@@ -91,6 +94,16 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
     _gate_fails(core_checks.check_first_pass, True, device)
     assert broken.laps_cut > 0
+
+
+def slots_advance_by_one() -> bool:
+    """Whether 0.13's steps advance the first pass's slot (``slot-plus-one``), which this break rolls."""
+    case = one_decode(num_computed=2, blocks=[7, 2, 5])  # drafts at 6, 7, 8: position 8 crosses into block 5
+    batch, _, _, got = both(case, padded=True)
+    step = Ascend013Ops().advance_step(
+        case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, 4
+    )
+    return int(step.slot_mapping[0]) == 2 * case.config.block_size + 1 + 3
 
 
 def _gate_fails(check, padded, device):

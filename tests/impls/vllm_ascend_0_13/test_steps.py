@@ -9,6 +9,9 @@ from hypothesis import given
 
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.oracle import reference
+from sim.serving.run import DEFECT
+from tests.checks import core_checks
+from tests.checks.known_defects import pin
 from tests.impls.vllm_ascend_0_13.cases import ASCEND, both, one_decode
 from tests.strategies.batches import batch_cases
 
@@ -19,10 +22,12 @@ def test_steps_follow_the_0_13_rule(padded, case):
     """Every step equals the modelled rule (divergences.RULES); positions equal the core's until a
     position reaches max_model_len."""
     batch, _, _, got = both(case, padded)
+    fixes = [rules for _, rules in core_checks.alternatives_of(ASCEND, case, padded, RULES)]
     for j in range(2, case.config.num_spec_tokens + 1):
         mine = ASCEND.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
+        mine = (mine.positions.tolist(), mine.seq_lens.tolist(), mine.slot_mapping.tolist())
         want = reference.step(case, j, padded, RULES)
-        assert (mine.positions.tolist(), mine.seq_lens.tolist(), mine.slot_mapping.tolist()) == want
+        assert mine == want or any(mine == reference.step(case, j, padded, fix) for fix in fixes), (mine, want)
 
 
 def test_overflow_position_restart():
@@ -36,13 +41,14 @@ def test_overflow_position_restart():
         ASCEND.advance_step(case.config, got.base_positions, got.first.accepted_seq_lens, batch.block_table, j)
         for j in (2, 3, 4)
     ]
-    assert [(int(s.positions[0]), int(s.seq_lens[0]), int(s.slot_mapping[0])) for s in steps] == [
-        (0, 1, -1),
-        (1, 2, 0),
-        (2, 3, 1),
-    ]
+    got = [(int(s.positions[0]), int(s.seq_lens[0])) for s in steps]
+    slots = [int(s.slot_mapping[0]) for s in steps]
     core = [reference.step(case, j) for j in (2, 3, 4)]
     assert [(c.positions[0], c.seq_lens[0], c.slot_mapping[0]) for c in core] == [(0, 1, -1)] * 3
+    restart = [(0, 1), (1, 2), (2, 3)]
+    if pin("overflow-position-restart", got == restart, got == [(0, 1)] * 3, f"got {got}") == DEFECT:
+        table = [-1, 3 * 4 + 1, 3 * 4 + 2]  # the restarted positions 1, 2 in the request's block 0 (block 3)
+        pin("slot-plus-one", slots == [-1, 0, 1], slots == table, f"slots {slots}")  # plus one: from -1
     vllm_like = dataclasses.replace(
         RULES, overflow_position="restart", overflow_seq_len="with-position", slots_from_block_table=True
     )
