@@ -20,7 +20,6 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops, Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, RULES
 from sim.serving.run import DEFECT, SPEC, run_scenario
 from tests.checks import core_checks
-from tests.impls.suites import MRV2_OVERFLOWING
 from tests.impls.vllm_ascend_0_13 import defect_fixes
 from tests.properties.test_propose_loop import TYPICAL
 from tests.strategies.batches import batch_cases
@@ -29,7 +28,6 @@ CROSSING = dataclasses.replace(TYPICAL, block_size=2)  # draft positions cross b
 SERVED = {  # a fix -> a run where its defect decides what attention is given or what is drafted
     "slots-from-block-table": CROSSING,
     "seq-lens-lowered": TYPICAL,
-    "positions-not-restarted": MRV2_OVERFLOWING,  # drafts past max_model_len
 }
 
 
