@@ -190,7 +190,7 @@ def pytest_sessionfinish(session):
     from tests.checks.known_defects import verdicts
 
     impl, device = session.config.mtp_impl, session.config.mtp_device
-    session.config.mtp_fixed = [line for line in verdicts(impl.defects(device.name), _COMPARED)]
+    session.config.mtp_fixed = verdicts(impl.defects(device.name), _COMPARED)
     if session.config.mtp_fixed:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -91,7 +91,8 @@ class Implementation:
     def accepting(self, ids) -> tuple[Implementation, list[str]]:
         """This implementation with only the divergences ``ids`` accepted (the rest held to the spec),
         and the ids that name none of its divergences. ``ids``: a list, or id -> where it is listed
-        (``read_divergence_list``), which then names the place of each in ``listed_at``."""
+        (``read_divergence_list``), which then becomes each kept divergence's ``declared_at`` (the list a
+        fixed defect is dropped from)."""
         known = {d.id for d in self.divergences}
         places = ids if isinstance(ids, dict) else {}
         kept = tuple(

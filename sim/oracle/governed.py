@@ -1,8 +1,8 @@
 """How many reference values a divergence decides: where its rule and the spec's expectations differ.
 
 For one call, the reference's first-pass inputs (with its longest query) and every later step's
-positions, seq_lens, slots and host computed counts are computed twice: under the implementation's rules, and under the same rules with one
-divergence's fields reverted to docs/DESIGN.md's. The values that differ are those the
+positions, seq_lens, slots and host computed counts are computed twice: under the implementation's
+rules, and under the same rules with one divergence's fields reverted to docs/DESIGN.md's. The values that differ are those the
 divergence governed; a run reports their count per divergence, so a green run says how much of
 what it compared followed a documented divergence rather than the spec.
 """

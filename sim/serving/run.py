@@ -30,6 +30,8 @@ from sim.serving.acceptance import reference_drafter
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
 
+SPEC, DEFECT = "spec", "defect"  # what a call followed where a known defect decides a value
+
 
 @dataclass
 class RunReport:
@@ -163,9 +165,6 @@ def followed_rules(rules: Rules, followed: Counter) -> Rules:
         if what == SPEC:
             rules = rules.without(defect)
     return rules
-
-
-SPEC, DEFECT = "spec", "defect"  # what a call followed where a known defect decides a value
 
 
 class CallCheck:
