@@ -9,9 +9,11 @@ from sim.impls.vllm_ascend_mrv2 import build
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, RequestCase, to_batch
-from sim.serving.run import build_models
+from sim.serving.run import DEFECT, build_models
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.impls.vllm_ascend_mrv2.cases import CPU, clamped, decode_case, only_on, rules, steps
+from tests.checks import core_checks
+from tests.checks.known_defects import pin
+from tests.impls.vllm_ascend_mrv2.cases import CPU, OPS, clamped, decode_case, only_on, rules, steps
 from tests.strategies.batches import batch_cases
 
 
@@ -48,9 +50,10 @@ def test_overflow_clamp_divergence(case):
 def test_steps_match_the_reference_under_its_rules(case):
     """Every step's positions, host seq_lens and slots equal the reference's under the generation's rules."""
     got, _ = steps(case)
+    fixes = [fix for _, fix in core_checks.alternatives_of(OPS, case, True, rules())]  # a known defect fixed
     for j, meta in enumerate(got, start=2):
-        want = reference.step(case, j, True, rules())
-        assert meta == (want.positions, want.seq_lens, want.slot_mapping), j
+        want = [reference.step(case, j, True, r) for r in (rules(), *fixes)]
+        assert meta in [(w.positions, w.seq_lens, w.slot_mapping) for w in want], (j, meta, want[0])
 
 
 def test_host_seq_lens_not_lowered(device):
@@ -63,7 +66,10 @@ def test_host_seq_lens_not_lowered(device):
     assert prepared.first.accepted_seq_lens.tolist() == [14] != [12]
     assert core.seq_lens == [13]
     step_two = 15 if rules().step_seq_lens == "advance-twice" else 14 + 3
-    assert got[0][1] == [step_two] and seen_by_attention(case, device)[1] == [step_two]
+    spec = 13 if rules().step_seq_lens == "advance-twice" else 12 + 3  # the same rules, lowered
+    assert got[0][1] in ([step_two], [spec])  # the ops' step, from the intermediate the loop may still lower
+    seen = seen_by_attention(case, device)[1]
+    pin("host-seq-lens-not-lowered", seen == [step_two], seen == [spec], f"step 2 attends with {seen}")
 
 
 def test_host_seq_lens_advanced_twice(device):
@@ -73,11 +79,13 @@ def test_host_seq_lens_advanced_twice(device):
     only_on("0.23.0", "host-seq-lens-advanced-twice")
     case = decode_case(max_model_len=64, num_computed=10, k=4, accepted=4)
     got, _ = steps(case)
-    assert [seq for _, seq, _ in got] == [[16], [18], [20]]
-    assert [reference.step(case, j).seq_lens for j in (2, 3, 4)] == [[16], [17], [18]]
-    assert seen_by_attention(case, device)[1:] == [[16], [18], [20]]
-    runner = build.speculator(case.config.hidden_size).input_batch  # the last loop's (the ops'): in place
-    assert runner.seq_lens_np.tolist() == [15 + 2 * 3]  # the runner's host seq_lens, raised twice per step
+    spec = [reference.step(case, j).seq_lens for j in (2, 3, 4)]
+    assert spec == [[16], [17], [18]]
+    seen = [[seq for _, seq, _ in got], seen_by_attention(case, device)[1:]]  # the ops', the loop's forwards'
+    twice = [[16], [18], [20]]
+    if pin("host-seq-lens-advanced-twice", seen == [twice] * 2, seen == [spec] * 2, f"{seen}") == DEFECT:
+        runner = build.speculator(case.config.hidden_size).input_batch  # the last loop's (the ops'): in place
+        assert runner.seq_lens_np.tolist() == [15 + 2 * 3]  # the runner's host seq_lens, raised twice per step
 
 
 def test_draft_seq_lens_batch_bound(device):
