@@ -7,7 +7,8 @@
   kept here. An edit whose old text is not found exactly once is refused by name: a fix written for
   another version.
 - ``max_query_len_compacted``: ``unpadded-max-query-len``, which vLLM, vllm-ascend 0.23.0 and 0.13.0
-  share: ``prepare_inputs`` reports the longest query of the compacted batch.
+  share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
+- ``skip_unless_present``: a fix variant applies only where the checkout under test has the defect.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import functools
 import inspect
 import textwrap
+
+import pytest
 
 
 def edited(method, *edits: tuple[str, str]):
@@ -43,3 +46,13 @@ def max_query_len_compacted(prepare):
         return (cad, *rest)
 
     return fixed
+
+
+def skip_unless_present(defect: str, report) -> None:
+    """Skip, naming why, where the implementation under test no longer has ``defect`` (a checkout that
+    fixed it): ``report``, a serving run under rules that model it, never followed the defect. A fix
+    variant on top of a fixed implementation would fix it twice."""
+    from sim.serving.run import DEFECT
+
+    if not report.followed[(defect, DEFECT)]:
+        pytest.skip(f"{defect}: the implementation under test does not have it (its runs follow the spec)")

@@ -17,6 +17,7 @@ from sim.impls.divergence import spec_for
 from sim.impls.vllm_ascend_mrv2 import divergences, generation
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Ops, AscendMrv2Proposer
 from sim.serving.run import DEFECT, SPEC, run_scenario
+from tests.impls.fixes import skip_unless_present
 from tests.impls.suites import MRV2_OVERFLOWING
 from tests.impls.vllm_ascend_mrv2 import broken_gate
 from tests.impls.vllm_ascend_mrv2.cases import rules
@@ -29,11 +30,12 @@ def _unchanged_speculator():
         pytest.skip(f"{broken_gate.ENV} changes the speculator for the session; these tests change it themselves")
 
 
-def _fix(name: str, monkeypatch):
+def _fix(name: str, monkeypatch, device):
     """The speculator with the fix ``name``: its defect's divergence."""
     defect, *_, gen = broken_gate.FIXES[name]
     if gen != generation.name():
         pytest.skip(f"{name} fixes vllm-ascend {gen}'s {defect}; this is {generation.name()}")
+    skip_unless_present(defect, _run(TYPICAL, device, rules()))
     broken_gate.apply(name, monkeypatch)
     return divergences.in_force(gen).DIVERGENCES[defect]
 
@@ -45,7 +47,7 @@ def _run(scenario, device, rules_):
 @pytest.mark.parametrize("scenario", [TYPICAL, MRV2_OVERFLOWING], ids=["typical", "overflowing"])
 @pytest.mark.parametrize("name", list(broken_gate.FIXES))
 def test_serving_runs_of_a_fix_pass_following_the_spec(name, scenario, monkeypatch, device):
-    defect = _fix(name, monkeypatch).id
+    defect = _fix(name, monkeypatch, device).id
     report = _run(scenario, device, rules())
     assert report.ok, [str(m) for m in report.mismatches[:4]]
     assert report.followed[(defect, SPEC)] > 0 and report.followed[(defect, DEFECT)] == 0, report.followed
@@ -54,7 +56,7 @@ def test_serving_runs_of_a_fix_pass_following_the_spec(name, scenario, monkeypat
 
 @pytest.mark.parametrize("name", list(broken_gate.FIXES))
 def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, device):
-    report = _run(TYPICAL, device, spec_for(rules(), _fix(name, monkeypatch)))
+    report = _run(TYPICAL, device, spec_for(rules(), _fix(name, monkeypatch, device)))
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
 
