@@ -161,9 +161,12 @@ def _any_alternative_modelled(rules: Rules, padded: bool) -> bool:
 
 def followed_rules(rules: Rules, followed: Counter) -> Rules:
     """``rules`` with the defects a call followed the spec for no longer modelled."""
-    for (defect, what), _ in followed.items():
-        if what == SPEC:
-            rules = rules.without(defect)
+    return _without(rules, {defect for defect, what in followed if what == SPEC})
+
+
+def _without(rules: Rules, defects) -> Rules:
+    for defect in defects:
+        rules = rules.without(defect)
     return rules
 
 
@@ -203,8 +206,11 @@ class CallCheck:
         for fixed, alternative in rules.alternatives(deciding):
             alt_got, alt_mismatches = self.compared(alternative)
             if not alt_mismatches:
+                # Credited: each defect taken as fixed whose own values would have shown (with the others
+                # fixed, its rule restored differs), and each other deciding defect whose spec differs.
+                spec = [d for d in fixed if len(fixed) == 1 or self.metadata(_without(rules, set(fixed) - {d}))]
                 held = [d for d in deciding if d not in fixed and self.metadata(alternative.without(d))]
-                return Counter({**{(d, SPEC): 1 for d in fixed}, **{(d, DEFECT): 1 for d in held}}), alt_got, []
+                return Counter({**{(d, SPEC): 1 for d in spec}, **{(d, DEFECT): 1 for d in held}}), alt_got, []
             tried.append(("the spec for " + ", ".join(fixed), alt_got, alt_mismatches))
         if len(tried) == 1:
             return Counter(), got, mismatches
