@@ -9,12 +9,15 @@
 - ``max_query_len_compacted``: ``unpadded-max-query-len``, which vLLM, vllm-ascend 0.23.0 and 0.13.0
   share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
 - ``skip_unless_present``: a fix variant applies only where the checkout under test has the defect.
+- ``fix_method``, ``session_plugin``: a fix applied to a proposer's class, in a test or for a session.
+- ``assert_max_query_len_fix_holds``: the in-process check of the shared ``max_query_len`` fix.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 import textwrap
 
 import pytest
@@ -56,3 +59,47 @@ def skip_unless_present(defect: str, report) -> None:
 
     if not report.followed[(defect, DEFECT)]:
         pytest.skip(f"{defect}: the implementation under test does not have it (its runs follow the spec)")
+
+
+def fix_method(fixes: dict, env: str, what: str, name: str, proposer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apply the fix ``name`` of ``fixes`` (name -> (defect, method, fix)) to the class of ``proposer``
+    that defines the method; an unknown name is a usage error naming ``env`` and the names known."""
+    from tests.impls.vllm_ascend.method_breaks import defining_class
+
+    if name not in fixes:
+        raise pytest.UsageError(f"{env}={name!r}: not a fixed {what}; known: {', '.join(fixes)}")
+    _, method, fixing = fixes[name]
+    cls = defining_class(proposer, method)
+    monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+
+
+def session_plugin(env: str, apply):
+    """A ``pytest_configure`` that changes the code under test for the whole session (every xdist worker
+    included) with ``apply(name, monkeypatch)`` when the environment variable ``env`` names a change."""
+
+    def pytest_configure(config: pytest.Config) -> None:
+        name = os.environ.get(env)
+        if name:
+            patch = pytest.MonkeyPatch()
+            apply(name, patch)
+            config.add_cleanup(patch.undo)
+
+    return pytest_configure
+
+
+def assert_max_query_len_fix_holds(ops, rules, spec, device) -> None:
+    """``unpadded-max-query-len`` fixed: its spec holds on the first pass's ``max_query_len``, padded and
+    unpadded, and the single-call check under the implementation's ``rules`` accepts it."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.checks import core_checks
+    from tests.strategies.batches import batch_cases
+
+    @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(case=batch_cases())
+    def holds(case):
+        for padded in (True, False):
+            core_checks.check_max_query_len(ops, case, padded, device, spec)
+            core_checks.check_first_pass(ops, case, padded, device, rules)
+
+    holds()

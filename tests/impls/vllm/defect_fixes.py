@@ -10,11 +10,9 @@ on it and must end with the one line "fixed: ID no longer present; drop it from 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.impls.fixes import max_query_len_compacted
+from tests.impls.fixes import fix_method, max_query_len_compacted, session_plugin
 
 ENV = "MTP_FIXED_VLLM"
 FIXES = {"max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs", max_query_len_compacted)}
@@ -23,18 +21,8 @@ FIXES = {"max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs",
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM's proposer with the fix ``name`` (``FIXES``)."""
     from sim.impls.vllm.eagle import eagle_proposer
-    from tests.impls.vllm_ascend.method_breaks import defining_class
 
-    if name not in FIXES:
-        raise pytest.UsageError(f"{ENV}={name!r}: not a fixed vLLM; known: {', '.join(FIXES)}")
-    _, method, fixing = FIXES[name]
-    cls = defining_class(eagle_proposer(8), method)
-    monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+    fix_method(FIXES, ENV, "vLLM", name, eagle_proposer(8), monkeypatch)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    name = os.environ.get(ENV)
-    if name:
-        patch = pytest.MonkeyPatch()
-        apply(name, patch)
-        config.add_cleanup(patch.undo)
+pytest_configure = session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))

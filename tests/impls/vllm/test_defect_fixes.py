@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 
 from sim.impls.divergence import spec_for
 from sim.impls.vllm.adapter import VllmOps
 from sim.impls.vllm.divergences import DIVERGENCES, RULES
-from tests.checks import core_checks
+from tests.impls.fixes import assert_max_query_len_fix_holds
 from tests.impls.vllm import defect_fixes
-from tests.strategies.batches import batch_cases
 
 
 @pytest.fixture(autouse=True)
@@ -31,15 +29,7 @@ def test_a_fixed_max_query_len_is_the_spec(monkeypatch, device):
     defect_fixes.apply("max-query-len-compacted", monkeypatch)
     spec = spec_for(RULES, DIVERGENCES["unpadded-max-query-len"])
     ops = VllmOps()
-
-    @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(case=batch_cases())
-    def holds(case):
-        for padded in (True, False):
-            core_checks.check_max_query_len(ops, case, padded, device, spec)
-            core_checks.check_first_pass(ops, case, padded, device, RULES)
-
-    holds()
+    assert_max_query_len_fix_holds(ops, RULES, spec, device)
 
 
 def test_every_defect_has_a_fix():

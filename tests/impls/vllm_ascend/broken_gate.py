@@ -6,8 +6,6 @@ worker), as a pull request carrying that regression would. ``benchmarks/time_to_
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.impls import fixes as shared
@@ -127,9 +125,4 @@ def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(cls, name, breaking(getattr(cls, name)))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    name = os.environ.get(ENV)
-    if name:
-        patch = pytest.MonkeyPatch()
-        apply(name, patch)
-        config.add_cleanup(patch.undo)
+pytest_configure = shared.session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))

@@ -16,17 +16,14 @@ import dataclasses
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 
 from sim.impls.divergence import spec_for
 from sim.impls.vllm.metadata_checks import MetadataMismatch
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
 from sim.serving.run import DEFECT, SPEC, run_scenario
-from tests.checks import core_checks
-from tests.impls.fixes import skip_unless_present
+from tests.impls.fixes import assert_max_query_len_fix_holds, skip_unless_present
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import TYPICAL
-from tests.strategies.batches import batch_cases
 
 FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
 SERVED = {  # a fix -> the runs where its defect decides what attention is given
@@ -83,15 +80,7 @@ def test_a_fixed_max_query_len_is_the_spec(monkeypatch, impl, device):
     """Handed to the builder at the first pass and compared in single calls only: the spec holds there,
     and the single-call check under the implementation's rules accepts it."""
     spec = spec_for(RULES, _fix("max-query-len-compacted", monkeypatch, impl, device)[0])
-
-    @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(case=batch_cases())
-    def holds(case):
-        for padded in (True, False):
-            core_checks.check_max_query_len(impl.ops, case, padded, device, spec)
-            core_checks.check_first_pass(impl.ops, case, padded, device, RULES)
-
-    holds()
+    assert_max_query_len_fix_holds(impl.ops, RULES, spec, device)
 
 
 def test_a_half_fix_fails_naming_the_values(monkeypatch, impl, device):

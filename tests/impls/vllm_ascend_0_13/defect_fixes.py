@@ -16,11 +16,9 @@ the session (in every xdist worker), so the whole gate runs on it.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.impls.fixes import edited, max_query_len_compacted
+from tests.impls.fixes import edited, fix_method, max_query_len_compacted, session_plugin
 
 ENV = "MTP_FIXED_VLLM_ASCEND_0_13"
 
@@ -70,18 +68,8 @@ NO_FIX = {
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """0.13.0's proposer with the fix ``name`` (``FIXES``)."""
     from sim.impls.vllm_ascend_0_13.build import mtp_proposer
-    from tests.impls.vllm_ascend.method_breaks import defining_class
 
-    if name not in FIXES:
-        raise pytest.UsageError(f"{ENV}={name!r}: not a fixed vllm-ascend 0.13.0; known: {', '.join(FIXES)}")
-    _, method, fixing = FIXES[name]
-    cls = defining_class(mtp_proposer(8), method)
-    monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+    fix_method(FIXES, ENV, "vllm-ascend 0.13.0", name, mtp_proposer(8), monkeypatch)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    name = os.environ.get(ENV)
-    if name:
-        patch = pytest.MonkeyPatch()
-        apply(name, patch)
-        config.add_cleanup(patch.undo)
+pytest_configure = session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))

@@ -13,16 +13,14 @@ import dataclasses
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 
 from sim.impls.divergence import spec_for
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops, Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, RULES
 from sim.serving.run import DEFECT, SPEC, run_scenario
-from tests.checks import core_checks
+from tests.impls.fixes import assert_max_query_len_fix_holds
 from tests.impls.vllm_ascend_0_13 import defect_fixes
 from tests.properties.test_propose_loop import TYPICAL
-from tests.strategies.batches import batch_cases
 
 CROSSING = dataclasses.replace(TYPICAL, block_size=2)  # draft positions cross block boundaries often
 SERVED = {  # a fix -> a run where its defect decides what attention is given or what is drafted
@@ -64,15 +62,7 @@ def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, device):
 def test_a_fixed_max_query_len_is_the_spec(monkeypatch, device):
     spec = spec_for(RULES, _fix("max-query-len-compacted", monkeypatch))
     ops = Ascend013Ops()
-
-    @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(case=batch_cases())
-    def holds(case):
-        for padded in (True, False):
-            core_checks.check_max_query_len(ops, case, padded, device, spec)
-            core_checks.check_first_pass(ops, case, padded, device, RULES)
-
-    holds()
+    assert_max_query_len_fix_holds(ops, RULES, spec, device)
 
 
 def test_every_fix_is_shown_and_every_defect_with_a_rule_has_one():

@@ -10,10 +10,10 @@ vllm-ascend's speculator runs) or vllm-ascend's own host-length update.
 from __future__ import annotations
 
 import functools
-import os
 
 import pytest
 
+from tests.impls.fixes import session_plugin
 from tests.impls.vllm_ascend_mrv2 import defect_fixes
 
 ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
@@ -109,9 +109,4 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    name = os.environ.get(ENV)
-    if name:
-        patch = pytest.MonkeyPatch()
-        apply(name, patch)
-        config.add_cleanup(patch.undo)
+pytest_configure = session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))
