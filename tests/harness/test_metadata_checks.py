@@ -1,4 +1,4 @@
-"""The recording attention groups' two checks (``sim.impls.vllm.metadata_checks``), without upstream code.
+"""The recording attention groups' two checks (``sim.impls.kit.metadata_checks``), without upstream code.
 
 Each check is shown passing on consistent metadata and failing, by step, field and values, on a
 metadata object broken one way: a host mirror that is not its device tensor, a tensor written
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sim.impls.vllm.metadata_checks import Built, MetadataMismatch, check_mirrors, check_unchanged
+from sim.impls.kit.metadata_checks import Built, MetadataMismatch, check_mirrors, check_unchanged
 
 pytestmark = pytest.mark.order(0)
 

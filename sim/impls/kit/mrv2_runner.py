@@ -34,7 +34,7 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import PreparedCall
 from sim.impls.kit import tiny_config
-from sim.impls.vllm.interop import import_vllm
+from sim.impls.kit.vllm_types import import_vllm
 
 CPU = torch.device("cpu")
 

@@ -26,10 +26,10 @@ from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
 from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.kit.vllm_model import SnapshotAttnGroup, VllmTinyMtp
 from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm import divergences, interop
 from sim.impls.vllm.eagle import configured, eagle_proposer
-from sim.impls.vllm.model import SnapshotAttnGroup, VllmTinyMtp
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True):

@@ -27,7 +27,7 @@ import functools
 
 import torch
 
-from sim.impls.vllm.model import LAYER
+from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.tiny_attention import TinyAttentionBackend
 

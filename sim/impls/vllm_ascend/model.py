@@ -27,9 +27,9 @@ import torch
 
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.vllm.interop import import_vllm
-from sim.impls.vllm.metadata_checks import present
-from sim.impls.vllm.model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
+from sim.impls.kit.metadata_checks import present
+from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
+from sim.impls.kit.vllm_types import import_vllm
 from sim.impls.vllm_ascend import fake_npu_graphs, tiny_attention
 
 __all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendSnapshotBuilder", "AscendTinyMtp"]

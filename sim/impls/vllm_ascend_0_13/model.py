@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from mtp.trace import StepRecord
-from sim.impls.vllm.model import LAYER, with_padding_rows
+from sim.impls.kit.vllm_model import LAYER, with_padding_rows
 from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.impls.vllm_ascend_0_13.mla_metadata import attention_view
 

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
-from sim.impls.vllm.model import LAYER, VllmTinyMtp
+from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
 from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import host_seq_lens
 

@@ -7,6 +7,6 @@
 ``runner``: what MRV2's model runner hands ``propose`` (its input batch, the sampler's counts, the
 request states), made from the core's ``VerifiedBatch`` and ``SampledTokens``.
 ``model``: the attention group that records what each draft step's attention saw (the draft model
-itself is ``sim.impls.vllm.model.VllmTinyMtp``).
+itself is ``sim.impls.kit.vllm_model.VllmTinyMtp``).
 ``divergences``: where MRV2 differs from the core, each pinned by a test of tests/impls/vllm_mrv2.
 """

@@ -25,8 +25,8 @@ from sim.impls import Implementation
 from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.kit import factory, mrv2_runner
 from sim.impls.kit.mrv2_runner import runner_inputs
+from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
 from sim.impls.vllm import interop
-from sim.impls.vllm.model import LAYER, VllmTinyMtp
 from sim.impls.vllm_mrv2 import build, divergences
 from sim.impls.vllm_mrv2.model import KV_CACHE_CONFIG, RecordingAttnGroup
 

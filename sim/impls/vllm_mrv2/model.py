@@ -3,7 +3,7 @@
 MRV2 builds each draft step's attention metadata with ``build_attn_metadata``, which asks every
 attention group for its builder and calls ``build_metadata(common_attn_metadata, ubatch_idx)``.
 ``RecordingAttnGroup`` answers with the core's ``AttentionMeta``, built from vLLM's
-``CommonAttentionMetadata`` by ``sim.impls.vllm.model.SnapshotAttnGroup``: views of its tensors,
+``CommonAttentionMetadata`` by ``sim.impls.kit.vllm_model.SnapshotAttnGroup``: views of its tensors,
 checked at the step's forward to be unchanged since the build (MRV2 writes its ``seq_lens``
 buffer in place between steps, after each step's forward). The builder is not told the step
 (``draft_index`` None), so a failure at build names none. The draft model that reads it back from the forward
@@ -15,7 +15,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from mtp.model import AttentionMeta
-from sim.impls.vllm.model import LAYER, SnapshotAttnGroup
+from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup
 
 # The one KV-cache group of the draft layer (``build_slot_mappings_by_layer`` and ``build_attn_metadata``
 # read its layer names and count).

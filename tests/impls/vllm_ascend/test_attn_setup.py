@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.impls.vllm.model import LAYER
+from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend import attn_setup
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.importing import import_ascend

@@ -18,7 +18,7 @@ import os
 import pytest
 
 from sim.impls.divergence import spec_for
-from sim.impls.vllm.metadata_checks import MetadataMismatch
+from sim.impls.kit.metadata_checks import MetadataMismatch
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
 from sim.serving.run import DEFECT, SPEC, run_scenario
 from tests.impls.fixes import assert_max_query_len_fix_holds, skip_unless_present

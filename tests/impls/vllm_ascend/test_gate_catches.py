@@ -80,7 +80,7 @@ def test_drafts_2_to_k_changed_alone_fail_the_gate_in_the_padded_path(monkeypatc
 
 def test_the_draft_models_two_outputs_swapped_fail_the_gate(monkeypatch, device, impl):
     """The draft model returns the state to compute logits from and the state to feed back, and they
-    differ (``sim.impls.vllm.model.logit_view``): a vllm-ascend that exchanges them drafts other tokens
+    differ (``sim.impls.kit.vllm_model.logit_view``): a vllm-ascend that exchanges them drafts other tokens
     from the first draft on."""
     cls = defining_class(configured(2, 16, 64, 8), "maybe_all_gather_and_unpad")
     monkeypatch.setattr(cls, "maybe_all_gather_and_unpad", outputs_swapped(cls.maybe_all_gather_and_unpad))

@@ -6,7 +6,7 @@ its device tensor (vllm-ascend #3300), a computed count other than the reference
 (at the first pass, or drifting otherwise than ``num-computed-tokens-drift`` later), a
 step's tensor written after its build (cross-step aliasing, vllm-ascend #7549). Each
 must fail the gate under ``--impl vllm_ascend``'s rules by name (the metadata checks of
-``sim.impls.vllm.metadata_checks`` or the trace comparison: step, field, both values), and
+``sim.impls.kit.metadata_checks`` or the trace comparison: step, field, both values), and
 each serving-run case reports the seconds from the start of the search to its first
 failing example (``seconds_to_first_failure`` in the JUnit properties, printed with
 ``-rP``). One more shows that, with the mirror check off, a stale mirror still fails
@@ -24,8 +24,8 @@ import torch
 from hypothesis import given, settings
 
 from devices.sim.device import poison_value
-from sim.impls.vllm import model as recording
-from sim.impls.vllm.metadata_checks import MetadataMismatch
+from sim.impls.kit import vllm_model as recording
+from sim.impls.kit.metadata_checks import MetadataMismatch
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES

@@ -20,8 +20,7 @@ from torch import nn
 
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.vllm.interop import import_vllm
-from sim.impls.vllm.metadata_checks import (
+from sim.impls.kit.metadata_checks import (
     COMPUTED,
     MIRRORS,
     Built,
@@ -30,6 +29,7 @@ from sim.impls.vllm.metadata_checks import (
     check_unchanged,
     present,
 )
+from sim.impls.kit.vllm_types import import_vllm
 
 LAYER = "mtp.attn"
 
