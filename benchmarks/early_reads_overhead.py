@@ -22,7 +22,7 @@ from rich.table import Table  # noqa: E402
 from benchmarks.propose_latency import measure  # noqa: E402
 from devices import load_device  # noqa: E402
 from sim.impls import load_implementation  # noqa: E402
-from sim.impls.eager_adapter import EagerAdapter  # noqa: E402
+from sim.impls.kit.eager_adapter import EagerAdapter  # noqa: E402
 
 
 def main() -> None:

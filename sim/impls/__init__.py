@@ -8,16 +8,11 @@ under ``mtp_harness.impls`` as ``name = "package.module:factory"``, where the
 factory returns an ``Implementation``. Nothing is imported until asked for.
 
 Each adapter has its own sub-package here, holding what its upstream generation does
-differently (``vllm``: vLLM 0.33's ``EagleProposer``: adapter, interop with its types, the
-tiny model behind vLLM's interface, divergences; ``vllm_ascend``: vllm-ascend's
-``AscendEagleProposer``, 0.23.0 or main, what differs between them found by signature in
-``generation``; ``vllm_ascend_0_13``: 0.13.0's ``MtpProposer``; ``vllm_mrv2``: vLLM's Model
-Runner V2 ``MTPSpeculator``, reusing ``vllm``'s config, interop and draft model;
-``vllm_ascend_mrv2``: vllm-ascend's MRV2 MTP speculator, 0.23.0 or main, on the same runner inputs as
-``vllm_mrv2`` and ``vllm_ascend``'s config and import order). What they
-share is the adapter kit: ``eager_adapter`` (``MtpProposer``'s face and the propose
-template), ``fresh_start`` and ``kit`` (runner ops, the shared steps 1-3, vLLM's types, the
-tiny config, gate skips, the ``implementation()`` factory, the MRV2 runner's inputs).
+differently (``vllm``: vLLM 0.33's ``EagleProposer``; ``vllm_mrv2``: vLLM's Model Runner V2
+``MTPSpeculator``; ``vllm_ascend``: vllm-ascend's ``AscendEagleProposer``, 0.23.0 or main, what
+differs between them found by signature in ``generation``; ``vllm_ascend_mrv2``: vllm-ascend's MRV2
+MTP speculator, 0.23.0 or main; ``vllm_ascend_0_13``: 0.13.0's ``MtpProposer``). Each imports the
+adapter kit (``kit``, ``kit.ascend``) and itself only: what two adapters share lives in the kit.
 """
 
 from __future__ import annotations
@@ -65,7 +60,7 @@ class Implementation:
     describe: what exactly is under test, for the report header (versions,
     the checkout's commit); the name by default. host_reads: the reads of host
     tensors its own code makes, which a CPU run counts as syncs
-    (``sim.impls.host_reads``)."""
+    (``sim.impls.kit.host_reads``)."""
 
     name: str
     ops: object

@@ -12,7 +12,7 @@ import functools
 
 import torch
 
-from sim.impls.host_reads import device_syncs
+from sim.impls.kit.host_reads import device_syncs
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, to_batch
 from sim.oracle.compare import keep_stale
@@ -184,7 +184,7 @@ def check_padded_matches_unpadded(ops, case: BatchCase, device, rules: Rules = C
 
 def check_padded_path_never_syncs(ops, case: BatchCase, device, host_reads=()) -> None:
     """Steps 1-4 in padded mode read nothing back from the device. ``host_reads``: the reads of host
-    tensors an implementation names (``sim.impls.host_reads``), which a CPU run cannot tell from syncs.
+    tensors an implementation names (``sim.impls.kit.host_reads``), which a CPU run cannot tell from syncs.
     A first call outside the watch builds whatever an implementation builds lazily."""
     cfg = case.config
     batch, sampled = to_batch(case, device.torch_device, padded=True)

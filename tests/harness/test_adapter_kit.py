@@ -1,4 +1,4 @@
-"""The adapter kit (``sim.impls.kit``, ``sim.impls.eager_adapter``) without any upstream project.
+"""The adapter kit (``sim.impls.kit``, ``sim.impls.kit.eager_adapter``) without any upstream project.
 
 What every adapter now runs through one piece: the propose template (validation before any upstream
 call, the trace handed over and cleared, K logits counted, int64 [B, K] drafts), the size limits of a
@@ -19,8 +19,8 @@ import torch
 from _pytest.outcomes import Failed
 
 from sim.impls import Skip
-from sim.impls import eager_adapter as eager_module
 from sim.impls.divergence import Divergence, rules_of, table
+from sim.impls.kit import eager_adapter as eager_module
 from sim.impls.kit import factory, tables, tiny_config
 from sim.oracle.cases import to_batch
 from tests.impls.suites import one_decode

@@ -7,7 +7,7 @@ import traceback
 import torch
 
 from devices.sync_watch import watch_host_syncs
-from sim.impls.host_reads import ADAPTER_CODE, HostRead, device_syncs
+from sim.impls.kit.host_reads import ADAPTER_CODE, HostRead, device_syncs
 
 HERE = "tests/harness/test_host_reads.py"
 
@@ -45,6 +45,6 @@ def test_the_adapters_own_code_is_not_under_test():
     site = next(iter(log.counts))[1]
     frame = log.frames[site]
     log.frames[site] = traceback.FrameSummary(
-        ADAPTER_CODE + "vllm/interop.py", frame.lineno, frame.name, line=frame.line
+        ADAPTER_CODE + "kit/vllm_interop.py", frame.lineno, frame.name, line=frame.line
     )
     assert sum(device_syncs(log).values()) == 1

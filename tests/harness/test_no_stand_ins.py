@@ -14,7 +14,7 @@ import torch
 
 from mtp.config import ProposerConfig
 from mtp.trace import StepRecord
-from sim.impls.eager_adapter import EagerAdapter
+from sim.impls.kit.eager_adapter import EagerAdapter
 
 pytestmark = pytest.mark.order(0)
 

@@ -1,4 +1,4 @@
-"""The main-verified leg of ``checkout install`` (``sim/impls/vllm_ascend/vllm_source.py``).
+"""The main-verified leg of ``install`` (``sim/impls/kit/ascend/vllm_source.py``).
 
 On throwaway git trees and records, with no pip run: the vLLM tree's commit checked against the
 vllm-ascend checkout's ``.github/vllm-main-verified.commit`` (a match installs, a mismatch stops
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.impls.vllm_ascend import checkout, vllm_source
+from sim.impls.kit.ascend import checkout, install, vllm_source
 
 pytestmark = pytest.mark.order(0)  # cheap: no pip, no torch
 
@@ -56,10 +56,10 @@ def _ascend(tmp_path: Path, main_verified: str, tag: str = "v0.27.1") -> Path:
 
 
 def _install(monkeypatch, capsys, ascend: Path | None, tree: Path, any_commit: str | None = None):
-    """``checkout install`` as tox runs it, pip and the vLLM build recorded instead of run:
+    """``install`` as tox runs it, pip and the vLLM build recorded instead of run:
     (exit status, stderr lines, pip calls, the Source handed to the build or None)."""
     pips, built = [], []
-    monkeypatch.setattr(checkout, "_pip", lambda *args, env=None: pips.append((args, env)))
+    monkeypatch.setattr(install, "_pip", lambda *args, env=None: pips.append((args, env)))
     monkeypatch.setattr(vllm_source, "install", lambda source, pip, prefix=sys.prefix: built.append(source))
     monkeypatch.setattr(vllm_source, "forget", lambda prefix=sys.prefix: None)
     if ascend is None:
@@ -73,7 +73,7 @@ def _install(monkeypatch, capsys, ascend: Path | None, tree: Path, any_commit: s
         monkeypatch.setenv(vllm_source.ANY_COMMIT_VAR, any_commit)
     code = 0
     try:
-        checkout.main(["install"])
+        install.main()
     except SystemExit as exc:
         code = exc.code
     return code, capsys.readouterr().err.splitlines(), pips, (built[0] if built else None)

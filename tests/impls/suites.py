@@ -2,7 +2,7 @@
 
 They skip, with the reason, wherever that implementation cannot be imported (its tox env passes
 ``--impl NAME``, so there the session stops with the cause instead). ``STALE_ROW_RUN`` reads a
-row the upstream code reads before writing it, which pins ``sim.impls.fresh_start``; the
+row the upstream code reads before writing it, which pins ``sim.impls.kit.fresh_start``; the
 later-steps break shows drafts 2..K compared under a modelled defect.
 
 The bodies several suites run alike are here, each taking the adapter's ops: ``one_decode`` (a
@@ -225,7 +225,7 @@ def assert_gate_fails(ops, check, rules, device, padded: bool, match: str | None
 
 
 def assert_every_host_read_made(ops, host_reads) -> None:
-    """Each named host read (``sim.impls.host_reads``) is one the padded path really makes, on the code
+    """Each named host read (``sim.impls.kit.host_reads``) is one the padded path really makes, on the code
     under test: a read renamed or moved upstream is a stale entry, not a silent exemption."""
     from devices.sync_watch import watch_host_syncs
 

@@ -1,4 +1,4 @@
-"""Deliberately broken variants of the main-verified leg (``sim/impls/vllm_ascend/vllm_source.py``):
+"""Deliberately broken variants of the main-verified leg (``sim/impls/kit/ascend/vllm_source.py``):
 each must fail the checks of tests/harness/test_vllm_source.py that the real one passes.
 """
 
@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from sim.impls.vllm_ascend import checkout, vllm_source
-from sim.impls.vllm_ascend.checkout import CheckoutError
-from sim.impls.vllm_ascend.vllm_source import Source
+from sim.impls.kit.ascend import checkout, vllm_source
+from sim.impls.kit.ascend.checkout import CheckoutError
+from sim.impls.kit.ascend.vllm_source import Source
 
 _check = vllm_source.check  # the real one, before a test puts a variant in its place
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.impls.vllm_ascend import checkout, vllm_source
+from sim.impls.kit.ascend import checkout, vllm_source
 from tests.harness import test_vllm_source as checks
 from tests.meta import broken_vllm_source as broken
 

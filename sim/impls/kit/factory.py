@@ -4,7 +4,7 @@ Every adapter's entry point (``sim.impls.BUILTIN``) does the same: ask why the u
 cannot run here (``ImplementationUnavailable`` naming the cause), else build the ``Implementation``
 from its ops, its proposer class and its divergences module (``DIVERGENCES``, ``RULES``,
 ``GATE_SKIPS``, ``sim.impls.kit.tables``; and ``HOST_READS`` where its code reads host tensors,
-``sim.impls.host_reads``).
+``sim.impls.kit.host_reads``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@
   vllm-ascend #7549) fails by name.
 
 Either failure is a ``MetadataMismatch`` (an ``AssertionError``: the gate's
-checks fail with it) naming the step, the field and both values.
+checks fail with it) naming the step, the field and both values. ``host_seq_lens`` is what
+vllm-ascend's backends read of the lengths (every vllm-ascend adapter's attention takes it).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ def present(cad, name: str):
     if value is not None and not isinstance(value, torch.Tensor):
         raise TypeError(f"{name}: a {type(value).__name__}, not a tensor")
     return value
+
+
+def host_seq_lens(cad) -> torch.Tensor:
+    """The host lengths vllm-ascend's builders read: ``_seq_lens_cpu``, else ``seq_lens_cpu``, else the device's."""
+    for name in ("_seq_lens_cpu", "seq_lens_cpu"):
+        value = present(cad, name)
+        if value is not None:
+            return value
+    return cad.seq_lens.cpu()
 
 
 def _label(step: int | None) -> str:

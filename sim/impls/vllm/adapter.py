@@ -22,14 +22,15 @@ import torch
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from sim.impls import Implementation
-from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
+from sim.impls.kit import vllm_interop as interop
+from sim.impls.kit.eager_adapter import EagerAdapter
+from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
+from sim.impls.kit.vllm_eagle import configured, eagle_proposer
 from sim.impls.kit.vllm_model import SnapshotAttnGroup, VllmTinyMtp
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm import divergences, interop
-from sim.impls.vllm.eagle import configured, eagle_proposer
+from sim.impls.vllm import divergences
 
 
 def _proposer(cfg: ProposerConfig, padded: bool = True):

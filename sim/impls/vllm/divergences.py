@@ -9,8 +9,8 @@ entry says). A property of the gate that cannot hold for vLLM is skipped under
 from __future__ import annotations
 
 from sim.impls.divergence import Divergence, Kind, rules_of, table
-from sim.impls.host_reads import prepare_inputs_padded_reads
 from sim.impls.kit import tables
+from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
 DIVERGENCES = table(
     Divergence(
@@ -94,6 +94,6 @@ RULES = rules_of(DIVERGENCES.values())
 # What cannot run at all, by test function name (conftest skips it with this reason).
 GATE_SKIPS = tables.gate_skips("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)")
 
-# The padded path's reads of host tensors, named for the sync property (sim.impls.host_reads): on the
+# The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
 # CPU device they look like syncs.
 HOST_READS = prepare_inputs_padded_reads("vllm/v1/spec_decode/llm_base_proposer.py")

@@ -32,13 +32,14 @@ from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
 from mtp.trace import Phase
 from sim.impls import Implementation
-from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
+from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_reason
+from sim.impls.kit.eager_adapter import EagerAdapter
+from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, handoff, interop
+from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, handoff
 from sim.impls.vllm_ascend.build import configured, configured_graph
-from sim.impls.vllm_ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only

@@ -27,9 +27,9 @@ import functools
 
 import torch
 
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend.importing import import_ascend
-from sim.impls.vllm_ascend.tiny_attention import TinyAttentionBackend
+from sim.impls.vllm_ascend.model import TinyAttentionBackend
 
 TARGET_LAYER = "model.layers.0.self_attn.attn"  # the target's attention layer, KV-cache group 0
 KV_CACHE_GROUPS = 2  # the target's, the draft's

@@ -22,118 +22,14 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from devices.sim import early_reads
-from sim.impls.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit import tiny_config
-from sim.impls.kit.scratch import scratch
+from sim.impls.kit.ascend import runner_source, world
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.ascend.runner_view import RunnerView
+from sim.impls.kit.ascend.world import MAX_SPEC_TOKENS, build_device, recording, single_rank_world
+from sim.impls.kit.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
-from sim.impls.vllm_ascend import attn_setup, runner_source
-from sim.impls.vllm_ascend.importing import import_ascend, prepare
-
-MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
-
-
-class RunnerView:
-    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA.
-
-    With ``vllm_config``, also what the runner's own ``propose_draft_token_ids`` reads (the
-    runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
-    ``discard_request_indices``, filled per call by ``handoff.load``), ``requests``, ``drafter``,
-    the configs, and the runner methods it calls, compiled from vllm-ascend's source
-    (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
-    ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
-    """
-
-    max_num_reqs = MAX_REQS
-    max_num_tokens = MAX_TOKENS
-    pcp_size = dcp_size = 1
-    pin_memory = False
-    enable_enpu = use_eagle = dynamic_eplb = False
-    decode_token_per_req = 1
-    uniform_decode_query_len = 1
-    use_aux_hidden_state_outputs = False
-    valid_sampled_token_count_event = None  # set only under async scheduling
-    num_discarded_requests = 0
-
-    propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
-    _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
-    _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
-    use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
-    use_dcp = runner_source.RunnerMethod("use_dcp", prop=True)  # main's
-
-    def __init__(self, device: torch.device, vllm_config=None):
-        self.device = device
-        self.input_batch = SimpleNamespace(lora_id_to_lora_request={})
-        self.actual_seq_lengths_q: list[int] = []
-        self.attn_state = None
-        self.model = None
-        self.vllm_config = vllm_config
-        if vllm_config is not None:
-            self.drafter, self.requests = None, {}
-            self.uses_mrope = vllm_config.model_config.uses_mrope
-            self.uses_xdrope_dim = vllm_config.model_config.uses_xdrope_dim
-            self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
-            self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
-            self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
-
-    @property
-    def speculative_config(self):
-        return self.vllm_config.speculative_config
-
-    def _make_buffer(self, *size, dtype, numpy=True):
-        buffers = import_ascend("vllm.v1.utils")
-        return buffers.CpuGpuBuffer(*size, dtype=dtype, device=self.device, pin_memory=False, with_numpy=numpy)
-
-    def _use_aclgraph(self) -> bool:
-        return False
-
-    def _sync_metadata_across_dp(self, num_tokens: int, is_draft_model: bool = False):
-        return num_tokens, None, False  # one data-parallel rank
-
-    def get_model(self):
-        return self.model
-
-    def _get_positions(self, num_tokens):
-        """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
-        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
-        return runner._get_positions(self, num_tokens)
-
-
-def build_device() -> torch.device:
-    """Where the proposer and its buffers live: the NPU when the real ``torch_npu`` is in use (an
-    Ascend runner), else the simulated device ``cpu:0`` (the fake ``torch_npu``): CPU memory, named
-    with an index so that ``.to(self.device)`` is told from ``.to("cpu")`` (``devices.sim.early_reads``)."""
-    return early_reads.SIM_DEVICE if prepare() else torch.device("npu")
-
-
-def _recording(device: torch.device):
-    """Around a proposer's construction on the simulator: its buffers made on ``device`` are device
-    tensors to ``devices.sim.early_reads`` (on an NPU their device says so)."""
-    return early_reads.recording(device) if device.type == "cpu" else contextlib.nullcontext()
-
-
-def _vllm_config(hidden_size: int):
-    """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) on ``build_device()``,
-    with vllm-ascend's config initialised from it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
-    vllm_config = tiny_config.vllm_config(
-        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type
-    )
-    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
-    return vllm_config
-
-
-def single_rank_world(vllm_config) -> None:
-    """vLLM's parallel state for one rank (gloo): ``set_ascend_forward_context`` asks the TP group its size."""
-    state = import_ascend("vllm.distributed.parallel_state")
-    if state._TP is not None:
-        return
-    config = import_ascend("vllm.config")
-    init = f"file://{scratch('gloo')}/rendezvous"
-    with config.set_current_vllm_config(vllm_config):
-        state.init_distributed_environment(
-            world_size=1, rank=0, distributed_init_method=init, local_rank=0, backend="gloo"
-        )
-        state.ensure_model_parallel_initialized(1, 1)
+from sim.impls.vllm_ascend import attn_setup
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,9 +40,9 @@ def ascend_proposer(hidden_size: int):
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
     device = build_device()
-    vllm_config = _vllm_config(hidden_size)
+    vllm_config = world.vllm_config(hidden_size)
     single_rank_world(vllm_config)
-    with _recording(device):
+    with recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device, vllm_config))
     return remember_fresh(proposer)
 
@@ -250,7 +146,7 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     device = build_device()
     vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes)
     single_rank_world(vllm_config)
-    with config.set_current_vllm_config(vllm_config), _recording(device):
+    with config.set_current_vllm_config(vllm_config), recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
     proposer.update_stream = torch.npu.Stream()
     return proposer

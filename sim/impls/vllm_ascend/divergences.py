@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
-from sim.impls.host_reads import prepare_inputs_padded_reads
 from sim.impls.kit import tables
+from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
 DIVERGENCES = table(
     Divergence(
@@ -116,7 +116,7 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test name (one parametrization, or all): printed as the skip reason. Full
-# graphs run (ACL graphs on the simulator's recorder, sim.impls.vllm_ascend.fake_npu_graphs); piecewise
+# graphs run (ACL graphs on the simulator's recorder, sim.impls.kit.ascend.fake_npu_graphs); piecewise
 # ones cannot be made for the tiny draft model, and unpadded full graphs are refused by vllm-ascend.
 PIECEWISE = (
     "vllm-ascend's piecewise draft graphs come from torch.compile of a vLLM draft model class (its ACL "
@@ -129,6 +129,6 @@ GATE_SKIPS = {
     f"{tables.GRAPHS}[unpadded-full]": Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 
-# The padded path's reads of host tensors, named for the sync property (sim.impls.host_reads): on the
+# The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
 # CPU device they look like syncs. The same lines in 0.23.0 and main.
 HOST_READS = prepare_inputs_padded_reads("vllm_ascend/spec_decode/llm_base_proposer.py")

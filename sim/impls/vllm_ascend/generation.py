@@ -20,12 +20,8 @@ stand-ins) is absorbed by ``importing.prepare``.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
-
-def takes(method, name: str) -> bool:
-    """Whether ``method`` (or the method it wraps) has a parameter called ``name``."""
-    return name in inspect.signature(method).parameters
+from sim.impls.kit.signatures import takes
 
 
 def update_step(p, draft_index: int, cad, batch_size: int, positions, mode, attn_group):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend.importing import import_ascend
 
 
 def _full_keys(p):

@@ -24,9 +24,10 @@ import torch
 
 from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import steps
+from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm_ascend import generation, interop
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.vllm_ascend import generation
 
 
 def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> None:

@@ -27,18 +27,47 @@ import torch
 
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.kit.metadata_checks import present
+from sim.impls.kit.ascend import fake_npu_graphs
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.metadata_checks import host_seq_lens
 from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import fake_npu_graphs, tiny_attention
+from sim.impls.vllm_ascend import tiny_attention
 
-__all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendSnapshotBuilder", "AscendTinyMtp"]
+__all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendSnapshotBuilder", "AscendTinyMtp", "TinyAttentionBackend"]
+
+
+class TinyAttentionBackend:
+    """The draft layer's attention backend (``draft_attn_groups[0].backend``): its metadata builder
+    (the recording ``AscendSnapshotBuilder``, which ``initialize_attn_backend`` builds), its impl
+    (what ``_update_full_graph_params`` hands ``update_full_graph_params``), and the kernel block
+    sizes it supports: any (the tiny attention reads the paged cache at any block size)."""
+
+    @staticmethod
+    def get_impl_cls():
+        return tiny_attention.TinyAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        return AscendSnapshotBuilder
+
+    @staticmethod
+    def get_name() -> str:
+        return "TINY_ATTENTION"
+
+    @classmethod
+    def full_cls_name(cls) -> tuple[str, str]:
+        return (cls.__module__, cls.__qualname__)
+
+    @staticmethod
+    def get_supported_kernel_block_sizes():
+        return [import_ascend("vllm.v1.attention.backend").MultipleOf(1)]
 
 
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
     """Duck-types vllm-ascend's attention group and metadata builder."""
 
-    backend = tiny_attention.TinyAttentionBackend
+    backend = TinyAttentionBackend
     kv_cache_spec = None
 
     def get_metadata_builder(self):
@@ -88,15 +117,6 @@ class AscendSnapshotBuilder(AscendSnapshotAttnGroup):
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device, **_):
         super().__init__()
         self.kv_cache_spec, self.layer_names = kv_cache_spec, list(layer_names)
-
-
-def host_seq_lens(cad) -> torch.Tensor:
-    """The host lengths vllm-ascend's builders read: ``_seq_lens_cpu``, else ``seq_lens_cpu``, else the device's."""
-    for name in ("_seq_lens_cpu", "seq_lens_cpu"):
-        value = present(cad, name)
-        if value is not None:
-            return value
-    return cad.seq_lens.cpu()
 
 
 class AscendTinyMtp(VllmTinyMtp):

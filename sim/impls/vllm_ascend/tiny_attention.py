@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend.importing import import_ascend
 
 _lib = torch.library.Library("ascend_sim", "DEF")
 _lib.define(
@@ -106,32 +106,3 @@ class TinyAttentionImpl:
                 host_params(draft_attn_metadatas[step][key], num_tokens, width)
                 torch.npu.graph_task_update_end(update_stream)
                 event.record(update_stream)
-
-
-class TinyAttentionBackend:
-    """The draft layer's attention backend (``draft_attn_groups[0].backend``): its metadata builder
-    (the recording ``AscendSnapshotBuilder``, which ``initialize_attn_backend`` builds), its impl
-    (what ``_update_full_graph_params`` hands ``update_full_graph_params``), and the kernel block
-    sizes it supports: any (the tiny attention reads the paged cache at any block size)."""
-
-    @staticmethod
-    def get_impl_cls():
-        return TinyAttentionImpl
-
-    @staticmethod
-    def get_builder_cls():
-        from sim.impls.vllm_ascend.model import AscendSnapshotBuilder
-
-        return AscendSnapshotBuilder
-
-    @staticmethod
-    def get_name() -> str:
-        return "TINY_ATTENTION"
-
-    @classmethod
-    def full_cls_name(cls) -> tuple[str, str]:
-        return (cls.__module__, cls.__qualname__)
-
-    @staticmethod
-    def get_supported_kernel_block_sizes():
-        return [import_ascend("vllm.v1.attention.backend").MultipleOf(1)]

@@ -23,12 +23,12 @@ import torch
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from sim.impls import Implementation
-from sim.impls.eager_adapter import EagerAdapter
-from sim.impls.fresh_start import start_fresh
 from sim.impls.kit import factory, steps
+from sim.impls.kit.ascend.importing import describe
+from sim.impls.kit.eager_adapter import EagerAdapter
+from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm_ascend.importing import describe
 from sim.impls.vllm_ascend_0_13 import divergences, interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, unavailable_reason

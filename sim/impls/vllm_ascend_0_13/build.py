@@ -1,6 +1,6 @@
 """vllm-ascend 0.13.0's ``MtpProposer`` built on CPU from the shared tiny config and a plain runner.
 
-The config is ``sim.impls.vllm_ascend.build``'s real ``VllmConfig`` (a tiny ``deepseek_v3``
+The config is ``sim.impls.kit.ascend.world``'s real ``VllmConfig`` (a tiny ``deepseek_v3``
 with one next-n layer: method ``mtp``, MLA attention). ``RunnerView`` adds what 0.13's
 ``MtpProposer`` reads of its ``NPUModelRunner`` on top of 0.23's view: the PCP/DCP ranks,
 the runner's ``with_prefill`` flag (set per call, as the runner derives it), its 4-value
@@ -17,13 +17,14 @@ from types import SimpleNamespace
 
 import torch
 
-from sim.impls.fresh_start import remember_fresh
 from sim.impls.kit import tiny_config
-from sim.impls.vllm_ascend import build as build_0_23
+from sim.impls.kit.ascend import world
+from sim.impls.kit.ascend.runner_view import RunnerView as AscendRunnerView
+from sim.impls.kit.fresh_start import remember_fresh
 from sim.impls.vllm_ascend_0_13.importing import import_ascend, rope_tables
 from sim.impls.vllm_ascend_0_13.mla_metadata import MlaMetadataBuilder
 
-MAX_SPEC_TOKENS = build_0_23.MAX_SPEC_TOKENS
+MAX_SPEC_TOKENS = world.MAX_SPEC_TOKENS
 
 
 class EagerDispatcher:
@@ -33,7 +34,7 @@ class EagerDispatcher:
         return import_ascend("vllm.config").CUDAGraphMode.NONE, None
 
 
-class RunnerView(build_0_23.RunnerView):
+class RunnerView(AscendRunnerView):
     """What vllm-ascend 0.13's ``MtpProposer`` reads of ``NPUModelRunner``: one eager rank."""
 
     pcp_rank = dcp_rank = 0
@@ -61,8 +62,8 @@ def mtp_proposer(hidden_size: int):
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
     cpu = torch.device("cpu")
-    vllm_config = build_0_23._vllm_config(hidden_size)
-    build_0_23.single_rank_world(vllm_config)
+    vllm_config = world.vllm_config(hidden_size)
+    world.single_rank_world(vllm_config)
     proposer = mtp.MtpProposer(vllm_config, cpu, RunnerView(cpu, vllm_config))
     proposer.use_cuda_graph = False  # eager: ACL graphs need an NPU
     return remember_fresh(proposer)  # each run starts from this state (fresh_start.start_fresh)

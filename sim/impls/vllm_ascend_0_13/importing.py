@@ -1,6 +1,6 @@
 """vllm-ascend 0.13.0 on a CPU-only machine: the same import recipe as 0.23.0, other versions.
 
-``sim.impls.vllm_ascend.importing.prepare`` (the fake ``torch_npu``, then vllm-ascend's ops
+``sim.impls.kit.ascend.importing.prepare`` (the fake ``torch_npu``, then vllm-ascend's ops
 and custom-op registration, pin memory off, the Triton vector-core count, model inspection
 in-process) works unchanged for 0.13.0; the fake also stubs ``torch_npu.npu.streams``, which
 0.13's ``vllm_ascend.utils`` imports. On top, 0.13's MLA path reads RoPE tables that the
@@ -16,7 +16,7 @@ import importlib.util
 
 import torch
 
-from sim.impls.vllm_ascend.importing import import_ascend, installed_version, prepare
+from sim.impls.kit.ascend.importing import import_ascend, installed_version, prepare
 
 VLLM_ASCEND_VERSION = "0.13.0"
 VLLM_VERSION = "0.13.0"

@@ -30,12 +30,12 @@ from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation
-from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.kit import factory, mrv2_runner
-from sim.impls.vllm_ascend import interop
-from sim.impls.vllm_ascend.importing import describe, import_ascend
+from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.importing import describe, import_ascend
+from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
-from sim.impls.vllm_ascend_mrv2.importing import unavailable_reason
+from sim.impls.vllm_ascend_mrv2.generation import unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     KV_CACHE_CONFIG,
     LAYER,

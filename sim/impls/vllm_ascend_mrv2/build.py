@@ -1,6 +1,6 @@
 """vllm-ascend's MRV2 MTP speculator, built on CPU by vllm-ascend's own ``init_speculator``.
 
-The config is the V1 adapter's (``sim.impls.vllm_ascend.build``: the kit's tiny DeepSeek-V3
+The config is the V1 adapter's (``sim.impls.kit.ascend.world``: the kit's tiny DeepSeek-V3
 ``VllmConfig`` with one next-n layer, method ``mtp``, vllm-ascend's config initialised, one gloo
 rank); ``init_speculator`` picks the class as the NPU model runner does. One speculator per hidden
 size serves every case, its per-call sizes set by the kit (``mrv2_runner.resize``). What ``load_model``
@@ -17,7 +17,7 @@ import functools
 import torch
 
 from sim.impls.kit import mrv2_runner
-from sim.impls.vllm_ascend import build as v1_build
+from sim.impls.kit.ascend import world
 from sim.impls.vllm_ascend_mrv2 import generation
 
 CPU = torch.device("cpu")
@@ -28,9 +28,9 @@ WHO = "vllm-ascend's MRV2 speculator"
 def speculator(hidden_size: int):
     """One speculator per hidden size, as ``NPUModelRunner.__init__`` (worker/v2) makes it."""
     init = generation.init_speculator()
-    vllm_config = v1_build._vllm_config(hidden_size)
-    v1_build.single_rank_world(vllm_config)
-    spec = init(vllm_config, v1_build.build_device())
+    vllm_config = world.vllm_config(hidden_size)
+    world.single_rank_world(vllm_config)
+    spec = init(vllm_config, world.build_device())
     generation.as_flat_attention(spec)
     return spec
 

@@ -2,7 +2,7 @@
 
 docs/DIVERGENCES-vllm-ascend-mrv2.md explains each entry (what it does to drafts and to KV);
 tests/impls/vllm_ascend_mrv2/ pins each one. The first five are vLLM's MRV2 loop, inherited as they
-are in vLLM 0.33 (``sim.impls.vllm_mrv2.divergences``, same ids); the rest are vllm-ascend's host
+are in vLLM 0.33 (``sim.impls.kit.mrv2_loop``, same ids); the rest are vllm-ascend's host
 lengths, what its attention backends read; two of those belong to one generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
 """
 
@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
-from sim.impls.kit import tables
-from sim.impls.vllm_mrv2 import divergences as vllm_mrv2
+from sim.impls.kit import mrv2_loop, tables
 
 INHERITED = (
     "overflow-clamp",
@@ -32,8 +31,8 @@ PIN = {
 
 
 def _inherited(divergence_id: str, **changes) -> Divergence:
-    """vLLM MRV2's entry, pinned in this adapter's suite (``changes``: where vllm-ascend's differs)."""
-    d = vllm_mrv2.DIVERGENCES[divergence_id]
+    """The MRV2 loop's entry, pinned in this adapter's suite (``changes``: where vllm-ascend's differs)."""
+    d = mrv2_loop.LOOP[divergence_id]
     fields = {"where": d.where, "core": d.core, "impl": d.impl, "rule": d.rule, **changes}
     return Divergence(divergence_id, fields["where"], fields["core"], fields["impl"], PIN[divergence_id],
                       kind=d.kind, rule=fields["rule"])  # fmt: skip

@@ -23,8 +23,9 @@ import contextlib
 import functools
 import sys
 
-from sim.impls.vllm_ascend.generation import takes
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend import importing as ascend_importing
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend_mrv2 import importing
 
 FLAT = "GQA"  # main's name for the flat (AscendAttentionBackend) per-step metadata
@@ -79,3 +80,15 @@ def multi_step_decode(spec, num_reqs: int, batch_desc, seq_lens_upper_bound) -> 
     """Draft steps 2..K as ``propose`` runs them after ``prepare_decode_inputs`` (attention not skipped)."""
     extra = (seq_lens_upper_bound,) if takes(spec._multi_step_decode, "seq_lens_cpu_upper_bound") else ()
     spec._multi_step_decode(num_reqs, False, batch_desc, None, *extra)
+
+
+def unavailable_reason() -> str | None:
+    """Why vllm-ascend's MRV2 speculator cannot be tested here, or None: the kit's reasons (vllm-ascend does not import at all) first."""
+    reason = ascend_importing.unavailable_reason()
+    if reason:
+        return reason
+    try:
+        init_speculator()
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
+        return f"vllm-ascend's MRV2 speculator does not import: {type(exc).__name__}: {exc}"
+    return None

@@ -1,6 +1,6 @@
 """Importing vllm-ascend's MRV2 speculator on a CPU-only machine: the V1 adapter's order, and SciPy.
 
-``sim.impls.vllm_ascend.importing.prepare`` clears every blocker vllm-ascend's import meets without an
+``sim.impls.kit.ascend.importing.prepare`` clears every blocker vllm-ascend's import meets without an
 NPU. On main one more remains: ``AscendAutoRegressiveSpeculator`` imports every Ascend attention
 backend to tell them apart, and ``attention/sfa_v1.py`` imports ``scipy`` at the top, for a Hadamard
 matrix its sparse-attention layer builds at construction. SciPy is no dependency of the CPU closure
@@ -17,7 +17,7 @@ import importlib.util
 import sys
 import types
 
-from sim.impls.vllm_ascend import importing as v1_importing
+from sim.impls.kit.ascend import importing as ascend_importing
 
 SFA = "vllm_ascend.attention.sfa_v1"
 
@@ -29,8 +29,8 @@ class _AbsentScipy(types.ModuleType):
 
 @functools.cache
 def prepare() -> None:
-    """The V1 adapter's ``prepare``, then main's ``sfa_v1`` against a stand-in SciPy if SciPy is absent."""
-    v1_importing.prepare()
+    """The kit's ``prepare``, then main's ``sfa_v1`` against a stand-in SciPy if SciPy is absent."""
+    ascend_importing.prepare()
     if importlib.util.find_spec(SFA) is None or importlib.util.find_spec("scipy") is not None:
         return
     stand_in = _AbsentScipy("scipy")
@@ -40,17 +40,3 @@ def prepare() -> None:
         importlib.import_module(SFA)
     finally:
         del sys.modules["scipy"]
-
-
-def unavailable_reason() -> str | None:
-    """Why vllm-ascend's MRV2 speculator cannot be tested here, or None: the V1 adapter's reasons first."""
-    reason = v1_importing.unavailable_reason()
-    if reason:
-        return reason
-    try:
-        from sim.impls.vllm_ascend_mrv2 import generation
-
-        generation.init_speculator()
-    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
-        return f"vllm-ascend's MRV2 speculator does not import: {type(exc).__name__}: {exc}"
-    return None

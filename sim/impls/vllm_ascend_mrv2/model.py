@@ -27,9 +27,9 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.metadata_checks import host_seq_lens
 from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
-from sim.impls.vllm_ascend.importing import import_ascend
-from sim.impls.vllm_ascend.model import host_seq_lens
 
 __all__ = ["KV_CACHE_CONFIG", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta"]
 

@@ -3,7 +3,7 @@
 ``adapter``: ``--impl vllm_mrv2``, steps 1-4 by MRV2's Triton kernels (interpreted) and the whole
 ``MTPSpeculator.propose`` loop.
 ``build``: the speculator and the runner's block tables, built on CPU from the tiny config of
-``sim.impls.vllm.eagle``.
+``sim.impls.kit.vllm_eagle``.
 ``runner``: what MRV2's model runner hands ``propose`` (its input batch, the sampler's counts, the
 request states), made from the core's ``VerifiedBatch`` and ``SampledTokens``.
 ``model``: the attention group that records what each draft step's attention saw (the draft model

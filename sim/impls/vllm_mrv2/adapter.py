@@ -22,11 +22,11 @@ from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation
-from sim.impls.eager_adapter import EagerAdapter
 from sim.impls.kit import factory, mrv2_runner
+from sim.impls.kit import vllm_interop as interop
+from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.mrv2_runner import runner_inputs
 from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
-from sim.impls.vllm import interop
 from sim.impls.vllm_mrv2 import build, divergences
 from sim.impls.vllm_mrv2.model import KV_CACHE_CONFIG, RecordingAttnGroup
 

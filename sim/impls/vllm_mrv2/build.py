@@ -1,7 +1,7 @@
 """MRV2's ``MTPSpeculator`` and the runner's ``BlockTables``, built on CPU.
 
 The speculator is vLLM's own class, constructed from the tiny DeepSeek-V3 config that
-``sim.impls.vllm.eagle`` writes (no weights, no hub); one instance per hidden size serves every
+``sim.impls.kit.vllm_eagle`` writes (no weights, no hub); one instance per hidden size serves every
 case, its per-call sizes (K, ``max_model_len``) set before each use. What ``load_model`` and
 ``set_attn`` would wire from a loaded model and a KV-cache config is set here directly: the draft
 model, one attention group, a one-group KV-cache config, the block tables (plumbing only: every
@@ -17,8 +17,8 @@ import functools
 import torch
 
 from sim.impls.kit import mrv2_runner
-from sim.impls.vllm.eagle import vllm_config
-from sim.impls.vllm.interop import import_vllm
+from sim.impls.kit.vllm_eagle import vllm_config
+from sim.impls.kit.vllm_interop import import_vllm
 
 CPU = torch.device("cpu")
 

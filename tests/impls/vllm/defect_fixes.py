@@ -20,7 +20,7 @@ FIXES = {"max-query-len-compacted": ("unpadded-max-query-len", "prepare_inputs",
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM's proposer with the fix ``name`` (``FIXES``)."""
-    from sim.impls.vllm.eagle import eagle_proposer
+    from sim.impls.kit.vllm_eagle import eagle_proposer
 
     fix_method(FIXES, ENV, "vLLM", name, eagle_proposer(8), monkeypatch)
 

@@ -1,4 +1,4 @@
-"""sim.impls.vllm.interop: vLLM's types carry exactly the core's metadata, in fresh tensors."""
+"""sim.impls.kit.vllm_interop: vLLM's types carry exactly the core's metadata, in fresh tensors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm import interop
+from sim.impls.kit import vllm_interop as interop
 from sim.oracle.cases import to_batch
 from tests.impls.vllm.cases import CPU
 from tests.strategies.batches import batch_cases

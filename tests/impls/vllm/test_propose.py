@@ -95,7 +95,7 @@ def test_a_run_starts_from_a_fresh_proposers_buffers(device):
     """The vLLM proposer is shared between runs (built once per hidden size). A run starts from the
     zeros a newly built one holds, whatever the last run left: here an id past this run's vocabulary
     in the row vLLM reads before writing it (``stale-last-row``), which crashed the tiny model."""
-    from sim.impls.vllm.eagle import eagle_proposer
+    from sim.impls.kit.vllm_eagle import eagle_proposer
     from tests.impls.suites import STALE_ROW_RUN, after_a_larger_vocabulary
 
     scenario = STALE_ROW_RUN
@@ -137,8 +137,8 @@ def test_overflow_restart_writes_kv(device, proposer_cls):
 def test_padded_propose_mutates_caller_seq_lens(device):
     """seq-lens-in-place: vLLM's padded propose lowers the caller's seq_lens by the rejected count and
     raises them once per step; the adapter hands it a copy, so the batch is untouched."""
-    from sim.impls.vllm import interop
-    from sim.impls.vllm.eagle import configured
+    from sim.impls.kit import vllm_interop as interop
+    from sim.impls.kit.vllm_eagle import configured
 
     case = _at_the_end()
     case = case._replace(requests=[case.requests[0]._replace(sampled=[1, -1, -1, -1])])

@@ -6,8 +6,8 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm import interop
-from sim.impls.vllm.eagle import configured
+from sim.impls.kit import vllm_interop as interop
+from sim.impls.kit.vllm_eagle import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites
 from tests.impls.vllm.cases import CORE, CPU, VLLM

@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm import interop
+from sim.impls.kit import vllm_interop as interop
 from tests.impls import suites
 from tests.impls.vllm.cases import VLLM, vllm_step_expected
 from tests.strategies.batches import batch_cases

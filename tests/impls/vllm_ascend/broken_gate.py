@@ -87,8 +87,8 @@ NO_FIX = {
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change vllm-ascend as the variant (``VARIANTS``), control (``CONTROLS``) or fix (``FIXES``) ``name`` says."""
+    from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import configured
-    from sim.impls.vllm_ascend.importing import import_ascend
 
     known = {**VARIANTS, **CONTROLS, **FIXES}
     if name not in known:
@@ -117,8 +117,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
     ``propose_draft_token_ids`` (on the adapter's runner view, which holds vllm-ascend's)."""
+    from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
-    from sim.impls.vllm_ascend.importing import import_ascend
 
     cls = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner if target == POSITIONS else RunnerView
     name = target.rsplit(".", 1)[1]

@@ -11,6 +11,6 @@ from tests.impls.suites import skip_unless_importable
 
 
 def pytest_collection_modifyitems(config, items):
-    from sim.impls.vllm_ascend.importing import unavailable_reason
+    from sim.impls.kit.ascend.importing import unavailable_reason
 
     skip_unless_importable(items, Path(__file__).parent, unavailable_reason, "vllm-ascend")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend.importing import import_ascend
 
 
 def params_not_updated(original):

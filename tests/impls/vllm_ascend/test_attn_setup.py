@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend import attn_setup
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import AscendSnapshotBuilder
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import HOST_READS, RULES
-from sim.impls.vllm_ascend.importing import import_ascend
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.impls.broken_kernels import FirstLapOnly

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 
 from devices.base import GraphError
-from sim.impls.vllm_ascend import fake_npu_graphs
+from sim.impls.kit.ascend import fake_npu_graphs
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.build import configured_graph
 from sim.impls.vllm_ascend.divergences import RULES
-from sim.impls.vllm_ascend.importing import import_ascend
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.impls.vllm_ascend import graph_breaks

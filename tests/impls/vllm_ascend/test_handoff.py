@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from sim.impls.vllm_ascend import handoff, runner_source
+from sim.impls.kit.ascend import runner_source
+from sim.impls.vllm_ascend import handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.serving.run import run_scenario

@@ -13,8 +13,8 @@ import torch
 
 from devices.base import GraphError
 from devices.sim.host_params import host_param_op
-from sim.impls.vllm_ascend import fake_npu_graphs
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend import fake_npu_graphs
+from sim.impls.kit.ascend.importing import import_ascend
 
 
 @pytest.fixture

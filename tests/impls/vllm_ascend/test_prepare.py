@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 
 from sim.impls.kit import kernel_grid
-from sim.impls.vllm_ascend import interop
+from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
 from tests.checks.known_defects import pin
 from tests.impls import suites

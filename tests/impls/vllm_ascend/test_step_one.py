@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from sim.impls.vllm_ascend import interop
+from sim.impls.kit.ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites

@@ -1,11 +1,11 @@
 """A vLLM the adapter has no closure for, beside an importable vllm-ascend, is refused in the adapter's
-existing words even with the main-verified leg's record reader in place (``sim.impls.vllm_ascend.vllm_source``)."""
+existing words even with the main-verified leg's record reader in place (``sim.impls.kit.ascend.vllm_source``)."""
 
 from __future__ import annotations
 
 import sys
 
-from sim.impls.vllm_ascend import importing, vllm_source
+from sim.impls.kit.ascend import importing, vllm_source
 
 
 def test_an_unknown_vllm_is_refused_by_the_adapter_in_its_existing_words(monkeypatch, tmp_path):

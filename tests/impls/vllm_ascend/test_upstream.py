@@ -15,9 +15,9 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm_ascend import interop
+from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.adapter import _proposer, next_tokens, prepare_inputs
-from sim.impls.vllm_ascend.importing import import_ascend
 from sim.oracle.cases import to_batch
 from tests.impls.vllm_ascend.cases import CPU
 from tests.strategies.batches import batch_cases

@@ -85,7 +85,7 @@ def variants() -> list[str]:
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change vllm-ascend's MRV2 speculator as the variant (``VARIANTS``) or fix (``FIXES``) ``name`` says."""
-    from sim.impls.vllm_ascend.importing import import_ascend
+    from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend_mrv2 import generation
 
     if name in FIXES:

@@ -10,6 +10,6 @@ from tests.impls.suites import skip_unless_importable
 
 
 def pytest_collection_modifyitems(config, items):
-    from sim.impls.vllm_ascend_mrv2.importing import unavailable_reason
+    from sim.impls.vllm_ascend_mrv2.generation import unavailable_reason
 
     skip_unless_importable(items, Path(__file__).parent, unavailable_reason, "vllm-ascend's MRV2 speculator")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend.importing import import_ascend
 from tests.impls import suites
 from tests.impls.vllm_ascend_mrv2.cases import OPS, both, decode_case
 

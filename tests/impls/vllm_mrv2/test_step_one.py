@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.impls.vllm import interop
+from sim.impls.kit import vllm_interop as interop
 from tests.impls import suites
 from tests.impls.vllm_mrv2.cases import MRV2, both, decode_case
 

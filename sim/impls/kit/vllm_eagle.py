@@ -14,9 +14,9 @@ import logging
 
 import torch
 
-from sim.impls.fresh_start import remember_fresh
 from sim.impls.kit import tiny_config
-from sim.impls.vllm.interop import import_vllm
+from sim.impls.kit.fresh_start import remember_fresh
+from sim.impls.kit.vllm_interop import import_vllm
 
 
 def vllm_config(hidden_size: int):
@@ -32,7 +32,7 @@ def vllm_config(hidden_size: int):
 @functools.lru_cache(maxsize=8)
 def eagle_proposer(hidden_size: int):
     """One ``EagleProposer`` per hidden size (its hidden-state buffer's width), on CPU, its buffers as
-    built remembered so that every run can start from them (``sim.impls.fresh_start``)."""
+    built remembered so that every run can start from them (``sim.impls.kit.fresh_start``)."""
     eagle = import_vllm("vllm.v1.spec_decode.eagle")
     return remember_fresh(eagle.EagleProposer(vllm_config=vllm_config(hidden_size), device=torch.device("cpu")))
 

@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-ADAPTER_CODE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+ADAPTER_CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # sim/impls/
 
 
 @dataclass(frozen=True)

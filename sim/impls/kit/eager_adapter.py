@@ -9,7 +9,7 @@ writes ``_propose``, the generation's own call; ``propose`` is the template ever
 adapter runs (validation, the trace, logit counting, the drafts' dtype and shape).
 Graph modes are refused at construction, since the other projects' graphs (CUDA,
 ACL) cannot be captured on a CPU run; the vllm-ascend adapter alone takes over full-graph
-mode itself (its ACL graphs on the simulator's recorder, ``sim.impls.vllm_ascend.fake_npu_graphs``). Part of the adapter kit (``sim.impls.kit``).
+mode itself (its ACL graphs on the simulator's recorder, ``sim.impls.kit.ascend.fake_npu_graphs``). Part of the adapter kit (``sim.impls.kit``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import functools
 import importlib.util
 from pathlib import Path
 
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit.ascend.importing import import_ascend
 
 RUNNER = "vllm_ascend/worker/model_runner_v1.py"
 

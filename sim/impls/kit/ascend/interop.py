@@ -4,7 +4,7 @@ vllm-ascend's runner hands its proposer an ``AscendCommonAttentionMetadata``:
 vLLM's ``CommonAttentionMetadata`` plus the host mirrors NPU kernels read
 (``seq_lens_cpu``, ``num_computed_tokens_cpu``, ``positions``). Step 1 takes
 the discarded requests as an index tensor and a count, not a mask (the kit's
-``discard_indices``). The fields vLLM also has come from ``sim.impls.vllm.interop``
+``discard_indices``). The fields vLLM also has come from ``sim.impls.kit.vllm_interop``
 (the same conversion, imported after ``importing.prepare()``); the rest are added
 here; what every generation shares is the kit's (``sim.impls.kit.vllm_types``). Every
 tensor is fresh, so in-place writes never reach the caller's batch.
@@ -18,9 +18,8 @@ import numpy as np
 import torch
 
 from mtp.batch import VerifiedBatch
-from sim.impls.kit import vllm_types
-from sim.impls.vllm import interop as vllm_interop
-from sim.impls.vllm_ascend.importing import import_ascend
+from sim.impls.kit import vllm_interop, vllm_types
+from sim.impls.kit.ascend.importing import import_ascend
 
 
 def to_ascend_metadata(batch: VerifiedBatch):

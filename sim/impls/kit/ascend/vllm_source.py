@@ -43,14 +43,14 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from sim.impls.vllm_ascend.checkout import CLOSURES, CheckoutError
+from sim.impls.kit.ascend.checkout import CLOSURES, CheckoutError
 
 SRC_VAR = "VLLM_SRC"
 ANY_COMMIT_VAR = "VLLM_SRC_ANY_COMMIT"  # "1": test a vLLM tree at another commit than the main-verified one
 MAIN_VERIFIED_FILE = ".github/vllm-main-verified.commit"
 COMMIT = re.compile(r"[0-9a-f]{7,40}")  # what vllm-ascend's pr_test.yaml accepts in that file
 BUILD_ENV = {"VLLM_TARGET_DEVICE": "empty", "PYTHONDONTWRITEBYTECODE": "1"}
-BUILD_TOOLS = Path(__file__).resolve().parents[3] / "requirements" / "vllm_source_build.txt"
+BUILD_TOOLS = Path(__file__).resolve().parents[4] / "requirements" / "vllm_source_build.txt"
 RECORD = "mtp-harness-vllm-source.json"
 
 

@@ -22,7 +22,7 @@ import sys
 import types
 from unittest.mock import MagicMock
 
-from sim.impls.vllm_ascend import fake_npu_graphs
+from sim.impls.kit.ascend import fake_npu_graphs
 
 # triton-ascend ops that vllm-ascend resolves at import time (vllm_ascend/ops/triton/triton_utils.py)
 TRITON_ASCEND_OPS = ("insert_slice", "extract_slice", "get_element")

@@ -31,8 +31,8 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from sim.impls.vllm_ascend import fake_torch_npu, vllm_source
-from sim.impls.vllm_ascend.checkout import CLOSURES
+from sim.impls.kit.ascend import fake_torch_npu, vllm_source
+from sim.impls.kit.ascend.checkout import CLOSURES
 
 VLLM_VERSIONS = tuple(sorted(CLOSURES))  # the vLLM releases this adapter runs vllm-ascend against
 GLUON = ("triton.experimental.gluon", "triton.experimental.gluon.language")

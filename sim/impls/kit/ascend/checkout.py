@@ -1,6 +1,7 @@
-"""Putting the vllm-ascend under test into ``tox -e vllm_ascend``: a checkout, or the released wheels.
+"""What a vllm-ascend checkout is to the harness: the vLLM it pairs with, the closure it runs on, and
+a released vllm-ascend laid out as one. Standard library only (``install`` does the installing).
 
-``python -m sim.impls.vllm_ascend.checkout install`` (tox's ``commands_pre``):
+``python -m sim.impls.kit.ascend.install`` (tox's ``commands_pre``):
 
 - ``VLLM_ASCEND_SRC`` unset: the released wheels, ``vllm==0.23.0`` and
   ``vllm-ascend==0.23.0``, with ``--no-deps`` on the pinned closure.
@@ -20,7 +21,7 @@
   mismatch stops with one line naming both commits (exit 2) unless
   ``VLLM_SRC_ANY_COMMIT=1``. Then the checkout as above.
 
-``python sim/impls/vllm_ascend/checkout.py released-source DEST`` (``.ci/run``,
+``python sim/impls/kit/ascend/checkout.py released-source DEST`` (``.ci/run``,
 which reaches the package index only): the sdist of the released vllm-ascend laid
 out as a checkout in DEST, with the ``.github/vllm-release-tag.commit`` of its git
 tag (the sdist does not ship ``.github/``), so CI runs the checkout recipe on
@@ -33,7 +34,6 @@ install, and tox's ``PYTHONPYCACHEPREFIX`` for the test runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -42,7 +42,7 @@ import tempfile
 import venv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
 CLOSURES = {
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag)
@@ -74,61 +74,9 @@ def paired_vllm(src: Path) -> str:
     if version not in CLOSURES:
         raise CheckoutError(
             f"{src} pairs with vLLM {tag!r} ({TAG_FILE}); the harness has closures for vLLM "
-            f"{', '.join(sorted(CLOSURES))} only (sim/impls/vllm_ascend/checkout.py CLOSURES)"
+            f"{', '.join(sorted(CLOSURES))} only (sim/impls/kit/ascend/checkout.py CLOSURES)"
         )
     return version
-
-
-def _pip(*args: str, env: dict | None = None) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check", *args]
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, env={**os.environ, **(env or {})})
-
-
-def _editable_vllm_ascend() -> bool:
-    """Whether the vllm-ascend installed now is an editable checkout (its ``direct_url.json`` says so)."""
-    from importlib import metadata
-
-    try:
-        raw = metadata.distribution("vllm-ascend").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return False
-    return bool(raw and json.loads(raw).get("dir_info", {}).get("editable"))
-
-
-def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False) -> None:
-    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels;
-    vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
-    unless ``any_commit``), or the release the checkout pairs with."""
-    # Imported here: ``released-source`` runs this file as a plain script, where ``sim`` is not importable.
-    from sim.impls.vllm_ascend import vllm_source
-
-    if vllm_src and not src:
-        raise CheckoutError(
-            f"{vllm_source.SRC_VAR}={vllm_src} needs {SRC_VAR}=<vllm-ascend checkout>: "
-            f"its {vllm_source.MAIN_VERIFIED_FILE} names the commit, its {TAG_FILE} the closure"
-        )
-    if not src:
-        vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
-        _pip("-r", str(ROOT / CLOSURES[vllm]))
-        _pip("--no-deps", f"vllm=={vllm}")
-        vllm_source.forget()
-        force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
-        _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
-        return
-    checkout = Path(src).resolve()
-    if not checkout.is_dir():
-        raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
-    vllm = paired_vllm(checkout)
-    if vllm_src:  # checked before anything is installed
-        source = vllm_source.check(vllm_src, checkout, vllm, any_commit)
-        _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
-        vllm_source.install(source, _pip)
-    else:
-        _pip("-r", str(ROOT / CLOSURES[vllm]))
-        _pip("--no-deps", f"vllm=={vllm}")
-        vllm_source.forget()
-    _pip("--no-deps", "--no-build-isolation", "-e", str(checkout), env=BUILD_ENV)
 
 
 def released_source(dest: str, version: str = RELEASE) -> Path:
@@ -163,24 +111,13 @@ def released_source(dest: str, version: str = RELEASE) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m sim.impls.vllm_ascend.checkout", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python sim/impls/kit/ascend/checkout.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "install",
-        help=f"install vLLM and vllm-ascend (a checkout if {SRC_VAR} is set; vLLM from source if VLLM_SRC is)",
-    )
     rel = sub.add_parser("released-source", help="lay out a released vllm-ascend's sdist as a checkout")
     rel.add_argument("dest")
     rel.add_argument("--version", default=RELEASE, choices=sorted(RELEASE_VLLM))
     args = parser.parse_args(argv)
-    if args.command == "install":
-        from sim.impls.vllm_ascend import vllm_source
-
-        install(os.environ.get(SRC_VAR), *vllm_source.from_env())
-    else:
-        print(released_source(args.dest, args.version))
+    print(released_source(args.dest, args.version))
 
 
 if __name__ == "__main__":

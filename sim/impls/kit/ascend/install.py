@@ -1,0 +1,82 @@
+"""``python -m sim.impls.kit.ascend.install``: vLLM and the vllm-ascend under test into this env
+(tox's ``commands_pre`` of ``tox -e vllm_ascend``), as ``checkout``'s docstring describes: the released
+wheels, a checkout (``VLLM_ASCEND_SRC``), and vLLM from a source tree (``VLLM_SRC``, ``vllm_source``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sim.impls.kit.ascend import vllm_source
+from sim.impls.kit.ascend.checkout import (
+    BUILD_ENV,
+    CLOSURES,
+    RELEASE,
+    RELEASE_VLLM,
+    ROOT,
+    SRC_VAR,
+    TAG_FILE,
+    CheckoutError,
+    paired_vllm,
+)
+
+
+def _pip(*args: str, env: dict | None = None) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check", *args]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, env={**os.environ, **(env or {})})
+
+
+def _editable_vllm_ascend() -> bool:
+    """Whether the vllm-ascend installed now is an editable checkout (its ``direct_url.json`` says so)."""
+    from importlib import metadata
+
+    try:
+        raw = metadata.distribution("vllm-ascend").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return False
+    return bool(raw and json.loads(raw).get("dir_info", {}).get("editable"))
+
+
+def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False) -> None:
+    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels;
+    vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
+    unless ``any_commit``), or the release the checkout pairs with."""
+    if vllm_src and not src:
+        raise CheckoutError(
+            f"{vllm_source.SRC_VAR}={vllm_src} needs {SRC_VAR}=<vllm-ascend checkout>: "
+            f"its {vllm_source.MAIN_VERIFIED_FILE} names the commit, its {TAG_FILE} the closure"
+        )
+    if not src:
+        vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
+        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("--no-deps", f"vllm=={vllm}")
+        vllm_source.forget()
+        force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
+        _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
+        return
+    checkout = Path(src).resolve()
+    if not checkout.is_dir():
+        raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
+    vllm = paired_vllm(checkout)
+    if vllm_src:  # checked before anything is installed
+        source = vllm_source.check(vllm_src, checkout, vllm, any_commit)
+        _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
+        vllm_source.install(source, _pip)
+    else:
+        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("--no-deps", f"vllm=={vllm}")
+        vllm_source.forget()
+    _pip("--no-deps", "--no-build-isolation", "-e", str(checkout), env=BUILD_ENV)
+
+
+def main() -> None:
+    install(os.environ.get(SRC_VAR), *vllm_source.from_env())
+
+
+if __name__ == "__main__":
+    main()

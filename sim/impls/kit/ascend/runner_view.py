@@ -1,0 +1,80 @@
+"""What vllm-ascend's proposers read of their ``NPUModelRunner``, for one eager rank (plumbing only:
+no value the gate compares comes from it). vllm-ascend 0.23.0 and main's ``AscendEagleProposer`` read
+this view; 0.13.0's ``MtpProposer`` adds its own on top.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from sim.impls.kit.ascend import runner_source
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
+
+
+class RunnerView:
+    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA.
+
+    With ``vllm_config``, also what the runner's own ``propose_draft_token_ids`` reads (the
+    runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
+    ``discard_request_indices``, filled per call by ``handoff.load``), ``requests``, ``drafter``,
+    the configs, and the runner methods it calls, compiled from vllm-ascend's source
+    (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
+    ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
+    """
+
+    max_num_reqs = MAX_REQS
+    max_num_tokens = MAX_TOKENS
+    pcp_size = dcp_size = 1
+    pin_memory = False
+    enable_enpu = use_eagle = dynamic_eplb = False
+    decode_token_per_req = 1
+    uniform_decode_query_len = 1
+    use_aux_hidden_state_outputs = False
+    valid_sampled_token_count_event = None  # set only under async scheduling
+    num_discarded_requests = 0
+
+    propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
+    _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
+    _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
+    use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
+    use_dcp = runner_source.RunnerMethod("use_dcp", prop=True)  # main's
+
+    def __init__(self, device: torch.device, vllm_config=None):
+        self.device = device
+        self.input_batch = SimpleNamespace(lora_id_to_lora_request={})
+        self.actual_seq_lengths_q: list[int] = []
+        self.attn_state = None
+        self.model = None
+        self.vllm_config = vllm_config
+        if vllm_config is not None:
+            self.drafter, self.requests = None, {}
+            self.uses_mrope = vllm_config.model_config.uses_mrope
+            self.uses_xdrope_dim = vllm_config.model_config.uses_xdrope_dim
+            self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
+            self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
+            self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
+
+    @property
+    def speculative_config(self):
+        return self.vllm_config.speculative_config
+
+    def _make_buffer(self, *size, dtype, numpy=True):
+        buffers = import_ascend("vllm.v1.utils")
+        return buffers.CpuGpuBuffer(*size, dtype=dtype, device=self.device, pin_memory=False, with_numpy=numpy)
+
+    def _use_aclgraph(self) -> bool:
+        return False
+
+    def _sync_metadata_across_dp(self, num_tokens: int, is_draft_model: bool = False):
+        return num_tokens, None, False  # one data-parallel rank
+
+    def get_model(self):
+        return self.model
+
+    def _get_positions(self, num_tokens):
+        """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
+        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+        return runner._get_positions(self, num_tokens)

@@ -1,0 +1,54 @@
+"""Where a vllm-ascend proposer is built: its device (the NPU, or the simulated ``cpu:0``), the
+kit's tiny ``VllmConfig`` with vllm-ascend's config initialised from it, and vLLM's parallel state
+for one rank. Every vllm-ascend adapter builds its proposer in this world.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from devices.sim import early_reads
+from sim.impls.kit import tiny_config
+from sim.impls.kit.ascend.importing import import_ascend, prepare
+from sim.impls.kit.scratch import scratch
+
+MAX_SPEC_TOKENS = 8  # per-step buffers (slot_mapping_group, ...) exist for this many drafts
+
+
+def build_device() -> torch.device:
+    """Where the proposer and its buffers live: the NPU when the real ``torch_npu`` is in use (an
+    Ascend runner), else the simulated device ``cpu:0`` (the fake ``torch_npu``): CPU memory, named
+    with an index so that ``.to(self.device)`` is told from ``.to("cpu")`` (``devices.sim.early_reads``)."""
+    return early_reads.SIM_DEVICE if prepare() else torch.device("npu")
+
+
+def recording(device: torch.device):
+    """Around a proposer's construction on the simulator: its buffers made on ``device`` are device
+    tensors to ``devices.sim.early_reads`` (on an NPU their device says so)."""
+    return early_reads.recording(device) if device.type == "cpu" else contextlib.nullcontext()
+
+
+def vllm_config(hidden_size: int):
+    """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) on ``build_device()``,
+    with vllm-ascend's config initialised from it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
+    vllm_config = tiny_config.vllm_config(
+        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type
+    )
+    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
+    return vllm_config
+
+
+def single_rank_world(vllm_config) -> None:
+    """vLLM's parallel state for one rank (gloo): ``set_ascend_forward_context`` asks the TP group its size."""
+    state = import_ascend("vllm.distributed.parallel_state")
+    if state._TP is not None:
+        return
+    config = import_ascend("vllm.config")
+    init = f"file://{scratch('gloo')}/rendezvous"
+    with config.set_current_vllm_config(vllm_config):
+        state.init_distributed_environment(
+            world_size=1, rank=0, distributed_init_method=init, local_rank=0, backend="gloo"
+        )
+        state.ensure_model_parallel_initialized(1, 1)
