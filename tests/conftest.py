@@ -1,4 +1,4 @@
-"""Fixtures shared by the test rooms (the options, profiles and marks are in the root conftest.py)."""
+"""Fixtures shared by the test rooms (the options, profiles, marks and the device and impl fixtures are the gate's plugin, tests/plugin.py)."""
 
 from __future__ import annotations
 

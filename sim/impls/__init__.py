@@ -22,6 +22,7 @@ from pathlib import Path
 
 from devices.plugins import load_factory
 from sim.impls.divergence import Kind, rules_of
+from sim.impls.features import Feature, used
 from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
@@ -37,7 +38,7 @@ BUILTIN = {
 
 @dataclass(frozen=True)
 class Skip:
-    """A gate property an implementation cannot run, why, and on which devices (``None``: on every one).
+    """A feature an implementation cannot run, why, and on which devices (``None``: on every one).
 
     The last resort: a skip is printed with its reason on every run where it applies, and nowhere else.
     """
@@ -53,9 +54,9 @@ class Skip:
 class Implementation:
     """name: shown in the report header. ops: steps 1-4. proposer_cls: the
     full loop. rules: the documented divergences the reference models, so the
-    gate's properties run on them. skips: test function name (or one
-    parametrization's name) -> the ``Skip`` (a plain string: a reason that
-    holds on every device). divergences: the named differences from
+    gate's properties run on them. lacks: the features it cannot run
+    (``sim.impls.features``) -> the ``Skip`` saying why (a plain string: a
+    reason that holds on every device). divergences: the named differences from
     docs/DESIGN.md in force (``sim.impls.divergence``), shown on every run.
     describe: what exactly is under test, for the report header (versions,
     the checkout's commit); the name by default. host_reads: the reads of host
@@ -65,7 +66,7 @@ class Implementation:
     name: str
     ops: object
     proposer_cls: type
-    skips: dict[str, Skip | str] = field(default_factory=dict)
+    lacks: dict[Feature, Skip | str] = field(default_factory=dict)
     rules: Rules = CORE
     divergences: tuple = ()
     describe: str = ""
@@ -95,13 +96,14 @@ class Implementation:
         )
         return replace(self, divergences=kept, rules=rules_of(kept)), [i for i in ids if i not in known]
 
-    def skip_for(self, names: tuple[str, ...], device: str) -> str | None:
-        """The reason the first of ``names`` that has a skip on ``device`` cannot run, or None."""
-        for name in names:
-            skip = self.skips.get(name)
+    def lacking(self, features, device: str) -> str | None:
+        """Why a property using ``features`` cannot run on ``device`` (the first lacking feature's
+        reason, naming it), or None."""
+        for feature in sorted(used(features), key=lambda f: list(Feature).index(f)):
+            skip = self.lacks.get(feature)
             skip = Skip(skip) if isinstance(skip, str) else skip
             if skip is not None and skip.applies_to(device):
-                return skip.reason
+                return f"lacks {feature.value}: {skip.reason}"
         return None
 
 

@@ -16,7 +16,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 
 FAILURE_DIR = Path("failures")
-# What this test's serving runs compared, summed over its examples: the root conftest.py puts it in
+# What this test's serving runs compared, summed over its examples: the gate's plugin (tests/plugin.py) puts it in
 # the test's JUnit properties, sums it over the session for the terminal summary, and resets it.
 TALLY: Counter = Counter()
 

@@ -1,25 +1,37 @@
-"""Graph modes as test parameters: eager on every device, the graph modes only where graphs capture.
+"""Graph modes and padding as test parameters: what each needs of the device and uses of the implementation.
 
-A device without graphs skips the graph parameters with the reason (the ``needs`` mark, handled in
-conftest.py); it never runs them eagerly in their place, so a green run on such a device says that
-only eager was checked.
+A device without graphs skips the graph parameters with the reason (the ``needs`` mark); it never runs
+them eagerly in their place, so a green run on such a device says that only eager was checked. An
+implementation that lacks a mode or the unpadded path (``sim.impls.features``) skips the parameters
+that use it (the ``uses`` mark), with its own reason, in the properties that run it. Both marks are
+handled by the gate's plugin (tests/plugin.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from sim.impls.features import Feature
 from tests.checks.example_budget import share
 
 NEEDS_GRAPHS = pytest.mark.needs("supports_graphs")
+USES_PIECEWISE = pytest.mark.uses(Feature.PIECEWISE_GRAPHS)
+USES_FULL_GRAPHS = pytest.mark.uses(Feature.FULL_GRAPHS)
+USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
 
 # One parameter per mode, for a test that runs a fixed case in each.
 MODES = [
     pytest.param("eager", id="eager"),
-    pytest.param("piecewise", id="piecewise", marks=NEEDS_GRAPHS),
-    pytest.param("full", id="full", marks=NEEDS_GRAPHS),
+    pytest.param("piecewise", id="piecewise", marks=[NEEDS_GRAPHS, USES_PIECEWISE]),
+    pytest.param("full", id="full", marks=[NEEDS_GRAPHS, USES_FULL_GRAPHS]),
 ]
 GRAPH_ONLY = MODES[1:]
+
+# Padded and unpadded input, for a property of both of an implementation's paths.
+PADDING = [
+    pytest.param(True, id="padded"),
+    pytest.param(False, id="unpadded", marks=pytest.mark.uses(Feature.UNPADDED)),
+]
 
 # Two groups, for a property that draws its mode: eager, or a graph mode (drawn) where graphs capture.
 MODE_GROUPS = [

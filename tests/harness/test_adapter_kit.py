@@ -2,9 +2,9 @@
 
 What every adapter now runs through one piece: the propose template (validation before any upstream
 call, the trace handed over and cleared, K logits counted, int64 [B, K] drafts), the size limits of a
-shared proposer (a ``ValueError`` naming the field and its value), the gate skips every divergences
-module builds, and the ``implementation()`` factory (unavailable: the cause; available: the module's
-table, rules and skips). Each check runs on the kit's module as it is, and must fail on every broken
+shared proposer (a ``ValueError`` naming the field and its value), what every divergences
+module says it lacks, and the ``implementation()`` factory (unavailable: the cause; available: the module's
+table, rules and what it lacks). Each check runs on the kit's module as it is, and must fail on every broken
 variant of it in ``BREAKS`` (the module's source with one change, loaded beside the real one).
 """
 
@@ -20,6 +20,7 @@ from _pytest.outcomes import Failed
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, rules_of, table
+from sim.impls.features import GRAPHS, Feature
 from sim.impls.kit import eager_adapter as eager_module
 from sim.impls.kit import factory, tables, tiny_config
 from sim.oracle.cases import to_batch
@@ -69,38 +70,37 @@ def check_limits(module) -> None:
     module.refuse_past_limits("the X adapter", 64, 1, 8)
 
 
-def check_skips(module) -> None:
-    """``module.gate_skips``: the given skips, the host-sync one on the simulator only, the graph ones everywhere."""
+def check_lacks(module) -> None:
+    """``module.lacks``: the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
-    skips = module.gate_skips("X runs eagerly only", host, more={"test_p[unpadded]": Skip("no unpadded path")})
-    assert list(skips) == ["test_p[unpadded]", tables.HOST_SYNC, *tables.GRAPH_TESTS]
+    lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
+    assert list(lacking) == [Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS]
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
-    assert skips[tables.HOST_SYNC].reason == reason
-    assert skips[tables.HOST_SYNC].applies_to("sim") and not skips[tables.HOST_SYNC].applies_to("accelerator")
-    for graphs in tables.GRAPH_TESTS:
-        assert skips[graphs] == Skip("X runs eagerly only") and skips[graphs].applies_to("accelerator")
-    assert list(module.gate_skips("eager")) == list(tables.GRAPH_TESTS)
+    assert lacking[Feature.HOST_SYNC_COUNT].reason == reason
+    assert lacking[Feature.HOST_SYNC_COUNT].applies_to("sim")
+    assert not lacking[Feature.HOST_SYNC_COUNT].applies_to("accelerator")
+    for graphs in GRAPHS:
+        assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
+    assert list(module.lacks("eager")) == list(GRAPHS)
 
 
 def check_factory(module) -> None:
     """``module.implementation``: unavailable, the cause (and nothing built); available, the module's pieces."""
     divergences = table(Divergence("d", "f", "core", "impl", "test_x.py::test_d", rule={"stale_last_row": True}))
-    pieces = SimpleNamespace(
-        DIVERGENCES=divergences, RULES=rules_of(divergences.values()), GATE_SKIPS=tables.gate_skips("eager")
-    )
+    pieces = SimpleNamespace(DIVERGENCES=divergences, RULES=rules_of(divergences.values()), LACKS=tables.lacks("eager"))
     with pytest.raises(module.ImplementationUnavailable, match="implementation 'x' is unavailable: not installed"):
         module.implementation("x", lambda: "not installed", None, object, pieces, describe=pytest.fail)
     impl = module.implementation("x", lambda: None, "ops", object, pieces, describe=lambda: "x 1.0")
     assert (impl.name, impl.ops, impl.proposer_cls, impl.describe) == ("x", "ops", object, "x 1.0")
     assert impl.divergences == tuple(divergences.values()) and impl.rules.stale_last_row
-    assert impl.skips == pieces.GATE_SKIPS and impl.skips is not pieces.GATE_SKIPS
+    assert impl.lacks == pieces.LACKS and impl.lacks is not pieces.LACKS
     assert module.implementation("x", lambda: None, "ops", object, pieces).describe == "x"
 
 
 CHECKS = {"template": (check_template, eager_module), "limits": (check_limits, tiny_config)}
-CHECKS |= {"skips": (check_skips, tables), "factory": (check_factory, factory)}
+CHECKS |= {"lacks": (check_lacks, tables), "factory": (check_factory, factory)}
 
 BREAKS = [
     ("template", "        validate_batch(batch, self.cfg)\n        validate_sampled(sampled, batch, self.cfg)\n", ""),
@@ -111,10 +111,11 @@ BREAKS = [
     ("limits", "    if max_model_len > MAX_MODEL_LEN:", "    if False:"),
     ("limits", "not 1 <= num_spec_tokens", "not 0 <= num_spec_tokens"),
     ("limits", "max_model_len > MAX_MODEL_LEN", "max_model_len >= MAX_MODEL_LEN", ValueError),  # 4096 refused
-    ("skips", '        devices=("sim",),', "        devices=None,"),
-    ("skips", "    skips[GRAPHS] = Skip(eager_only)\n", ""),
+    ("lacks", '        devices=("sim",),', "        devices=None,"),
+    ("lacks", "    lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))\n", ""),
+    ("lacks", "        lacking[Feature.HOST_SYNC_COUNT] = host_sync\n", "        pass\n"),
     ("factory", "    if reason:\n", "    if False:\n"),
-    ("factory", "dict(divergences.GATE_SKIPS)", "divergences.GATE_SKIPS"),
+    ("factory", "dict(divergences.LACKS)", "divergences.LACKS"),
     ("factory", "describe=describe() if describe else", "describe=describe.__name__ if describe else"),
 ]
 

@@ -55,7 +55,7 @@ def test_a_missing_list_file_is_one_line_naming_it(pytester, tmp_path):
     result = pytester.runpytest_subprocess(
         *("-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), "-p", "no:cacheprovider"),
         *("--divergences", str(tmp_path / "absent.txt"), "--collect-only"),
-        str(ROOT / "tests/harness/test_skips.py"),
+        str(ROOT / "tests/harness/test_lacks.py"),
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--divergences *absent.txt: No such file or directory*"])

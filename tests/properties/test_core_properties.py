@@ -6,19 +6,20 @@ import pytest
 from hypothesis import example, given
 
 from tests.checks import core_checks
+from tests.checks.modes import PADDING, USES_HOST_SYNC_COUNT
 from tests.strategies.batches import WIDE, batch_cases
 
 pytestmark = pytest.mark.order(0)  # cheap and sensitive: a broken core fails here first
 
 
-@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("padded", PADDING)
 @given(case=batch_cases())
 @example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_first_pass_matches_reference(device, impl, padded, case):
     core_checks.check_first_pass(impl.ops, case, padded, device, impl.rules)
 
 
-@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("padded", PADDING)
 @given(case=batch_cases())
 @example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_draft_steps_match_reference(device, impl, padded, case):
@@ -31,6 +32,7 @@ def test_padded_and_unpadded_agree(device, impl, case):
     core_checks.check_padded_matches_unpadded(impl.ops, case, device, impl.rules)
 
 
+@USES_HOST_SYNC_COUNT
 @given(case=batch_cases())
 @example(case=WIDE)  # first, unshrunk: a fixed batch past the kernels' first lap
 def test_padded_path_makes_no_host_sync(device, impl, case):

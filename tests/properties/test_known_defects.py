@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from sim.impls.divergence import spec_for
+from sim.impls.features import Feature
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs
-UNPADDED_RUNS = "test_drafts_and_metadata_match_reference[unpadded]"  # the gate's unpadded serving runs
 
 # Stop at the first counterexample (no shrinking: the failure is expected), the same examples every run.
 SPEC_FAILS = settings(
@@ -65,7 +65,7 @@ def test_the_spec_fails_on_each_known_defect(device, impl, defect):
     spec = spec_for(impl.rules, defect)
     # Padded or unpadded, drawn; padded only where the implementation has no unpadded path (MRV2), which
     # would fail the spec for a reason of its own and hide a fix.
-    unpadded = impl.skip_for((UNPADDED_RUNS,), device.name) is None
+    unpadded = impl.lacking({Feature.UNPADDED}, device.name) is None
 
     @SPEC_FAILS
     @given(case=batch_cases(), scenario=scenarios(padded=None if unpadded else True, max_iterations=10))

@@ -17,7 +17,7 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_implementation, check_scenario
 from tests.checks.example_budget import share
-from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS
+from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS, PADDING, USES_FULL_GRAPHS
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -36,7 +36,7 @@ def _check(device, impl, scenario, padded, mode, name):
         event(feature)
 
 
-@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("padded", PADDING)
 @EAGER
 @given(scenario=scenarios())
 def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, request):
@@ -44,7 +44,7 @@ def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, req
 
 
 @pytest.mark.parametrize("mode", GRAPH_ONLY)
-@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("padded", PADDING)
 @GRAPHS
 @given(scenario=scenarios())
 def test_graph_modes_match_reference(device, impl, padded, mode, scenario, request):
@@ -54,6 +54,7 @@ def test_graph_modes_match_reference(device, impl, padded, mode, scenario, reque
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
 @NEEDS_GRAPHS
+@USES_FULL_GRAPHS
 def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
     """A dummy run (what a rank with no requests issues to keep step with the others) computes logits,
     and so under PCP or TP runs its collectives, as often as a real call (bug class 7)."""

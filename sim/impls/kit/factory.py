@@ -3,7 +3,7 @@
 Every adapter's entry point (``sim.impls.BUILTIN``) does the same: ask why the upstream project
 cannot run here (``ImplementationUnavailable`` naming the cause), else build the ``Implementation``
 from its ops, its proposer class and its divergences module (``DIVERGENCES``, ``RULES``,
-``GATE_SKIPS``, ``sim.impls.kit.tables``; and ``HOST_READS`` where its code reads host tensors,
+``LACKS``, ``sim.impls.kit.tables``; and ``HOST_READS`` where its code reads host tensors,
 ``sim.impls.kit.host_reads``).
 """
 
@@ -24,7 +24,7 @@ def implementation(
         name,
         ops,
         proposer_cls,
-        dict(divergences.GATE_SKIPS),
+        dict(divergences.LACKS),
         divergences.RULES,
         tuple(divergences.DIVERGENCES.values()),
         describe=describe() if describe else "",

@@ -6,7 +6,9 @@ they are, or with where its own upstream differs (docs/DIVERGENCES-vllm-mrv2.md 
 
 from __future__ import annotations
 
+from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, table
+from sim.impls.features import Feature
 
 LOOP = table(
     Divergence(
@@ -52,3 +54,10 @@ LOOP = table(
         kind=Kind.DESIGN,
     ),
 )
+
+# What a speculator on the loop lacks: its one path is the padded one.
+NO_UNPADDED = {
+    Feature.UNPADDED: Skip(
+        "MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path"
+    )
+}

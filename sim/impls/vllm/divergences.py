@@ -3,7 +3,7 @@
 docs/DIVERGENCES.md explains each entry; tests/impls/vllm/ pins each one (the test
 named in ``pinned_by`` asserts that the difference exists, exactly where the
 entry says). A property of the gate that cannot hold for vLLM is skipped under
-``--impl vllm`` with the divergence as its reason (``GATE_SKIPS``).
+``--impl vllm`` with the divergence as its reason (``LACKS``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test function name (conftest skips it with this reason).
-GATE_SKIPS = tables.gate_skips("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)")
+LACKS = tables.lacks("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)")
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
 # CPU device they look like syncs.

@@ -4,14 +4,14 @@ docs/DIVERGENCES-vllm-ascend.md explains each entry (what it does to drafts and
 to KV); tests/impls/vllm_ascend/ pins each one (the test named in ``pinned_by``
 asserts the difference exists, exactly where the entry says). A gate property
 that cannot hold under ``--impl vllm_ascend`` is skipped with the divergence as
-its reason (``GATE_SKIPS``).
+its reason (``LACKS``).
 """
 
 from __future__ import annotations
 
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
-from sim.impls.kit import tables
+from sim.impls.features import Feature
 from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
 DIVERGENCES = table(
@@ -115,18 +115,16 @@ DIVERGENCES = table(
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.
 RULES = rules_of(DIVERGENCES.values())
 
-# What cannot run at all, by test name (one parametrization, or all): printed as the skip reason. Full
+# What it cannot run (sim.impls.features): a property using one is skipped with this reason. Full
 # graphs run (ACL graphs on the simulator's recorder, sim.impls.kit.ascend.fake_npu_graphs); piecewise
 # ones cannot be made for the tiny draft model, and unpadded full graphs are refused by vllm-ascend.
 PIECEWISE = (
     "vllm-ascend's piecewise draft graphs come from torch.compile of a vLLM draft model class (its ACL "
     "piecewise backend); the draft model here is the simulator's tiny model, nothing to compile"
 )
-GATE_SKIPS = {
-    f"{tables.GRAPHS}[padded-piecewise]": Skip(PIECEWISE),
-    f"{tables.GRAPHS}[unpadded-piecewise]": Skip(PIECEWISE),
-    f"{tables.TYPICAL_GRAPHS}[piecewise]": Skip(PIECEWISE),
-    f"{tables.GRAPHS}[unpadded-full]": Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
+LACKS = {
+    Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
+    Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the

@@ -105,8 +105,8 @@ DIVERGENCES = table(
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on 0.13.
 RULES = rules_of(DIVERGENCES.values())
 
-# What cannot run at all, by test name: printed as the skip reason.
-GATE_SKIPS = tables.gate_skips(
+# What it cannot run (sim.impls.features): a property using one is skipped with this reason.
+LACKS = tables.lacks(
     "the vllm-ascend 0.13 adapter runs eagerly only (ACL graphs need an NPU)",
     tables.host_copies(
         "vllm-ascend 0.13",

@@ -14,7 +14,7 @@ with the same functions (vLLM's kernels, vllm-ascend's metadata build and host-l
 The runner's side (its input batch, the sampler's counts, the request states) is the kit's
 (``sim.impls.kit.mrv2_runner``), plus the two host arrays vllm-ascend's runner adds.
 Where it differs from the core, the difference is named in ``divergences``
-(docs/DIVERGENCES-vllm-ascend-mrv2.md); what cannot run is in ``GATE_SKIPS``.
+(docs/DIVERGENCES-vllm-ascend-mrv2.md); what it cannot run is in ``LACKS``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.kit import mrv2_loop, tables
 
@@ -95,23 +94,18 @@ GENERATION = {
     "draft-seq-lens-batch-bound": "main",
 }
 
-_UNPADDED = Skip("MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path")
 HOST_LISTS = tables.host_copies(
     "vllm-ascend's MRV2 speculator",
     "the runner's seq_lens_np and the metadata's seq_lens / seq_lens_cpu, read back as seq_lens_list by "
     "_update_decode_attn_metadata and _ascend_update_seq_lens",
 )
 
-# What cannot run at all, by test function or parametrization name (conftest skips it with this reason).
-GATE_SKIPS = tables.gate_skips(
+# What it cannot run (sim.impls.features): a property using one is skipped with this reason.
+LACKS = tables.lacks(
     "the vllm-ascend MRV2 adapter runs eagerly only: its drafter graphs are captured by vllm-ascend's v2 graph "
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
-    more={
-        "test_first_pass_matches_reference[unpadded]": _UNPADDED,
-        "test_draft_steps_match_reference[unpadded]": _UNPADDED,
-        "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
-    },
+    more=mrv2_loop.NO_UNPADDED,
 )
 
 
@@ -119,7 +113,7 @@ def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0`` or ``main``):
     its entries only, and the rules that model them."""
     kept = {i: d for i, d in DIVERGENCES.items() if GENERATION.get(i, generation) == generation}
-    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), GATE_SKIPS=GATE_SKIPS)
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS)
 
 
 RULES = rules_of(d for i, d in DIVERGENCES.items() if i not in GENERATION)  # the entries of both generations

@@ -11,7 +11,7 @@ preparation; validation is the core's (MRV2 validates nothing: the runner's batc
 model and paged cache, behind ``MtpProposer``'s constructor.
 
 Where MRV2 differs by design, the difference is named in ``sim.impls.vllm_mrv2.divergences``
-(docs/DIVERGENCES-vllm-mrv2.md) and modelled in its ``RULES``; what cannot run is in ``GATE_SKIPS``.
+(docs/DIVERGENCES-vllm-mrv2.md) and modelled in its ``RULES``; what it cannot run is in ``LACKS``.
 """
 
 from __future__ import annotations

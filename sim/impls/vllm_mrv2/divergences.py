@@ -8,7 +8,6 @@ speculator is the MRV2 loop as vLLM wrote it, so its table is the loop's design 
 
 from __future__ import annotations
 
-from sim.impls import Skip
 from sim.impls.divergence import rules_of
 from sim.impls.kit import mrv2_loop, tables
 
@@ -16,14 +15,7 @@ DIVERGENCES = mrv2_loop.LOOP
 
 RULES = rules_of(DIVERGENCES.values())
 
-_UNPADDED = Skip("MRV2 has no unpadded path (divergence no-unpadded-path): unpadded input runs the padded path")
-
-# What cannot run at all, by test function or parametrization name (conftest skips it with this reason).
-GATE_SKIPS = tables.gate_skips(
-    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)",
-    more={
-        "test_first_pass_matches_reference[unpadded]": _UNPADDED,
-        "test_draft_steps_match_reference[unpadded]": _UNPADDED,
-        "test_drafts_and_metadata_match_reference[unpadded]": _UNPADDED,
-    },
+# What it cannot run (sim.impls.features): a property using one is skipped with this reason.
+LACKS = tables.lacks(
+    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)", more=mrv2_loop.NO_UNPADDED
 )

@@ -1,7 +1,7 @@
 """tests/impls/vllm_ascend: vllm-ascend's proposer (0.23.0, or a checkout) against the core, run by ``tox -e vllm_ascend``.
 
 Elsewhere (``tox -e sim``) they skip with the reason; ``tox -e vllm_ascend`` passes ``--impl vllm_ascend``,
-so there a vllm-ascend that cannot be imported stops the session with the cause (conftest.py)."""
+so there a vllm-ascend that cannot be imported stops the session with the cause (tests/plugin.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,32 @@
+"""What a gate property uses of an implementation beyond its eager, padded loop.
+
+An implementation that cannot run a feature says so once, with the reason
+(``Implementation.lacks``); a property says which features it uses (the ``uses`` mark,
+tests/checks/modes.py); a property that runs the implementation under test and uses a feature
+it lacks is skipped with the implementation's reason. No test name is involved: renaming a
+property changes nothing an adapter declares, and an adapter's author need not know the gate's
+tests.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Feature(enum.Enum):
+    PIECEWISE_GRAPHS = "piecewise graphs"
+    FULL_GRAPHS = "full graphs"
+    UNPADDED = "the unpadded path (disable_padded_drafter_batch)"
+    UNPADDED_FULL_GRAPHS = "full graphs on the unpadded path"
+    HOST_SYNC_COUNT = "a count of the padded path's host syncs"
+
+
+GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)
+
+
+def used(features) -> frozenset[Feature]:
+    """``features`` with what their combination uses besides (unpadded with full graphs: the two together)."""
+    found = frozenset(features)
+    if {Feature.UNPADDED, Feature.FULL_GRAPHS} <= found:
+        found |= {Feature.UNPADDED_FULL_GRAPHS}
+    return found

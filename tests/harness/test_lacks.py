@@ -1,0 +1,95 @@
+"""What an implementation lacks: declared by feature, never by test name, and skipped with its reason
+where a property of the implementation uses it, on the devices the reason names."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from _pytest.outcomes import Skipped
+
+from sim.impls import Implementation, Skip
+from sim.impls.features import Feature, used
+from tests import plugin
+
+pytestmark = pytest.mark.order(0)
+
+IMPL = Implementation(
+    "example",
+    ops=None,
+    proposer_cls=object,
+    lacks={
+        Feature.FULL_GRAPHS: Skip("its graphs need an NPU", devices=("sim", "cuda")),
+        Feature.PIECEWISE_GRAPHS: "cannot run at all",
+        Feature.UNPADDED_FULL_GRAPHS: Skip("refused unpadded"),
+    },
+)
+
+
+@pytest.mark.parametrize(
+    "features, device, reason",
+    [
+        ({Feature.FULL_GRAPHS}, "sim", "lacks full graphs: its graphs need an NPU"),
+        ({Feature.FULL_GRAPHS}, "npu", None),
+        ({Feature.PIECEWISE_GRAPHS}, "npu", "lacks piecewise graphs: cannot run at all"),
+        ({Feature.UNPADDED}, "sim", None),
+        ({Feature.UNPADDED, Feature.FULL_GRAPHS}, "npu", "lacks full graphs on the unpadded path: refused unpadded"),
+        (set(), "sim", None),
+    ],
+)
+def test_a_lacking_feature_applies_on_the_devices_it_names_only(features, device, reason):
+    assert IMPL.lacking(features, device) == reason
+
+
+def test_unpadded_full_graphs_are_used_by_their_combination_only():
+    assert used({Feature.UNPADDED, Feature.FULL_GRAPHS}) == {
+        Feature.UNPADDED,
+        Feature.FULL_GRAPHS,
+        Feature.UNPADDED_FULL_GRAPHS,
+    }
+    assert used({Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}) == {Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}
+
+
+def _setup(fixtures: list[str], *features: Feature) -> str | None:
+    """The gate's setup of an item using ``features`` under ``IMPL`` on sim: the skip reason, or None."""
+    marks = [SimpleNamespace(args=features)] if features else []
+    item = SimpleNamespace(
+        config=SimpleNamespace(mtp_impl=IMPL, mtp_device=SimpleNamespace(name="sim")),
+        fixturenames=fixtures,
+        iter_markers=lambda name: marks if name == "uses" else [],
+    )
+    try:
+        plugin.pytest_runtest_setup(item)
+    except Skipped as skipped:
+        return skipped.msg
+    return None
+
+
+def test_a_property_of_the_implementation_skips_what_it_lacks_with_its_reason():
+    assert _setup(["device", "impl"], Feature.FULL_GRAPHS) == "example on sim: lacks full graphs: its graphs need an NPU"
+    assert _setup(["device", "impl"], Feature.UNPADDED) is None
+
+
+def test_a_test_of_the_core_alone_runs_whatever_the_implementation_lacks():
+    """The core's own tests in a graph mode (no ``impl`` fixture) are not the implementation's to skip."""
+    assert _setup(["device"], Feature.FULL_GRAPHS) is None
+
+
+ROOT = Path(__file__).resolve().parents[2]
+USERS = [ROOT / "tests" / "checks" / "modes.py", *sorted((ROOT / "tests" / "properties").glob("test_*.py"))]
+
+
+@pytest.mark.parametrize("feature", [f for f in Feature if f is not Feature.UNPADDED_FULL_GRAPHS])
+def test_every_feature_is_used_by_a_property(feature):
+    """A feature no property uses would let an adapter declare a lack that skips nothing (the
+    combination of unpadded and full graphs is used through ``used``)."""
+    assert any(f"Feature.{feature.name}" in path.read_text() for path in USERS), f"{feature} is used nowhere"
+
+
+@pytest.mark.parametrize("impl", ["vllm", "vllm_ascend", "vllm_ascend_0_13", "vllm_mrv2", "vllm_ascend_mrv2"])
+def test_every_built_in_adapter_declares_features_only(impl):
+    """The adapters' tables (importable without their upstream packages) name features, each with a reason."""
+    lacks = importlib.import_module(f"sim.impls.{impl}.divergences").LACKS
+    assert lacks and all(isinstance(f, Feature) and isinstance(s, Skip) and s.reason for f, s in lacks.items())

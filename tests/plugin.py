@@ -1,0 +1,221 @@
+"""The gate's pytest plugin: its options, hypothesis profiles, marks, fixtures and report.
+
+Options (group ``mtp-harness``): ``--device`` (sim, cuda, npu or an installed backend), ``--impl``
+(core or an adapter under ``mtp_harness.impls``), ``--divergences PATH`` (the implementation's own
+list of accepted divergences).
+
+Profiles (``--hypothesis-profile``): ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own
+ci profile with more examples, derandomized; chosen when ``CI`` is set), ``thorough``, ``mutate`` and
+``fuzz`` for ``tox -e mutate`` / ``tox -e fuzz``, and ``broken`` for tests that expect a failure.
+
+Marks: ``needs(capability)`` skips where the device lacks it; ``uses(feature)`` skips a property that
+runs the implementation under test where that implementation lacks the feature
+(``sim.impls.features``), with its reason; ``known_defect(id)`` marks the spec's strict expected
+failure on a known defect. ``order`` and ``xdist_group`` are registered so that environments without
+pytest-order or pytest-xdist still accept them. The gate's order (cheap, sensitive core properties
+first, meta-tests on broken variants last) is in the ``order`` marks of the test modules.
+
+What a session compared (drafts, steps, the values each divergence decided, the calls following each
+known defect or its spec) is summed by ``GateSession`` and printed at the end; a known defect the
+session saw only the spec followed for fails the session (``tests.checks.known_defects``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase
+
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
+def register_profiles() -> None:
+    """The gate's hypothesis profiles, the ``ci`` one loaded when ``CI`` is set, else ``dev``.
+
+    The example database keeps failures found by any run (a fuzz campaign included), which replay first
+    in the next; ``HYPOTHESIS_DATABASE_DIR`` moves it where CI caches it. The ci profile reads it but
+    never writes."""
+    db = DirectoryBasedExampleDatabase(os.environ.get("HYPOTHESIS_DATABASE_DIR", ".hypothesis/examples"))
+    common = {"print_blob": True, "suppress_health_check": _QUIET}
+    settings.register_profile("dev", max_examples=25, deadline=None, database=db, **common)
+    settings.register_profile(
+        "ci", parent=settings.get_profile("ci"), max_examples=200, database=ReadOnlyDatabase(db), **common
+    )
+    settings.register_profile("thorough", max_examples=2000, deadline=None, database=db, **common)
+    # mutation testing (tox -e mutate): the same few examples for every one of ~2000 mutants, nothing stored.
+    settings.register_profile(
+        "mutate", parent=settings.get_profile("dev"), max_examples=10, derandomize=True, database=None
+    )
+    # long campaigns (tox -e fuzz): HypoFuzz stores what it finds in the shared database.
+    settings.register_profile("fuzz", parent=settings.get_profile("dev"), database=db)
+    # tests that expect a failure: stop at the first one (tests/meta/test_broken_caught.py adds derandomize).
+    settings.register_profile(
+        "broken",
+        max_examples=300,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        report_multiple_bugs=False,
+        suppress_health_check=_QUIET,
+    )
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+register_profiles()  # before hypothesis' own plugin reads --hypothesis-profile
+
+MARKS = (
+    "needs(capability): run only on devices whose attribute `capability` is true (else skip, with the reason)",
+    "uses(feature): the implementation features (sim.impls.features) a property uses; "
+    "where the implementation under test lacks one, skip with its reason",
+    "order(n): position in the gate (pytest-order); ignored without it",
+    "known_defect(id): the spec's expected failure on a known defect",
+    "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)",
+)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("mtp-harness", "the MTP gate: device, implementation under test, its divergences")
+    group.addoption(
+        "--device",
+        default="sim",
+        help="device to run the proposer on: sim (CPU simulator, default), cuda, npu, or an installed backend",
+    )
+    group.addoption(
+        "--impl",
+        default="core",
+        help="implementation under test: core (default), or an adapter registered under mtp_harness.impls",
+    )
+    group.addoption(
+        "--divergences",
+        metavar="PATH",
+        help="the implementation's own list of accepted divergence ids (one per line); default: the harness's table",
+    )
+
+
+def pytest_configure(config):
+    from devices import DeviceUnavailable, load_device
+    from sim.impls import ImplementationUnavailable, load_implementation, read_divergence_list
+
+    for line in MARKS:
+        config.addinivalue_line("markers", line)
+    try:
+        config.mtp_device = load_device(config.getoption("--device"))
+        config.mtp_impl = load_implementation(config.getoption("--impl"))
+    except (DeviceUnavailable, ImplementationUnavailable) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    listed = config.getoption("--divergences")
+    if listed:
+        try:
+            ids = read_divergence_list(listed)  # id -> PATH:LINE
+        except OSError as exc:
+            raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
+        config.mtp_impl, unknown = config.mtp_impl.accepting(ids)
+        for entry in unknown:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"--divergences {listed}: {entry!r} matches no divergence of {config.mtp_impl.name}"
+                ),
+                stacklevel=2,
+            )
+    config.pluginmanager.register(GateSession(config), "mtp-gate-session")
+
+
+def pytest_report_header(config):
+    seed = config.getoption("hypothesis_seed", None)
+    impl, device = config.mtp_impl, config.mtp_device
+    lines = [
+        f"device: {device.describe()}, implementation under test: {impl.describe}",
+        f"hypothesis profile: {settings.get_current_profile_name()}, "
+        f"seed: {seed if seed is not None else 'random per test'}",
+    ]
+    in_force = impl.in_force(device.name)
+    if in_force:
+        lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
+    return lines
+
+
+def pytest_runtest_setup(item):
+    impl, device = item.config.mtp_impl, item.config.mtp_device
+    if "impl" in item.fixturenames:  # a property of the implementation under test
+        reason = impl.lacking({f for mark in item.iter_markers("uses") for f in mark.args}, device.name)
+        if reason:
+            pytest.skip(f"{impl.name} on {device.name}: {reason}")
+    for mark in item.iter_markers("needs"):
+        for capability in mark.args:
+            if not getattr(device, capability, False):
+                pytest.skip(f"device {device.name} lacks {capability}")
+
+
+class GateSession:
+    """What the session compared, summed from every test's report (on the controller under xdist: the
+    reports carry it), and the known defects it found fixed."""
+
+    def __init__(self, config):
+        self.config = config
+        self.compared: Counter = Counter()
+        self.fixed_reported: set[str] = set()  # the fixed lines a test's report already carries
+        self.fixed: list[str] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A test's compared values become its JUnit properties; a known defect's spec that passes
+        (XPASS strict) says what it means: the defect is fixed."""
+        report = yield
+        if call.when == "call":  # what this test compared (tests/checks/e2e_checks.py)
+            from tests.checks.e2e_checks import TALLY
+
+            item.user_properties.extend(sorted(TALLY.items()))
+            report.user_properties = list(item.user_properties)
+            TALLY.clear()
+        mark = item.get_closest_marker("known_defect")
+        if mark and report.when == "call" and report.failed and "XPASS(strict)" in str(report.longrepr):
+            from tests.checks.known_defects import fixed_line
+
+            defect = next(d for d in self.config.mtp_impl.divergences if d.id == mark.args[0])
+            report.longrepr = fixed_line(defect)
+        return report
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call":
+            self.compared.update({k: v for k, v in report.user_properties if isinstance(v, int)})
+            if report.failed and str(report.longrepr).startswith("fixed: "):
+                self.fixed_reported.add(str(report.longrepr))
+
+    def pytest_sessionfinish(self, session):
+        """A known defect the session saw only the spec followed for is fixed: the session fails."""
+        if hasattr(self.config, "workerinput"):
+            return  # a worker's share; the controller sums them
+        from tests.checks.known_defects import verdicts
+
+        impl, device = self.config.mtp_impl, self.config.mtp_device
+        self.fixed = verdicts(impl.defects(device.name), self.compared)
+        if self.fixed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        """A green run says what it compared; a session that found a known defect fixed says that last
+        (where its strict expected failure has not already said it)."""
+        if self.compared:
+            terminalreporter.section("compared with the reference")
+            for key, value in sorted(self.compared.items()):
+                terminalreporter.write_line(f"{key}: {value}")
+        fixed = [line for line in self.fixed if line not in self.fixed_reported]
+        if fixed:
+            terminalreporter.section("known defects fixed", red=True)
+            for line in fixed:
+                terminalreporter.write_line(line, red=True)
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig):
+    """The ``Device`` chosen with ``--device``."""
+    return pytestconfig.mtp_device
+
+
+@pytest.fixture(scope="session")
+def impl(pytestconfig):
+    """The ``Implementation`` chosen with ``--impl``."""
+    return pytestconfig.mtp_impl
