@@ -149,12 +149,10 @@ def _serve(scenario: Scenario, device, impl, ops=None, check: bool = True, label
         return run_scenario(
             scenario,
             device,
-            ops=ops or impl.ops,
+            impl,
+            ops=ops,
             check=check,
             stop_at_first_mismatch=False,
-            proposer_cls=impl.proposer_cls,
-            rules=impl.rules,
-            divergences=[d for d in impl.in_force(device.name) if d.rule],
             count_syncs=True,
             on_iteration=lambda _report, sim, _proposer: bar.update(task, completed=sim.finished),
         )

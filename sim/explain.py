@@ -38,14 +38,7 @@ class Explanation:
 
 
 def _run(impl: Implementation, scenario: Scenario, device, rules, stop: bool = True) -> RunReport:
-    return run_scenario(
-        scenario,
-        device,
-        ops=impl.ops,
-        proposer_cls=impl.proposer_cls,
-        rules=rules,
-        stop_at_first_mismatch=stop,
-    )
+    return run_scenario(scenario, device, impl, rules=rules, stop_at_first_mismatch=stop)
 
 
 def smallest_case(impl: Implementation, divergence: Divergence, device, k: int = 3) -> Scenario | None:

@@ -18,12 +18,20 @@ first, meta-tests on broken variants last) is in the ``order`` marks of the test
 What a session compared (drafts, steps, the values each divergence decided, the calls following each
 known defect or its spec) is summed by ``GateSession`` and printed at the end; a known defect the
 session saw only the spec followed for fails the session (``tests.checks.known_defects``).
+
+The first failure ends the session under ``-x`` (``FirstFailureStops``): pytest-xdist stops each worker
+after its current test, which for a property can be minutes of examples, or of shrinking a second
+failure; here the other workers' properties stop at their next example, skipped with the test that
+failed first named (and, where one had found a failure of its own, the command that replays it).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -121,6 +129,8 @@ def pytest_configure(config):
                 stacklevel=2,
             )
     config.pluginmanager.register(GateSession(config), "mtp-gate-session")
+    if config.option.maxfail:
+        config.pluginmanager.register(FirstFailureStops(config), "mtp-first-failure-stops")
 
 
 def pytest_report_header(config):
@@ -207,6 +217,71 @@ class GateSession:
             terminalreporter.section("known defects fixed", red=True)
             for line in fixed:
                 terminalreporter.write_line(line, red=True)
+
+
+class FirstFailureStops:
+    """Under ``-x`` (``--maxfail``): once the session has as many failures as it allows, the properties
+    still running on other workers stop at their next example (skipped, naming the failure that ended
+    the session). The controller writes the failed test's id to a file its workers watch."""
+
+    def __init__(self, config):
+        self.config, self.failures = config, 0
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is None:  # the controller (or a session without workers)
+            handle, path = tempfile.mkstemp(prefix="mtp_harness_stop_")
+            os.close(handle)
+            self.flag = Path(path)
+            self.flag.write_text("")
+        else:
+            self.flag = Path(workerinput["mtp_stop_file"])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        node.workerinput["mtp_stop_file"] = str(self.flag)
+
+    def pytest_runtest_logreport(self, report):
+        if hasattr(self.config, "workerinput") or not report.failed:
+            return
+        self.failures += 1
+        if self.failures >= self.config.option.maxfail and not self.flag.read_text():
+            self.flag.write_text(report.nodeid)
+
+    def _stopped_by(self) -> str:
+        try:
+            return self.flag.read_text()
+        except FileNotFoundError:  # the controller has ended the session and removed it
+            return "a test on another worker"
+
+    def pytest_runtest_setup(self, item):
+        first = self._stopped_by()
+        if first:
+            pytest.skip(f"stopped: {first} failed first, and -x ends the session")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item):
+        hypothesis = getattr(getattr(item, "obj", None), "hypothesis", None)
+        if hypothesis is None or getattr(hypothesis.inner_test, "_mtp_stops", False):
+            return
+        inner, failed = hypothesis.inner_test, []
+
+        @functools.wraps(inner)
+        def stopping(*args, **kwargs):
+            first = self._stopped_by()
+            if first:
+                found = f"; it had found a failure of its own: replay with `pytest {item.nodeid}`" if failed else ""
+                pytest.skip(f"stopped: {first} failed first, and -x ends the session{found}")
+            try:
+                return inner(*args, **kwargs)
+            except Exception:
+                failed.append(True)
+                raise
+
+        stopping._mtp_stops = True
+        hypothesis.inner_test = stopping
+
+    def pytest_unconfigure(self, config):
+        if not hasattr(config, "workerinput"):
+            self.flag.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

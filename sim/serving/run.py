@@ -13,24 +13,13 @@ from mtp.proposer import MtpProposer
 from sim.models.paged_attention import PagedKvCache
 from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
-from sim.oracle.compare import (
-    MARGIN_TOLERANCE,
-    KvBefore,
-    Mismatch,
-    compare_iteration_drafts,
-    compare_trace,
-    first_pass_slots,
-    misplaced_writes,
-)
+from sim.oracle.compare import Mismatch
 from sim.oracle.coverage import features
-from sim.oracle.defect_drafts import is_modelled
-from sim.oracle.governed import decides, governed_values
 from sim.oracle.rules import CORE, Rules
 from sim.serving.acceptance import reference_drafter
+from sim.serving.checker import RunChecker
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import ServingSim
-
-SPEC, DEFECT = "spec", "defect"  # what a call followed where a known defect decides a value
 
 
 @dataclass
@@ -54,7 +43,7 @@ class RunReport:
     mismatches: list[Mismatch] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
     # (known defect id, SPEC or DEFECT) -> calls that followed the spec for it, or the defect, where it
-    # decides a value attention is given (CallCheck.against)
+    # decides a value attention is given (sim.serving.checker.CallCheck.against)
     followed: Counter = field(default_factory=Counter)
 
     @property
@@ -87,24 +76,30 @@ def build_models(scenario: Scenario, device: torch.device, poison_kv: bool = Tru
 def run_scenario(
     scenario: Scenario,
     device,
+    impl=None,
+    *,
     ops: CoreOps | None = None,
+    proposer_cls=None,
+    rules: Rules | None = None,
     check: bool = True,
     stop_at_first_mismatch: bool = True,
     poison_kv: bool = True,
-    proposer_cls=None,
     on_iteration=None,
-    rules: Rules = CORE,
     count_syncs: bool = False,
-    divergences=(),
 ) -> RunReport:
-    """Serve ``scenario`` on ``device``; with ``check``, compare every call with the reference
-    (under ``rules``: the implementation's documented divergences; ``divergences``, each with an
-    ``id`` and the ``rule`` fields modelling it, get the count of values they decided).
+    """Serve ``scenario`` on ``device`` with ``impl`` (an ``Implementation``: its ops, proposer class,
+    rules and divergences; None: the core); with ``check``, compare every call with the reference
+    under its rules (``RunChecker``). ``ops``, ``proposer_cls`` and ``rules`` replace the
+    implementation's for this run (a broken variant, a wrapped proposer, the spec for a defect).
 
     ``count_syncs`` counts the host syncs of every propose call into ``host_syncs`` (the CLI's
     report). It is off by default: watching every torch op makes a run about twice as slow, and
     the gate checks syncs on single calls instead (tests/checks/core_checks.py).
     """
+    ops = ops if ops is not None else getattr(impl, "ops", None)
+    proposer_cls = proposer_cls or getattr(impl, "proposer_cls", MtpProposer)
+    rules = rules if rules is not None else getattr(impl, "rules", CORE)
+    divergences = [d for d in impl.in_force(device.name) if d.rule] if impl is not None else []
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check or scenario.accept == "reference" else None
@@ -113,14 +108,15 @@ def run_scenario(
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
-    proposer = (proposer_cls or MtpProposer)(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
+    proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
+    checker = None
     if check:
         proposer.record(True)
+        checker = RunChecker(scenario, model, ref_model, target, rules, divergences, proposer.hidden_dtype)
     report = RunReport(scenario)
-    tol = MARGIN_TOLERANCE[proposer.hidden_dtype]
-    defect_model = check and (is_modelled(rules, scenario.padded) or _any_alternative_modelled(rules, scenario.padded))
-    kv = _KvWatch(model.cache) if defect_model else None
-    for iteration, drafts, syncs in serve(sim, proposer, device, scenario, count_syncs, kv and kv.before_propose):
+    for iteration, drafts, syncs in serve(
+        sim, proposer, device, scenario, count_syncs, checker and checker.before_propose
+    ):
         if syncs is not None:
             report.host_syncs.update(syncs.counts)
         report.drafts.append(drafts)
@@ -131,114 +127,14 @@ def run_scenario(
             for p in range(1, verified + 1):
                 report.verified[p] += 1
                 report.accepted[p] += p <= accepted
-        if check:
-            call = CallCheck(iteration, drafts, proposer, ref_model, target, scenario, tol, kv and kv.state)
-            followed, got, mismatches = call.against(rules)
-            report.mismatches += mismatches
-            report.followed.update(followed)
-            report.steps_compared += len(proposer.trace)
-            for d in divergences:
-                report.governed[d.id] += governed_values(
-                    iteration.case, scenario.padded, followed_rules(rules, followed), d.rule
-                )
-            report.drafts_compared += got.compared
-            report.drafts_ambiguous += got.ambiguous
-            report.drafts_undefined += got.undefined
-            report.drafts_compared_at.update(got.compared_at)
-            if kv:
-                kv.after_call(iteration.case, scenario.padded, followed_rules(rules, followed))
+        if checker:
+            checker.check(iteration, drafts, proposer, report)
         if on_iteration:
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished
     return report
-
-
-def _any_alternative_modelled(rules: Rules, padded: bool) -> bool:
-    return any(is_modelled(alt, padded) for _, alt in rules.alternatives([d for d, _ in rules.defects]))
-
-
-def followed_rules(rules: Rules, followed: Counter) -> Rules:
-    """``rules`` with the defects a call followed the spec for no longer modelled."""
-    return _without(rules, {defect for defect, what in followed if what == SPEC})
-
-
-def _without(rules: Rules, defects) -> Rules:
-    for defect in defects:
-        rules = rules.without(defect)
-    return rules
-
-
-class CallCheck:
-    """One propose call against the reference: its metadata (the trace of what attention and the model
-    were given) and its drafts, under an implementation's rules, where a known defect is an alternative
-    to the spec, never the expectation (``Rules.defects``)."""
-
-    def __init__(self, iteration, drafts, proposer, ref_model, target, scenario, tolerance, kv):
-        self.iteration, self.drafts, self.ref_model, self.target = iteration, drafts, ref_model, target
-        self.scenario, self.tolerance, self.kv = scenario, tolerance, kv
-        self.trace, self.captured = proposer.trace, proposer.captured_sizes()
-
-    def metadata(self, rules: Rules) -> list[Mismatch]:
-        it = self.iteration
-        return compare_trace(it.index, it.case, self.scenario.padded, self.trace, self.captured, rules)
-
-    def compared(self, rules: Rules):
-        got = compare_iteration_drafts(
-            self.iteration, self.drafts, self.ref_model, self.target, self.scenario, self.tolerance, rules, self.kv
-        )
-        return got, self.metadata(rules) + got.mismatches
-
-    def against(self, rules: Rules) -> tuple[Counter, object, list[Mismatch]]:
-        """(what the call followed: (defect id, SPEC or DEFECT) -> 1, the drafts' comparison, mismatches).
-
-        A call that matches ``rules`` followed each defect that decides a value it hands attention
-        (where the spec's metadata differs from the defect's); one that does not is compared under the
-        alternatives (the spec for each such defect, then for all of them); if none matches, the
-        mismatches name what each alternative expected, so a half fix reads as one."""
-        case, padded = self.iteration.case, self.scenario.padded
-        deciding = [d for d, fields in rules.defects if decides(case, padded, rules, fields, longest=False)]
-        got, mismatches = self.compared(rules)
-        if not mismatches:
-            return Counter({(d, DEFECT): 1 for d in deciding if self.metadata(rules.without(d))}), got, mismatches
-        tried = [("the defects modelled", got, mismatches)]
-        for fixed, alternative in rules.alternatives(deciding):
-            alt_got, alt_mismatches = self.compared(alternative)
-            if not alt_mismatches:
-                # Credited: each defect taken as fixed whose own values would have shown (with the others
-                # fixed, its rule restored differs), and each other deciding defect whose spec differs.
-                spec = [d for d in fixed if len(fixed) == 1 or self.metadata(_without(rules, set(fixed) - {d}))]
-                held = [d for d in deciding if d not in fixed and self.metadata(alternative.without(d))]
-                return Counter({**{(d, SPEC): 1 for d in spec}, **{(d, DEFECT): 1 for d in held}}), alt_got, []
-            tried.append(("the spec for " + ", ".join(fixed), alt_got, alt_mismatches))
-        if len(tried) == 1:
-            return Counter(), got, mismatches
-        # Nothing matches: the nearest expectation's mismatches, then what each other one wanted first.
-        tried.sort(key=lambda t: len(t[2]))
-        (label, got, mismatches), others = tried[0], tried[1:]
-        named = [m._replace(what=f"{m.what} (under {label})") for m in mismatches]
-        named += [m._replace(what=f"{m.what} (under {other})", also=True) for other, _, ms in others for m in ms[:1]]
-        return Counter(), got, named
-
-
-class _KvWatch:
-    """The paged cache as the defect model reads it (``sim.oracle.defect_drafts``): a copy taken before
-    each propose call, and the slots earlier calls' misplaced writes left clobbered (from the rules'
-    slots, never from the proposer's trace)."""
-
-    def __init__(self, cache):
-        self.cache = cache
-        self.clobbered: frozenset[int] = frozenset()
-        self.state: KvBefore | None = None
-
-    def before_propose(self, _iteration) -> None:
-        k, v = self.cache.k.detach().cpu().clone(), self.cache.v.detach().cpu().clone()
-        self.state = KvBefore(k, v, self.clobbered)
-
-    def after_call(self, case, padded: bool, rules: Rules) -> None:
-        rewritten = first_pass_slots(case, padded, rules)
-        self.clobbered = frozenset((self.clobbered - rewritten) | misplaced_writes(case, padded, rules))
 
 
 def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False, before_propose=None):

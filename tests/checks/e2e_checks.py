@@ -10,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 from sim.oracle.cases import to_batch
-from sim.oracle.rules import CORE
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
@@ -36,19 +35,13 @@ def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
 
 
 def check_scenario(
-    scenario,
-    device,
-    name: str,
-    ops=None,
-    proposer_cls=None,
-    rules=CORE,
-    impl: str = "core",
-    replay_args: str = "",
-    divergences=(),
+    scenario, device, name: str, impl=None, *, ops=None, proposer_cls=None, rules=None, replay_args: str = ""
 ):
-    """``replay_args``: what the replay command needs besides the device, ops and impl (``--pcp 1 ...``).
-    ``divergences``: the implementation's, each counted for the values its rule decided."""
-    report = run_scenario(scenario, device, ops=ops, proposer_cls=proposer_cls, rules=rules, divergences=divergences)
+    """``scenario`` served by ``impl`` (an ``Implementation``; None: the core) equals the reference under
+    its rules, every divergence counted for the values its rule decided (``sim.serving.run.run_scenario``:
+    ``ops``, ``proposer_cls`` and ``rules`` replace the implementation's). ``replay_args``: what the replay
+    command needs besides the device, ops and impl (``--pcp 1 ...``)."""
+    report = run_scenario(scenario, device, impl, ops=ops, proposer_cls=proposer_cls, rules=rules)
     TALLY.update({"drafts compared": report.drafts_compared, "steps compared": report.steps_compared})
     TALLY.update({"near ties": report.drafts_ambiguous, "drafts undefined": report.drafts_undefined})
     TALLY.update({f"values decided by {d}": n for d, n in report.governed.items()})
@@ -58,24 +51,14 @@ def check_scenario(
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])
-        replay = replay_command(path, device, ops, impl) + replay_args
+        replay = replay_command(path, device, ops, impl.name if impl else "core") + replay_args
         raise AssertionError(f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay}")
     return report
 
 
 def check_implementation(impl, scenario, device, name: str, rules=None):
-    """``check_scenario`` on the implementation under test: its ops, proposer, rules (or ``rules``) and
-    divergences."""
-    return check_scenario(
-        scenario,
-        device,
-        name,
-        ops=impl.ops,
-        proposer_cls=impl.proposer_cls,
-        rules=impl.rules if rules is None else rules,
-        impl=impl.name,
-        divergences=[d for d in impl.in_force(device.name) if d.rule],
-    )
+    """``check_scenario`` on the implementation under test (``rules``: in place of its own)."""
+    return check_scenario(scenario, device, name, impl, rules=rules)
 
 
 def check_dummy_run_matches_propose(device, proposer_cls) -> None:

@@ -2,7 +2,7 @@
 
 A known defect is an alternative to the spec, never the expectation: every serving run records,
 per call, whether it followed the spec or the defect where the defect decides a value attention is
-given (``sim.serving.run.CallCheck``), and the differential suites' pins record what they saw
+given (``sim.serving.checker.CallCheck``), and the differential suites' pins record what they saw
 (``pin``). Over the session (summed on the controller under xdist, from each test's JUnit
 properties), a defect that only the spec was seen following is fixed; one seen following both is
 partly fixed. Either ends the session with one line naming the place of the list the id came from,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sim.serving.run import DEFECT, SPEC
+from sim.serving.checker import DEFECT, SPEC
 from tests.checks.e2e_checks import TALLY, followed_key
 
 

@@ -25,7 +25,7 @@ from hypothesis import event, given, reject
 
 from sim.oracle import compare
 from sim.oracle.rules import CORE, Rules
-from sim.serving import run
+from sim.serving import checker
 from sim.serving.run import run_scenario
 from sim.serving.scenario import default_scenario
 from tests.checks.example_budget import share
@@ -94,7 +94,7 @@ def test_broken_core_drafts_what_the_plus_one_model_says(device, padded, scenari
 @given(scenario=scenarios())
 def test_the_model_under_the_core_rules_is_the_reference(device, padded, scenario):
     """Forced on where no defect is, the model reads the dense prefix and the call's own drafts only."""
-    forced = (mock.patch.object(module, "is_modelled", lambda rules, padded: True) for module in (compare, run))
+    forced = (mock.patch.object(module, "is_modelled", lambda rules, padded: True) for module in (compare, checker))
     with contextlib.ExitStack() as stack:
         for patch in forced:
             stack.enter_context(patch)

@@ -68,7 +68,9 @@ def _setup(fixtures: list[str], *features: Feature) -> str | None:
 
 
 def test_a_property_of_the_implementation_skips_what_it_lacks_with_its_reason():
-    assert _setup(["device", "impl"], Feature.FULL_GRAPHS) == "example on sim: lacks full graphs: its graphs need an NPU"
+    assert (
+        _setup(["device", "impl"], Feature.FULL_GRAPHS) == "example on sim: lacks full graphs: its graphs need an NPU"
+    )
     assert _setup(["device", "impl"], Feature.UNPADDED) is None
 
 

@@ -10,6 +10,7 @@
   share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
 - ``skip_unless_present``: a fix variant applies only where the checkout under test has the defect.
 - ``fix_method``, ``session_plugin``: a fix applied to a proposer's class, in a test or for a session.
+- ``defining_class``: the class of a proposer's MRO that defines a method, where a fix or a break goes.
 - ``assert_max_query_len_fix_holds``: the in-process check of the shared ``max_query_len`` fix.
 """
 
@@ -55,7 +56,7 @@ def skip_unless_present(defect: str, report) -> None:
     """Skip, naming why, where the implementation under test no longer has ``defect`` (a checkout that
     fixed it): ``report``, a serving run under rules that model it, never followed the defect. A fix
     variant on top of a fixed implementation would fix it twice."""
-    from sim.serving.run import DEFECT
+    from sim.serving.checker import DEFECT
 
     if not report.followed[(defect, DEFECT)]:
         pytest.skip(f"{defect}: the implementation under test does not have it (its runs follow the spec)")
@@ -64,13 +65,16 @@ def skip_unless_present(defect: str, report) -> None:
 def fix_method(fixes: dict, env: str, what: str, name: str, proposer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Apply the fix ``name`` of ``fixes`` (name -> (defect, method, fix)) to the class of ``proposer``
     that defines the method; an unknown name is a usage error naming ``env`` and the names known."""
-    from tests.impls.vllm_ascend.method_breaks import defining_class
-
     if name not in fixes:
         raise pytest.UsageError(f"{env}={name!r}: not a fixed {what}; known: {', '.join(fixes)}")
     _, method, fixing = fixes[name]
     cls = defining_class(proposer, method)
     monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
+
+
+def defining_class(proposer, method: str) -> type:
+    """The class of ``proposer``'s MRO that defines ``method`` (where a fix or a break of it must go)."""
+    return next(c for c in type(proposer).__mro__ if method in vars(c))
 
 
 def session_plugin(env: str, apply):

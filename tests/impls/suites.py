@@ -11,7 +11,9 @@ and the adapter's prepared call of one case), ``assert_next_tokens_match_core``,
 ``assert_first_pass_matches_core``, ``assert_stale_last_row`` (divergence ``stale-last-row``, pinned
 by every adapter whose shift leaves the last row unwritten), ``assert_caller_slot_mapping_compacted``
 (``slot-mapping-in-place``), ``assert_steps_match`` (step 4 against a hand-stated rule and the core)
-and ``assert_gate_fails`` (a broken upstream method fails the gate's check), ``assert_backup_token``
+and ``assert_gate_fails`` (a broken upstream method fails the gate's check),
+``assert_every_variant_caught`` (each break of a suite's ``*_breaks.py`` is exercised by a test of the
+suite, read off the tests without running them), ``assert_backup_token``
 (divergence ``backup-token`` of vLLM-based step 1), and the MRV2 speculators' pins of the
 divergences vllm-ascend's inherits from vLLM's (``assert_unpadded_runs_the_padded_path``,
 ``assert_last_sampled_taken_unfiltered``, ``assert_unsampled_row_rejected``,
@@ -21,7 +23,12 @@ a ``def test_...`` in its own suite (tests/harness/test_divergence_tables.py fin
 
 from __future__ import annotations
 
+import fnmatch
 import functools
+import importlib
+import inspect
+import pkgutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +229,97 @@ def assert_gate_fails(ops, check, rules, device, padded: bool, match: str | None
 
     with pytest.raises(AssertionError, match=match):
         gate()
+
+
+def assert_every_variant_caught(suite: str, registry: dict | None = None, shared=()) -> None:
+    """Every broken variant of the suite ``suite`` (``tests.impls.NAME``) is exercised by a test of it,
+    so that no check loses its teeth on the implementation unseen, as ``tests/meta/test_every_variant_caught.py``
+    holds for the core's variants. Read off the tests without running any.
+
+    A variant is a public function or class defined in one of the suite's ``*_breaks.py`` modules, or one
+    of ``shared`` (breaks several suites run: a module, for all it defines, or one function or class). A
+    test of the suite (``test_*.py``) exercises one when it names it: among its parametrize values, or in
+    its code (that of the functions nested in it and of the module's helpers it calls included), by name
+    or as an attribute of a module it names, or by its name in ``registry`` (``broken_gate.VARIANTS``:
+    name -> a tuple holding the break), as a constant or a parametrize value. A factory of breaks
+    (``host_mirror_not_advanced(field)``) is one variant, whatever its arguments.
+    """
+    package = importlib.import_module(suite)
+    variants = set(_defined([*_modules(package, "*_breaks"), *(s for s in shared if inspect.ismodule(s))]))
+    variants |= {s for s in shared if not inspect.ismodule(s)}
+    assert variants, f"no broken variant found in {suite}: is its *_breaks.py read?"
+    named = set()
+    for module in _modules(package, "test_*"):
+        if module.__name__.rsplit(".", 1)[1] != "test_every_variant_caught":
+            named |= _named_by_tests(module)
+    for name in [n for n in named if isinstance(n, str) and n in (registry or {})]:
+        named.update(item for item in registry[name] if callable(item))
+    exercised = {_maker(obj) for obj in named if inspect.isfunction(obj) or inspect.isclass(obj)}
+    uncaught = sorted(f"{v.__module__}:{v.__qualname__}" for v in variants - exercised)
+    assert not uncaught, f"broken variants no test of {suite} exercises: {uncaught}"
+
+
+def _modules(package, pattern: str):
+    """The modules of ``package`` whose names match ``pattern`` (``fnmatch``)."""
+    for info in pkgutil.iter_modules(package.__path__):
+        if fnmatch.fnmatchcase(info.name, pattern):
+            yield importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def _defined(modules):
+    """The public functions and classes the ``modules`` define."""
+    for module in modules:
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)):
+                if obj.__module__ == module.__name__:
+                    yield obj
+
+
+def _maker(obj):
+    """The module-level function or class ``obj`` is, or was made by (a factory's ``breaking``: the factory)."""
+    module = sys.modules.get(obj.__module__)
+    return vars(module).get(obj.__qualname__.split(".")[0], obj) if module else obj
+
+
+def _named_by_tests(module) -> set:
+    """The functions, classes and strings the tests of ``module`` name (see ``assert_every_variant_caught``)."""
+    named, seen = set(), set()
+    todo = [fn for name, fn in vars(module).items() if name.startswith("test") and inspect.isfunction(fn)]
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        for mark in getattr(fn, "pytestmark", []):
+            if mark.name == "parametrize":
+                for value in mark.args[1]:
+                    named.update(_param_values(value))
+        fn = getattr(getattr(fn, "hypothesis", None), "inner_test", fn)  # a @given test's own body
+        for code in _codes(fn.__code__):
+            objects = [fn.__globals__[n] for n in code.co_names if n in fn.__globals__]
+            objects += [vars(m)[n] for m in objects if inspect.ismodule(m) for n in code.co_names if n in vars(m)]
+            named.update(o for o in objects if inspect.isfunction(o) or inspect.isclass(o))
+            named.update(c for c in code.co_consts if isinstance(c, str))
+            todo += [o for o in objects if inspect.isfunction(o) and o.__module__ == module.__name__]
+    return named
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            yield from _codes(const)
+
+
+def _param_values(value):
+    """The functions, classes and strings inside one parametrize value (a tuple of arguments, or a ``pytest.param``)."""
+    if isinstance(value, type(pytest.param(None))):
+        value = value.values
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _param_values(item)
+    elif isinstance(value, str) or inspect.isfunction(value) or inspect.isclass(value):
+        yield value
 
 
 def assert_every_host_read_made(ops, host_reads) -> None:

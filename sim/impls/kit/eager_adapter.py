@@ -1,7 +1,8 @@
 """What every adapter around another project's proposer shares: ``MtpProposer``'s face, eager only.
 
 The serving simulation and the gate build a proposer as ``cls(cfg, model,
-device, ops=, mode=)`` and read it through ``mtp.trace.ProposerUnderTest``
+device, ops=, mode=)`` (an adapter takes ``ops`` for that signature and drops it: the adapted
+proposer prepares its own inputs, as its runner does) and read it through ``mtp.trace.ProposerUnderTest``
 (its trace, captured sizes and hidden dtype; the tests also read
 ``logits_calls``), moving drafts to the host with ``drafts_to_host``. An adapter
 subclasses ``EagerAdapter``, sets ``self.model`` (its recording draft model) and
@@ -23,21 +24,17 @@ from mtp.validate import validate_batch, validate_sampled
 
 
 class EagerAdapter:
-    """``MtpProposer``'s constructor, trace and host copy, for a proposer that runs eagerly only.
-
-    ``ops`` is accepted for the signature and unused: the adapted proposer
-    prepares its own inputs, as its runner does.
-    """
+    """``MtpProposer``'s constructor, trace and host copy, for a proposer that runs eagerly only."""
 
     label = "this adapter"
     graphs_need = "an accelerator"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
+    def __init__(self, cfg: ProposerConfig, model, device, mode="eager"):
         if str(getattr(mode, "value", mode)) != "eager":
             raise ValueError(f"mode={mode!r}: {self.label} runs eagerly only (its graphs need {self.graphs_need})")
         if model.hidden_size != cfg.hidden_size:
             raise ValueError(f"model.hidden_size={model.hidden_size!r}: config says {cfg.hidden_size}")
-        self.cfg, self.device, self.ops = cfg, device, ops
+        self.cfg, self.device = cfg, device
         self.trace = None
         self.logits_calls = 0
 

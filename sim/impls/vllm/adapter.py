@@ -33,7 +33,7 @@ from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm import divergences
 
 
-def _proposer(cfg: ProposerConfig, padded: bool = True):
+def _proposer(cfg: ProposerConfig):
     return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
 
 
@@ -65,9 +65,12 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
 class VllmOps(HelperOps):
     """Steps 1-4 by vLLM's functions; validation and the step wiring are the core's."""
 
-    helpers = staticmethod(_proposer)
     step_one = staticmethod(next_tokens)
     steps_two_three = staticmethod(prepare_inputs)
+
+    def helpers(self, cfg: ProposerConfig, padded: bool):
+        """The shared proposer, one for either mode: vLLM's helpers take the mode per call."""
+        return _proposer(cfg)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vLLM's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
@@ -102,7 +105,7 @@ class VllmProposer(EagerAdapter):
     label, graphs_need = "the vLLM adapter", "a GPU (CUDA graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
-        super().__init__(cfg, model, device, ops, mode)
+        super().__init__(cfg, model, device, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = SnapshotAttnGroup()
         start_fresh(_proposer(cfg))  # a serving run starts where a newly built vLLM proposer would

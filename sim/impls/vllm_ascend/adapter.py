@@ -45,7 +45,7 @@ from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
-def _proposer(cfg: ProposerConfig, padded: bool = True):
+def _proposer(cfg: ProposerConfig):
     return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
 
 
@@ -75,9 +75,12 @@ class AscendOps(HelperOps):
     divergence padded-seq-lens-not-lowered)."""
 
     accepted_field = "seq_lens"
-    helpers = staticmethod(_proposer)
     step_one = staticmethod(next_tokens)
     steps_two_three = staticmethod(prepare_inputs)
+
+    def helpers(self, cfg: ProposerConfig, padded: bool):
+        """The shared proposer, one for either mode: vllm-ascend's helpers take the mode per call."""
+        return _proposer(cfg)
 
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         """vllm-ascend's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
@@ -154,7 +157,7 @@ class AscendProposer(EagerAdapter):
             raise ValueError(f"mode='piecewise': {divergences.PIECEWISE}")
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
-        super().__init__(cfg, model, device, ops, "eager" if self.mode == "full" else mode)
+        super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model)
         start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built

@@ -146,7 +146,7 @@ class Ascend013Proposer(EagerAdapter):
     label, graphs_need = "the vllm-ascend 0.13 adapter", "an NPU (ACL graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True):
-        super().__init__(cfg, model, device, ops, mode)
+        super().__init__(cfg, model, device, mode)
         self.triton = triton
         self.model = MlaTinyMtp(model)
         start_fresh(_proposer(cfg))  # one 0.13 proposer serves every run: each starts from its state as built

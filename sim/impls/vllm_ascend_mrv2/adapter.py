@@ -182,7 +182,7 @@ class AscendMrv2Proposer(EagerAdapter):
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
-        super().__init__(cfg, model, device, ops, mode)
+        super().__init__(cfg, model, device, mode)
         self.model = AscendMrv2TinyMtp(model)
         self.group = AscendMetadataGroup()
         mrv2_runner.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on new buffers

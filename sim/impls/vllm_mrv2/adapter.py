@@ -83,7 +83,7 @@ class Mrv2Proposer(EagerAdapter):
     label, graphs_need = "the vLLM MRV2 adapter", "a GPU (CUDA graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
-        super().__init__(cfg, model, device, ops, mode)
+        super().__init__(cfg, model, device, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = RecordingAttnGroup()
         build.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on a new speculator's buffers

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sim.impls.vllm.adapter import VllmOps
 from sim.oracle.cases import BatchCase, slot_of
 from tests.impls import suites
-from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
 VLLM = VllmOps()
 

@@ -9,7 +9,7 @@ from hypothesis import given
 
 from sim.impls.kit import vllm_interop as interop
 from sim.oracle.cases import to_batch
-from tests.impls.vllm.cases import CPU
+from tests.impls.suites import CPU
 from tests.strategies.batches import batch_cases
 
 

@@ -11,7 +11,8 @@ from sim.impls.kit.vllm_eagle import configured, eagle_proposer
 from sim.oracle.cases import to_batch
 from tests.checks.known_defects import pin
 from tests.impls import suites
-from tests.impls.vllm.cases import CPU, VLLM, both
+from tests.impls.suites import CPU
+from tests.impls.vllm.cases import VLLM, both
 from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "accepted_seq_lens", "slot_mapping", "sample_indices")

@@ -21,7 +21,8 @@ from sim.oracle.compare import MARGIN_TOLERANCE, compare_iteration_drafts
 from sim.serving.run import build_models, serve
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
-from tests.impls.vllm.cases import CPU, vllm_step_expected
+from tests.impls.suites import CPU
+from tests.impls.vllm.cases import vllm_step_expected
 from tests.strategies.scenarios import scenarios
 
 

@@ -10,7 +10,8 @@ from sim.impls.kit import vllm_interop as interop
 from sim.impls.kit.vllm_eagle import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites
-from tests.impls.vllm.cases import CORE, CPU, VLLM
+from tests.impls.suites import CORE, CPU
+from tests.impls.vllm.cases import VLLM
 from tests.strategies.batches import batch_cases
 
 

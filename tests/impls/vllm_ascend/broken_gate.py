@@ -95,7 +95,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend; known: {', '.join(known)}")
     if name in FIXES:
         for target, fixing in FIXES[name][1]:
-            cls = method.defining_class(configured(2, 16, 64, 8), target)
+            cls = shared.defining_class(configured(2, 16, 64, 8), target)
             monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
         return
     target, breaking = known[name]
@@ -110,7 +110,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
         monkeypatch.setattr(module, "prepare_inputs_padded_kernel", breaking(module.prepare_inputs_padded_kernel))
         return
-    cls = method.defining_class(configured(2, 16, 64, 8), target)
+    cls = shared.defining_class(configured(2, 16, 64, 8), target)
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
 
 

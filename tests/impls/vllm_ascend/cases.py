@@ -5,7 +5,6 @@ from __future__ import annotations
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.oracle.cases import BatchCase
 from tests.impls import suites
-from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
 ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
 

@@ -92,8 +92,3 @@ def outputs_swapped(original):
         return original(self, hidden_states, positions, last_hidden_states)
 
     return broken
-
-
-def defining_class(proposer, method: str) -> type:
-    """The class of ``proposer``'s MRO that defines ``method`` (where a break must go)."""
-    return next(c for c in type(proposer).__mro__ if method in vars(c))

@@ -20,7 +20,8 @@ import pytest
 from sim.impls.divergence import spec_for
 from sim.impls.kit.metadata_checks import MetadataMismatch
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
-from sim.serving.run import DEFECT, SPEC, run_scenario
+from sim.serving.checker import DEFECT, SPEC
+from sim.serving.run import run_scenario
 from tests.impls.fixes import assert_max_query_len_fix_holds, skip_unless_present
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import TYPICAL
@@ -39,7 +40,7 @@ def _unchanged_vllm_ascend():
 
 
 def _run(scenario, impl, device, rules=RULES):
-    return run_scenario(scenario, device, impl.ops, proposer_cls=impl.proposer_cls, rules=rules)
+    return run_scenario(scenario, device, impl, rules=rules)
 
 
 def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):

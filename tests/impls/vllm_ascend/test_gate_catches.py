@@ -18,6 +18,7 @@ from sim.impls.vllm_ascend.divergences import HOST_READS, RULES
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.impls.broken_kernels import FirstLapOnly
+from tests.impls.fixes import defining_class
 from tests.impls.suites import (
     assert_gate_fails,
     assert_serving_runs_fail,
@@ -25,7 +26,6 @@ from tests.impls.suites import (
     later_steps_fed_rolled_hidden_rows,
 )
 from tests.impls.vllm_ascend.method_breaks import (
-    defining_class,
     first_valid_token,
     outputs_swapped,
     reads_rejected_counts_back,

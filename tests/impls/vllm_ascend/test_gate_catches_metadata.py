@@ -31,13 +31,14 @@ from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
+from tests.impls.fixes import defining_class
 from tests.impls.vllm_ascend.metadata_breaks import (
     computed_as_seq_lens,
     computed_not_advanced,
     host_mirror_not_advanced,
     written_into_the_step_before,
 )
-from tests.impls.vllm_ascend.method_breaks import defining_class, host_mirror_read_before_its_copy_lands
+from tests.impls.vllm_ascend.method_breaks import host_mirror_read_before_its_copy_lands
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 

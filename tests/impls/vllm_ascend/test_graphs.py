@@ -21,8 +21,8 @@ from sim.impls.vllm_ascend.build import configured_graph
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.impls.fixes import defining_class
 from tests.impls.vllm_ascend import graph_breaks
-from tests.impls.vllm_ascend.method_breaks import defining_class
 
 # Prefills, then uniform decodes (every request K + 1 tokens: graphed), some drafts rejected.
 FULL = Scenario(

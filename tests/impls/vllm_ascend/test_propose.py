@@ -12,11 +12,11 @@ import dataclasses
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
-from sim.serving.run import DEFECT, build_models, run_scenario
+from sim.serving.checker import DEFECT
+from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.known_defects import pin, pin_run
-from tests.impls.suites import one_decode
-from tests.impls.vllm_ascend.cases import CPU
+from tests.impls.suites import CPU, one_decode
 
 REJECTING = Scenario(
     num_spec_tokens=3,

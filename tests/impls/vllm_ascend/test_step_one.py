@@ -10,7 +10,8 @@ from sim.impls.kit.ascend import interop
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites
-from tests.impls.vllm_ascend.cases import ASCEND, CPU
+from tests.impls.suites import CPU
+from tests.impls.vllm_ascend.cases import ASCEND
 from tests.strategies.batches import batch_cases
 
 

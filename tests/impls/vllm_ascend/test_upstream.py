@@ -19,7 +19,7 @@ from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.adapter import _proposer, next_tokens, prepare_inputs
 from sim.oracle.cases import to_batch
-from tests.impls.vllm_ascend.cases import CPU
+from tests.impls.suites import CPU
 from tests.strategies.batches import batch_cases
 
 

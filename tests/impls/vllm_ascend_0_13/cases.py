@@ -6,7 +6,6 @@ from mtp.config import ProposerConfig
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops
 from sim.oracle.cases import BatchCase, RequestCase
 from tests.impls import suites
-from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
 ASCEND, ASCEND_TRITON = Ascend013Ops(triton=False), Ascend013Ops()
 

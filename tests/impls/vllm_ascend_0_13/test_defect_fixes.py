@@ -17,7 +17,8 @@ import pytest
 from sim.impls.divergence import spec_for
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Ops, Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import DIVERGENCES, RULES
-from sim.serving.run import DEFECT, SPEC, run_scenario
+from sim.serving.checker import DEFECT, SPEC
+from sim.serving.run import run_scenario
 from tests.impls.fixes import assert_max_query_len_fix_holds
 from tests.impls.vllm_ascend_0_13 import defect_fixes
 from tests.properties.test_propose_loop import TYPICAL

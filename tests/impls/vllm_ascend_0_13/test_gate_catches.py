@@ -1,6 +1,6 @@
 """The gate catches a regression in 0.13.0's own code, with its divergences modelled.
 
-Each case breaks one 0.13 method the way upstream history broke such methods (a sample row off by
+Each case breaks one 0.13 method (``method_breaks``) the way upstream history broke such methods (a sample row off by
 one, the first valid sampled token taken for the last, seq_lens lowered twice in prepare_inputs),
 or hands ``_propose``'s step loop first-pass slots one row off (its ``slot_mapping += 1`` then
 starts from the wrong slot), then runs the gate's check under ``--impl vllm_ascend_0_13``'s rules:
@@ -24,48 +24,17 @@ from tests.impls.suites import (
     later_steps_fed_rolled_hidden_rows,
 )
 from tests.impls.vllm_ascend_0_13.cases import both, one_decode
-
-
-def _sample_row_off_by_one(original):
-    def broken(self, *args, **kwargs):
-        cad, rows, sample = original(self, *args, **kwargs)
-        return cad, rows, sample - 1
-
-    return broken
-
-
-def _first_valid_token(original):
-    def broken(self, cad, sampled, *args, **kwargs):
-        return original(self, cad, sampled[:, :1].contiguous(), *args, **kwargs)
-
-    return broken
-
-
-def _seq_lens_lowered_twice(original):
-    def broken(self, cad, sampled, num_draft_tokens):
-        spec, rows = original(self, cad, sampled, num_draft_tokens)
-        drop = cad.seq_lens_cpu[: len(num_draft_tokens)] - spec.seq_lens_cpu
-        spec.seq_lens_cpu = spec.seq_lens_cpu - drop
-        return spec, rows
-
-    return broken
-
-
-def _slot_from_next_row(original):
-    """The step loop's first slot taken one row late: ``slot_mapping += 1`` from the wrong start."""
-
-    def broken(self, common_prefix_len, cad, model=None):
-        md = original(self, common_prefix_len, cad, model)
-        md.slot_mapping = md.slot_mapping.roll(-1)
-        return md
-
-    return broken
-
+from tests.impls.vllm_ascend_0_13.method_breaks import (
+    first_valid_token,
+    sample_row_off_by_one,
+    seq_lens_lowered_twice,
+    slot_from_next_row,
+)
 
 BREAKS = [
-    ("prepare_inputs_padded", _sample_row_off_by_one, core_checks.check_first_pass, True),
-    ("prepare_next_token_ids_padded", _first_valid_token, core_checks.check_first_pass, True),
-    ("prepare_inputs", _seq_lens_lowered_twice, core_checks.check_steps, False),
+    ("prepare_inputs_padded", sample_row_off_by_one, core_checks.check_first_pass, True),
+    ("prepare_next_token_ids_padded", first_valid_token, core_checks.check_first_pass, True),
+    ("prepare_inputs", seq_lens_lowered_twice, core_checks.check_steps, False),
 ]
 
 
@@ -82,7 +51,7 @@ def test_a_broken_step_slot_fails_the_gate(monkeypatch, device):
 
     if not slots_advance_by_one():
         pytest.skip("slot-plus-one is fixed here: the steps look their slots up in the block table, not from the roll")
-    monkeypatch.setattr(MlaMetadataBuilder, "build", _slot_from_next_row(MlaMetadataBuilder.build))
+    monkeypatch.setattr(MlaMetadataBuilder, "build", slot_from_next_row(MlaMetadataBuilder.build))
     _gate_fails(core_checks.check_steps, True, device)
 
 

@@ -11,7 +11,8 @@ from sim.impls.vllm_ascend_0_13 import interop
 from sim.impls.vllm_ascend_0_13.build import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites
-from tests.impls.vllm_ascend_0_13.cases import ASCEND, ASCEND_TRITON, CPU, both
+from tests.impls.suites import CPU
+from tests.impls.vllm_ascend_0_13.cases import ASCEND, ASCEND_TRITON, both
 from tests.strategies.batches import batch_cases
 
 FIELDS = ("token_indices", "query_start_loc", "seq_lens", "slot_mapping", "sample_indices", "num_rejected")

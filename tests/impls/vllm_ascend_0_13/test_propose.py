@@ -9,10 +9,12 @@ from sim.impls.vllm_ascend_0_13.adapter import Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.impls.vllm_ascend_0_13.mla_metadata import rope_positions
 from sim.oracle.cases import to_batch
-from sim.serving.run import SPEC, build_models, run_scenario
+from sim.serving.checker import SPEC
+from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.known_defects import pin_run
-from tests.impls.vllm_ascend_0_13.cases import CPU, one_decode
+from tests.impls.suites import CPU
+from tests.impls.vllm_ascend_0_13.cases import one_decode
 
 CHUNKED = Scenario(
     num_spec_tokens=3,

@@ -23,10 +23,12 @@ from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.impls.vllm_ascend_0_13.model import MlaTinyMtp
 from sim.oracle import compare, reference
 from sim.oracle.cases import to_batch
-from sim.serving.run import DEFECT, SPEC, run_scenario
+from sim.serving.checker import DEFECT, SPEC
+from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.known_defects import pin, pin_run
-from tests.impls.vllm_ascend_0_13.cases import ASCEND, CPU, both, one_decode
+from tests.impls.suites import CPU
+from tests.impls.vllm_ascend_0_13.cases import ASCEND, both, one_decode
 from tests.strategies.batches import batch_cases
 
 # Blocks far apart: a draft crossing a block boundary lands in a block that is not the next one.

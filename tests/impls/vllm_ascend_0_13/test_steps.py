@@ -9,7 +9,7 @@ from hypothesis import given
 
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.oracle import reference
-from sim.serving.run import DEFECT
+from sim.serving.checker import DEFECT
 from tests.checks import core_checks
 from tests.checks.known_defects import pin
 from tests.impls.vllm_ascend_0_13.cases import ASCEND, both, one_decode

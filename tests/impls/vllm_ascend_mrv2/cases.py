@@ -8,8 +8,6 @@ from sim.impls.vllm_ascend_mrv2 import divergences, generation
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Ops
 from sim.oracle.cases import BatchCase, slot_of
 from tests.impls import suites
-from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
-from tests.impls.vllm_mrv2.cases import decode_case  # noqa: F401 - the same hand-made decodes
 
 OPS = AscendMrv2Ops()
 

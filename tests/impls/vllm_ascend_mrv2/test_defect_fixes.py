@@ -16,7 +16,8 @@ import pytest
 from sim.impls.divergence import spec_for
 from sim.impls.vllm_ascend_mrv2 import divergences, generation
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Ops, AscendMrv2Proposer
-from sim.serving.run import DEFECT, SPEC, run_scenario
+from sim.serving.checker import DEFECT, SPEC
+from sim.serving.run import run_scenario
 from tests.impls.fixes import skip_unless_present
 from tests.impls.suites import MRV2_OVERFLOWING
 from tests.impls.vllm_ascend_mrv2 import broken_gate

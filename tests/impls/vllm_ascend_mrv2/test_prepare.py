@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
 from tests.impls import suites
-from tests.impls.vllm_ascend_mrv2.cases import OPS, both, decode_case, rules
+from tests.impls.vllm_ascend_mrv2.cases import OPS, both, rules
+from tests.impls.vllm_mrv2.cases import decode_case
 from tests.strategies.batches import batch_cases
 
 

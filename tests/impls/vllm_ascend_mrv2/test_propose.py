@@ -12,7 +12,8 @@ from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Ops, AscendMrv2Proposer
 from sim.oracle.rules import CORE
 from sim.serving.run import run_scenario
 from tests.impls.suites import MRV2_OVERFLOWING, assert_overflowing_steps_write_kv_at_the_last_position
-from tests.impls.vllm_ascend_mrv2.cases import decode_case, rules
+from tests.impls.vllm_ascend_mrv2.cases import rules
+from tests.impls.vllm_mrv2.cases import decode_case
 from tests.strategies.scenarios import scenarios
 
 

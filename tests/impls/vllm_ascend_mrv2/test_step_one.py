@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sim.impls.kit.ascend.importing import import_ascend
 from tests.impls import suites
-from tests.impls.vllm_ascend_mrv2.cases import OPS, both, decode_case
+from tests.impls.vllm_ascend_mrv2.cases import OPS, both
+from tests.impls.vllm_mrv2.cases import decode_case
 
 
 def test_last_sampled_is_taken_unfiltered():

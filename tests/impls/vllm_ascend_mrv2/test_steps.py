@@ -9,11 +9,14 @@ from sim.impls.vllm_ascend_mrv2 import build
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.oracle import reference
 from sim.oracle.cases import BatchCase, RequestCase, to_batch
-from sim.serving.run import DEFECT, build_models
+from sim.serving.checker import DEFECT
+from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks import core_checks
 from tests.checks.known_defects import pin
-from tests.impls.vllm_ascend_mrv2.cases import CPU, OPS, clamped, decode_case, only_on, rules, steps
+from tests.impls.suites import CPU
+from tests.impls.vllm_ascend_mrv2.cases import OPS, clamped, only_on, rules, steps
+from tests.impls.vllm_mrv2.cases import decode_case
 from tests.strategies.batches import batch_cases
 
 

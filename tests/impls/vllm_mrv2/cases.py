@@ -6,7 +6,6 @@ from mtp.config import ProposerConfig
 from sim.impls.vllm_mrv2.adapter import Mrv2Ops
 from sim.oracle.cases import BatchCase, RequestCase, slot_of
 from tests.impls import suites
-from tests.impls.suites import CORE, CPU  # noqa: F401 - the suite's names for them
 
 MRV2 = Mrv2Ops()
 

@@ -1,0 +1,47 @@
+"""The code vllm-ascend's MRV2 speculator runs, broken as a regression there would break it, for
+``test_gate_catches`` and the whole-gate runs of ``broken_gate`` (``broken_gate.VARIANTS``): each takes
+the original function or method and returns the broken one. vLLM's MRV2 kernels' wrappers and
+``BlockTables`` (what vllm-ascend's speculator runs), or vllm-ascend's own host-length update.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def positions_not_advanced(update_draft_inputs):
+    """``update_draft_inputs`` whose step leaves the positions as they were: steps 3..K repeat step 2's
+    position (and slot)."""
+
+    @functools.wraps(update_draft_inputs)
+    def broken(draft_tokens, current_draft_step, hidden_states, output_draft_tokens, next_input_hidden_states,
+               input_buffers, num_reqs, *args, **kwargs):  # fmt: skip
+        before = input_buffers.positions[:num_reqs].clone()
+        update_draft_inputs(draft_tokens, current_draft_step, hidden_states, output_draft_tokens,
+                            next_input_hidden_states, input_buffers, num_reqs, *args, **kwargs)  # fmt: skip
+        input_buffers.positions[:num_reqs] = before
+
+    return broken
+
+
+def slots_one_position_back(compute_slot_mappings):
+    """``BlockTables.compute_slot_mappings`` told each position minus one: every step writes its KV at the
+    slot of the position before (over the previous step's, or the last accepted token's)."""
+
+    @functools.wraps(compute_slot_mappings)
+    def broken(self, idx_mapping, query_start_loc, positions, *args, **kwargs):
+        return compute_slot_mappings(self, idx_mapping, query_start_loc, positions - 1, *args, **kwargs)
+
+    return broken
+
+
+def host_seq_lens_not_advanced(calc_next_seq_lens_cpu):
+    """0.23.0's ``_calc_next_seq_lens_cpu`` that does not add the step: the host lengths the attention
+    reads stay at the target's seq_len (0.23.0 writes them before the forward; main only after it,
+    where nothing reads them, so there the break changes nothing)."""
+
+    @functools.wraps(calc_next_seq_lens_cpu)
+    def broken(self, seq_lens_cpu, num_reqs, num_reqs_padded, step):
+        return calc_next_seq_lens_cpu(self, seq_lens_cpu, num_reqs, num_reqs_padded, 0)
+
+    return broken
