@@ -37,7 +37,7 @@ def run(envs: list[str]) -> float:
     """`.ci/run` (no ``envs``) or tox on ``envs``, recording; its wall time."""
     REPORTS.mkdir(exist_ok=True)
     for old in [RESULT, *REPORTS.glob("junit-*.xml"), *OBSERVED.glob("*_testcases.jsonl")]:
-        old.unlink()
+        old.unlink(missing_ok=True)
     env = {**os.environ, "TOX_RESULT_JSON": str(RESULT), "HYPOTHESIS_EXPERIMENTAL_OBSERVABILITY_NOCOVER": "1"}
     cmd = ["tox", "-e", ",".join(envs)] if envs else [str(ROOT / ".ci" / "run")]
     start = time.perf_counter()

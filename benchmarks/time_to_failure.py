@@ -11,11 +11,13 @@ time to the first failure of each, the median and the worst. Worker start-up
 is included, as a developer waiting on the gate sees it. A variant the gate
 does not catch is listed as such and makes the exit status 1.
 
-With ``--impl vllm_ascend`` (in ``tox -e vllm_ascend``'s env) it runs the gate that env runs
-(the properties of tox.ini's ``[adapter]`` commands) once per broken vllm-ascend
-(``tests/impls/vllm_ascend/broken_gate.py``), as a pull request carrying that regression would;
-with ``--impl vllm_ascend_mrv2`` the whole gate under that impl, per broken MRV2 speculator
-(``tests/impls/vllm_ascend_mrv2/broken_gate.py``, the variants of the generation installed).
+With ``--impl vllm_ascend`` (run by ``tox -e vllm_ascend``'s env python, tox on the PATH) it runs
+``tox -e vllm_ascend -- -x`` once per broken vllm-ascend (``tests/impls/vllm_ascend/broken_gate.py``),
+as a pull request carrying that regression waits for it: from the tox call, the checkout's install
+and every session the env runs before the failing one included; with ``--impl vllm_ascend_mrv2``,
+per broken MRV2 speculator (``tests/impls/vllm_ascend_mrv2/broken_gate.py``, the variants of the
+generation installed), which the env's V1 session passes before its MRV2 session sees the break.
+``--direct`` runs the adapter's gate alone with pytest instead (no tox, no install).
 """
 
 from __future__ import annotations
@@ -86,21 +88,28 @@ def gate_select(tox: configparser.ConfigParser, impl: str) -> str:
     return value
 
 
-def ascend_variants(impl: str = "vllm_ascend") -> dict[str, tuple[list[str], dict[str, str]]]:
-    """Each broken vllm-ascend (``impl``: its V1 proposer, or its MRV2 speculator): the whole gate under
-    ``--impl impl`` with the break plugged in (the variants that apply to the generation installed)."""
+def ascend_variants(impl: str = "vllm_ascend", direct: bool = False) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each broken vllm-ascend (``impl``: its V1 proposer, or its MRV2 speculator) with the break plugged
+    in (the variants that apply to the generation installed): the env's tox run, or with ``direct``
+    the whole gate under ``--impl impl``."""
     import importlib
 
     broken_gate = importlib.import_module(f"tests.impls.{impl}.broken_gate")
     names = broken_gate.variants() if hasattr(broken_gate, "variants") else list(broken_gate.VARIANTS)
-    args = ["-p", f"tests.impls.{impl}.broken_gate", *adapter_gate(impl)]
+    args = ["-p", f"tests.impls.{impl}.broken_gate", *(adapter_gate(impl) if direct else [])]
     return {name: (args, {broken_gate.ENV: name}) for name in names}
 
 
-def time_to_failure(args: list[str], env: dict[str, str], extra: list[str], gate=GATE) -> tuple[float, bool, str]:
-    """(seconds, caught, the first failing test) of one ``-x`` run of the gate."""
+def time_to_failure(
+    args: list[str], env: dict[str, str], extra: list[str], gate=GATE, tox_env: str | None = None
+) -> tuple[float, bool, str]:
+    """(seconds, caught, the first failing test) of one ``-x`` run of the gate (through ``tox_env``'s
+    tox run where given)."""
     # -rf last: the last -r wins, and the failures' summary lines are what names the first one.
-    cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", *gate, *args, *extra, "-rf"]
+    if tox_env:
+        cmd = ["tox", "-e", tox_env, "--", "-x", *args, *extra, "-rf"]
+    else:
+        cmd = [sys.executable, "-m", "pytest", "-p", "tests.meta.broken_gate", "-x", "-q", *gate, *args, *extra, "-rf"]
     start = time.perf_counter()
     # As tox runs the gate: bytecode cached (tox does not pass PYTHONDONTWRITEBYTECODE on; without the
     # cache every worker compiles vLLM's modules again, ~12 s of its start-up).
@@ -119,15 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--impl", choices=["vllm_ascend", "vllm_ascend_mrv2"], help="broken vllm-ascends instead of the core's variants"
     )
+    parser.add_argument("--direct", action="store_true", help="with --impl: pytest on the gate alone, not tox")
     opts = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    every, gate = (ascend_variants(opts.impl), []) if opts.impl else (variants(), GATE)
+    every, gate = (ascend_variants(opts.impl, opts.direct), []) if opts.impl else (variants(), GATE)
+    tox_env = ENV_OF.get(opts.impl, opts.impl) if opts.impl and not opts.direct else None
     chosen = {n: v for n, v in every.items() if not opts.only or n in opts.only}
     console = Console(width=None if sys.stdout.isatty() else 160)  # a log keeps whole test names
     table = Table("variant", "seconds", "first failing test")
     times, missed = [], []
     for i, (name, (args, env)) in enumerate(chosen.items(), start=1):
         console.log(f"[{i}/{len(chosen)}] {name}")
-        seconds, caught, first = time_to_failure(args, env, extra, gate)
+        seconds, caught, first = time_to_failure(args, env, extra, gate, tox_env)
         if caught:
             times.append(seconds)
         else:
