@@ -58,34 +58,15 @@ def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
 
 
 def adapter_gate(impl: str) -> list[str]:
-    """The gate an adapter env runs (``--impl impl``): tox.ini's ``[adapter]`` pytest options, gate paths
-    and the ``-k`` of its command (its differential suite left out)."""
+    """The gate an adapter env runs (``--impl impl``): tox.ini's ``[adapter]`` pytest options and gate
+    paths (its differential suite left out)."""
     tox = configparser.ConfigParser(interpolation=None)
     tox.read("tox.ini")
-    words = shlex.split(tox["adapter"]["commands"].strip())
-    k = words.index("-k")
-    select = words[k + 1]
-    if select == "{env:GATE_SELECT}":
-        select = gate_select(tox, impl)
     options = shlex.split(tox["adapter"]["pytest"])[1:]  # after "pytest"
-    return [*options, "--impl", impl, *tox["adapter"]["gate"].split(), "-k", select]
+    return [*options, "--impl", impl, *tox["adapter"]["gate"].split()]
 
 
 ENV_OF = {"vllm_mrv2": "vllm", "vllm_ascend_mrv2": "vllm_ascend"}  # an implementation -> the tox env running it
-
-
-def gate_select(tox: configparser.ConfigParser, impl: str) -> str:
-    """The ``GATE_SELECT`` of the env that runs ``impl`` (its set_env: a default line, then ``env:`` lines
-    that override it)."""
-    env = ENV_OF.get(impl, impl)
-    section = next(n for n in tox.sections() if n.startswith("testenv:{") and env in n[9:-1].split(","))
-    value = ""
-    for line in tox[section]["set_env"].splitlines():
-        factors, _, rest = line.strip().rpartition(":") if ": GATE_SELECT" in line else ("", "", line.strip())
-        name, eq, val = rest.partition("=")
-        if eq and name.strip() == "GATE_SELECT" and (not factors or env in factors.split(",")):
-            value = val.strip()
-    return value
 
 
 def ascend_variants(impl: str = "vllm_ascend", direct: bool = False) -> dict[str, tuple[list[str], dict[str, str]]]:

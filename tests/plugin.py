@@ -5,8 +5,9 @@ Options (group ``mtp-harness``): ``--device`` (sim, cuda, npu or an installed ba
 list of accepted divergences).
 
 Profiles (``--hypothesis-profile``): ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own
-ci profile with more examples, derandomized; chosen when ``CI`` is set), ``thorough``, ``mutate`` and
-``fuzz`` for ``tox -e mutate`` / ``tox -e fuzz``, and ``broken`` for tests that expect a failure.
+ci profile with more examples, derandomized; chosen when ``CI`` is set), ``adapter`` (the adapter envs'
+sessions: half of ``ci`` under ``CI``, else ``dev``'s), ``thorough``, ``mutate`` and ``fuzz`` for
+``tox -e mutate`` / ``tox -e fuzz``, and ``broken`` for tests that expect a failure.
 
 Marks: ``needs(capability)`` skips where the device lacks it; ``uses(feature)`` skips a property that
 runs the implementation under test where that implementation lacks the feature
@@ -57,6 +58,13 @@ def register_profiles() -> None:
     settings.register_profile(
         "mutate", parent=settings.get_profile("dev"), max_examples=10, derandomize=True, database=None
     )
+    # an adapter's session (tox.ini [adapter]): half the ci profile's examples. An upstream call costs
+    # 10 to 100 times the core's, and the adapters' fixed cases and differential suites do most of the
+    # catching (docs/PERFORMANCE.md); the core keeps the budget its mutation score was measured with.
+    ci = bool(os.environ.get("CI"))
+    settings.register_profile(
+        "adapter", parent=settings.get_profile("ci" if ci else "dev"), max_examples=100 if ci else 25
+    )
     # long campaigns (tox -e fuzz): HypoFuzz stores what it finds in the shared database.
     settings.register_profile("fuzz", parent=settings.get_profile("dev"), database=db)
     # tests that expect a failure: stop at the first one (tests/meta/test_broken_caught.py adds derandomize).
@@ -69,7 +77,7 @@ def register_profiles() -> None:
         report_multiple_bugs=False,
         suppress_health_check=_QUIET,
     )
-    settings.load_profile("ci" if os.environ.get("CI") else "dev")
+    settings.load_profile("ci" if ci else "dev")
 
 
 register_profiles()  # before hypothesis' own plugin reads --hypothesis-profile
@@ -145,6 +153,18 @@ def pytest_report_header(config):
     if in_force:
         lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
     return lines
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--impl`` other than the core, a gate property that never runs the implementation (no
+    ``impl`` fixture: the core's own proposer, which ``tox -e sim`` checks) is deselected: nothing is
+    run twice for the same question."""
+    if config.mtp_impl.name == "core":
+        return
+    core_only = [i for i in items if "properties" in i.path.parts and "impl" not in i.fixturenames]
+    if core_only:
+        config.hook.pytest_deselected(items=core_only)
+        items[:] = [i for i in items if i not in set(core_only)]
 
 
 def pytest_runtest_setup(item):

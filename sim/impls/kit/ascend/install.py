@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sim.impls.kit.ascend import vllm_source
+from sim.impls.kit.ascend import checkout, vllm_source
 from sim.impls.kit.ascend.checkout import (
     BUILD_ENV,
     CLOSURES,
@@ -21,7 +21,6 @@ from sim.impls.kit.ascend.checkout import (
     SRC_VAR,
     TAG_FILE,
     CheckoutError,
-    paired_vllm,
 )
 
 
@@ -59,19 +58,19 @@ def install(src: str | None, vllm_src: str | None = None, any_commit: bool = Fal
         force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
         _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
         return
-    checkout = Path(src).resolve()
-    if not checkout.is_dir():
+    tree = Path(src).resolve()
+    if not tree.is_dir():
         raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
-    vllm = paired_vllm(checkout)
+    vllm = checkout.paired_vllm(tree)
     if vllm_src:  # checked before anything is installed
-        source = vllm_source.check(vllm_src, checkout, vllm, any_commit)
+        source = vllm_source.check(vllm_src, tree, vllm, any_commit)
         _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
         vllm_source.install(source, _pip)
     else:
         _pip("-r", str(ROOT / CLOSURES[vllm]))
         _pip("--no-deps", f"vllm=={vllm}")
         vllm_source.forget()
-    _pip("--no-deps", "--no-build-isolation", "-e", str(checkout), env=BUILD_ENV)
+    _pip("--no-deps", "--no-build-isolation", "-e", str(tree), env=BUILD_ENV)
 
 
 def main() -> None:
