@@ -78,11 +78,13 @@ class DefectDrafts(NamedTuple):
 
 
 def is_modelled(rules: Rules, padded: bool) -> bool:
-    """Whether ``rules`` make steps 2..K read KV that ``reference_drafts`` does not define."""
+    """Whether ``rules`` make a call read KV that ``reference_drafts`` does not define: steps 2..K's,
+    or a later call's prefix, which a restarted overflowing step writes into (``misplaced_writes``)."""
     return (
         not rules.slots_from_block_table
         or (padded and not rules.padded_seq_lens_lowered)
         or rules.step_seq_lens != "advance"
+        or rules.overflow_position == "restart"
     )
 
 
