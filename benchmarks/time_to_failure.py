@@ -62,7 +62,7 @@ def adapter_gate(impl: str) -> list[str]:
     paths (its differential suite left out)."""
     tox = configparser.ConfigParser(interpolation=None)
     tox.read("tox.ini")
-    options = shlex.split(tox["adapter"]["pytest"])[1:]  # after "pytest"
+    options = shlex.split(tox["adapter"]["pytest"])[3:]  # after "python -m pytest"
     return [*options, "--impl", impl, *tox["adapter"]["gate"].split()]
 
 
