@@ -153,6 +153,8 @@ def pytest_report_header(config):
     in_force = impl.in_force(device.name)
     if in_force:
         lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
+    if impl.name != "core":
+        lines.append("the gate's properties of the core alone (no impl fixture) are deselected: tox -e sim runs them")
     return lines
 
 
