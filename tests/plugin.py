@@ -164,10 +164,10 @@ def pytest_collection_modifyitems(config, items):
     run twice for the same question."""
     if config.mtp_impl.name == "core":
         return
-    core_only = [i for i in items if "properties" in i.path.parts and "impl" not in i.fixturenames]
+    core_only = {i for i in items if "properties" in i.path.parts and "impl" not in i.fixturenames}
     if core_only:
-        config.hook.pytest_deselected(items=core_only)
-        items[:] = [i for i in items if i not in set(core_only)]
+        config.hook.pytest_deselected(items=[i for i in items if i in core_only])
+        items[:] = [i for i in items if i not in core_only]
 
 
 def pytest_runtest_setup(item):

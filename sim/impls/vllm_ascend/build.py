@@ -1,15 +1,13 @@
 """vllm-ascend's ``AscendEagleProposer`` built from a tiny local config and a plain runner.
 
-It is built on the CPU here (the fake ``torch_npu``) and on the NPU on an Ascend
-runner (``build_device``).
-
-The config is the kit's real ``VllmConfig`` (``sim.impls.kit.tiny_config``: a ``deepseek_v3``
-config with one next-n layer, vLLM chooses the MTP method; nothing downloaded, no weights). The
-runner is ``RunnerView``: the attributes of vllm-ascend's ``NPUModelRunner``
-that the proposer reads, with the values an eager single-rank runner has
-(plumbing only: no value the gate compares comes from it). Buffers are sized
-once (``MAX_TOKENS`` rows, ``MAX_REQS`` requests); per-call sizes are set by
-``configured``.
+It is built on the CPU here (the fake ``torch_npu``) and on the NPU on an Ascend runner, in the kit's
+world (``sim.impls.kit.ascend.world``: the device, the tiny ``deepseek_v3`` ``VllmConfig`` with one
+next-n layer, vLLM choosing the MTP method, nothing downloaded, no weights; one rank's parallel
+state). The runner is the kit's ``RunnerView`` (``sim.impls.kit.ascend.runner_view``): the attributes
+of vllm-ascend's ``NPUModelRunner`` that the proposer reads, with the values an eager single-rank
+runner has (plumbing only: no value the gate compares comes from it); ``GraphRunnerView`` adds what
+the full-graph path reads. Buffers are sized once (``MAX_TOKENS`` rows, ``MAX_REQS`` requests);
+per-call sizes are set by ``configured``.
 """
 
 from __future__ import annotations
