@@ -101,15 +101,14 @@ def env_rows(result: dict) -> tuple[list[str], list[tuple]]:
     return lines, cases
 
 
-def examples() -> dict[tuple[str, str], list]:
-    """(impl, property) -> [examples, seconds] from hypothesis' observations of the run."""
-    counts: dict[tuple[str, str], list] = defaultdict(lambda: [0, 0.0])
+def examples() -> dict[str, list]:
+    """property -> [examples, seconds] from hypothesis' observations of the run, summed over every
+    session that ran it (the observations do not say which implementation a worker tested)."""
+    counts: dict[str, list] = defaultdict(lambda: [0, 0.0])
     for path in OBSERVED.glob("*_testcases.jsonl"):
         for line in path.open():
             seen = json.loads(line)
-            argv = seen["metadata"].get("sys.argv", [])
-            impl = argv[argv.index("--impl") + 1] if "--impl" in argv else "core"
-            entry = counts[(impl, seen["property"])]
+            entry = counts[seen["property"]]
             entry[0] += 1
             entry[1] += sum(v for k, v in seen.get("timing", {}).items() if k.startswith(("execute", "generate")))
     return counts
@@ -128,10 +127,10 @@ def report(wall: float | None, top: int = 20) -> None:
         print(f"| {session} | `{name}` | {seconds:.1f} |")
     counts = examples()
     if counts:
-        print(f"\nexamples per property (the {top} that took longest):\n\n| impl | property | examples | s |")
-        print("|---|---|---|---|")
-        for (impl, prop), (n, seconds) in sorted(counts.items(), key=lambda kv: -kv[1][1])[:top]:
-            print(f"| {impl} | `{prop}` | {n} | {seconds:.1f} |")
+        print(f"\nexamples per property, every session that ran it (the {top} that took longest):\n")
+        print("| property | examples | s |\n|---|---|---|")
+        for prop, (n, seconds) in sorted(counts.items(), key=lambda kv: -kv[1][1])[:top]:
+            print(f"| `{prop}` | {n} | {seconds:.1f} |")
 
 
 def main() -> None:
