@@ -99,7 +99,8 @@ class Implementation:
     def lacking(self, features, device: str) -> str | None:
         """Why a property using ``features`` cannot run on ``device`` (the first lacking feature's
         reason, naming it), or None."""
-        for feature in sorted(used(features), key=lambda f: list(Feature).index(f)):
+        needed = used(features)
+        for feature in (f for f in Feature if f in needed):  # in the order Feature names them
             skip = self.lacks.get(feature)
             skip = Skip(skip) if isinstance(skip, str) else skip
             if skip is not None and skip.applies_to(device):

@@ -80,14 +80,27 @@ def test_a_test_of_the_core_alone_runs_whatever_the_implementation_lacks():
 
 
 ROOT = Path(__file__).resolve().parents[2]
-USERS = [ROOT / "tests" / "checks" / "modes.py", *sorted((ROOT / "tests" / "properties").glob("test_*.py"))]
+
+
+def _features_used() -> set[Feature]:
+    """The features the gate's properties mark, read off their ``uses`` marks and those of their
+    parametrizations (``pytest.param(..., marks=...)``)."""
+    found = set()
+    for path in sorted((ROOT / "tests" / "properties").glob("test_*.py")):
+        module = importlib.import_module(f"tests.properties.{path.stem}")
+        for name, fn in vars(module).items():
+            marks = list(getattr(fn, "pytestmark", [])) if name.startswith("test_") else []
+            params = [v for m in marks if m.name == "parametrize" for v in m.args[1]]
+            marks += [m for v in params if isinstance(v, type(pytest.param(None))) for m in v.marks]
+            found.update(f for m in marks if m.name == "uses" for f in m.args)
+    return found
 
 
 @pytest.mark.parametrize("feature", [f for f in Feature if f is not Feature.UNPADDED_FULL_GRAPHS])
 def test_every_feature_is_used_by_a_property(feature):
-    """A feature no property uses would let an adapter declare a lack that skips nothing (the
+    """A feature no property marks would let an adapter declare a lack that skips nothing (the
     combination of unpadded and full graphs is used through ``used``)."""
-    assert any(f"Feature.{feature.name}" in path.read_text() for path in USERS), f"{feature} is used nowhere"
+    assert feature in _features_used(), f"{feature} is marked by no property"
 
 
 @pytest.mark.parametrize("impl", ["vllm", "vllm_ascend", "vllm_ascend_0_13", "vllm_mrv2", "vllm_ascend_mrv2"])
@@ -95,3 +108,30 @@ def test_every_built_in_adapter_declares_features_only(impl):
     """The adapters' tables (importable without their upstream packages) name features, each with a reason."""
     lacks = importlib.import_module(f"sim.impls.{impl}.divergences").LACKS
     assert lacks and all(isinstance(f, Feature) and isinstance(s, Skip) and s.reason for f, s in lacks.items())
+
+
+class _Item(SimpleNamespace):
+    __hash__ = object.__hash__  # as pytest's items are
+
+
+def _collected(impl_name: str) -> tuple[list[str], list[str]]:
+    """(kept, deselected) node paths of the gate's collection hook under an implementation named so."""
+    items = [
+        _Item(path=ROOT / "tests/properties/test_x.py", fixturenames=["device", "impl"], name="of_impl"),
+        _Item(path=ROOT / "tests/properties/test_x.py", fixturenames=["device"], name="of_core"),
+        _Item(path=ROOT / "tests/impls/x/test_y.py", fixturenames=["device"], name="of_suite"),
+    ]
+    deselected = []
+    config = SimpleNamespace(
+        mtp_impl=SimpleNamespace(name=impl_name),
+        hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(i.name for i in items)),
+    )
+    plugin.pytest_collection_modifyitems(config, items)
+    return [i.name for i in items], deselected
+
+
+def test_under_an_implementation_a_property_of_the_core_alone_is_deselected_and_said():
+    """A gate property that never takes ``impl`` checks the core, which ``tox -e sim`` runs; a
+    differential suite's tests stay whatever fixtures they take."""
+    assert _collected("vllm") == (["of_impl", "of_suite"], ["of_core"])
+    assert _collected("core") == (["of_impl", "of_core", "of_suite"], [])

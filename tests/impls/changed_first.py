@@ -10,6 +10,7 @@ sensitive tests first). Every test still runs: a pull request's verdict comes fr
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 
@@ -34,18 +35,21 @@ AREAS = (
 )
 
 
-def changed_paths() -> list[str] | None:
+def changed_paths() -> tuple[str, ...] | None:
     """The paths the checkout changed since ``VLLM_ASCEND_BASE``, or None where it is not set."""
-    base = os.environ.get(BASE_VAR)
+    return _changed(os.environ.get(BASE_VAR), os.environ.get(SRC_VAR))
+
+
+@functools.cache  # asked by the header and the collection of each process
+def _changed(base: str | None, src: str | None) -> tuple[str, ...] | None:
     if not base:
         return None
-    src = os.environ.get(SRC_VAR)
     if not src:
         raise pytest.UsageError(f"{BASE_VAR}={base} needs {SRC_VAR}=<the vllm-ascend checkout it is a commit of>")
     run = subprocess.run(["git", "-C", src, "diff", "--name-only", base], capture_output=True, text=True)
     if run.returncode:
         raise pytest.UsageError(f"{BASE_VAR}={base}: not a commit of {SRC_VAR}={src} ({run.stderr.strip()})")
-    return run.stdout.split()
+    return tuple(run.stdout.split())
 
 
 def affected(changed: list[str]) -> tuple[str, ...]:

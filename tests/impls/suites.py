@@ -44,6 +44,7 @@ from sim.oracle.cases import BatchCase, RequestCase, slot_of, to_batch
 from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
+from tests.checks.parametrized import leaves
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -293,7 +294,9 @@ def _named_by_tests(module) -> set:
         for mark in getattr(fn, "pytestmark", []):
             if mark.name == "parametrize":
                 for value in mark.args[1]:
-                    named.update(_param_values(value))
+                    named.update(
+                        v for v in leaves(value) if isinstance(v, str) or inspect.isfunction(v) or inspect.isclass(v)
+                    )
         fn = getattr(getattr(fn, "hypothesis", None), "inner_test", fn)  # a @given test's own body
         for code in _codes(fn.__code__):
             objects = [fn.__globals__[n] for n in code.co_names if n in fn.__globals__]
@@ -309,17 +312,6 @@ def _codes(code):
     for const in code.co_consts:
         if inspect.iscode(const):
             yield from _codes(const)
-
-
-def _param_values(value):
-    """The functions, classes and strings inside one parametrize value (a tuple of arguments, or a ``pytest.param``)."""
-    if isinstance(value, type(pytest.param(None))):
-        value = value.values
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _param_values(item)
-    elif isinstance(value, str) or inspect.isfunction(value) or inspect.isclass(value):
-        yield value
 
 
 def assert_every_host_read_made(ops, host_reads) -> None:

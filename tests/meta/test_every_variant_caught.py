@@ -15,6 +15,7 @@ import pkgutil
 import pytest
 
 import tests.meta
+from tests.checks.parametrized import leaves
 
 pytestmark = pytest.mark.order(0)  # cheap: beside the core properties
 
@@ -37,17 +38,6 @@ def broken_variants() -> set:
     }
 
 
-def _values(value):
-    """The objects inside one parametrize value (a tuple of arguments, or a ``pytest.param``)."""
-    if isinstance(value, type(pytest.param(None))):
-        value = value.values
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _values(item)
-    else:
-        yield value
-
-
 def parametrized_variants() -> set:
     """Every object a meta-test of ``tests/meta/test_*.py`` is parametrized with."""
     found = set()
@@ -56,7 +46,7 @@ def parametrized_variants() -> set:
             for mark in getattr(fn, "pytestmark", []):
                 if mark.name == "parametrize":
                     for value in mark.args[1]:
-                        found.update(v for v in _values(value) if inspect.isclass(v) or inspect.isfunction(v))
+                        found.update(v for v in leaves(value) if inspect.isclass(v) or inspect.isfunction(v))
     return found
 
 

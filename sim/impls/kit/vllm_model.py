@@ -83,6 +83,26 @@ class SnapshotAttnGroup:
         return cad.max_seq_len
 
 
+def step_record(call, bound, attn, input_ids, positions, slots, rows, sample_indices, num_computed=None) -> StepRecord:
+    """One forward's ``StepRecord``: the rows up to ``query_start_loc[-1]``, the slots past them up to
+    ``rows`` as padding; the first call samples ``sample_indices``, a later one one row per request."""
+    real = int(attn.query_start_loc[-1])
+    sample = sample_indices if call == 1 else torch.arange(attn.seq_lens.shape[0])
+    return StepRecord.capture(
+        call,
+        bound,
+        rows,
+        input_ids=input_ids[:real],
+        positions=positions[:real],
+        seq_lens=attn.seq_lens,
+        slot_mapping=slots[:real],
+        query_start_loc=attn.query_start_loc,
+        sample_indices=sample,
+        padding_slots=slots[real:rows],
+        num_computed_tokens=num_computed,
+    )
+
+
 def with_padding_rows(attn: AttentionMeta, slots: torch.Tensor, rows: int) -> AttentionMeta:
     """``attn`` over ``rows`` rows: rows past ``query_start_loc[-1]`` form one more request that sees
     nothing (seq_len 0, no blocks), as padding rows are inert in an attention kernel given the real lengths."""
@@ -127,28 +147,16 @@ class VllmTinyMtp(nn.Module):
             check_unchanged(attn.built, self.calls + 1)
         slots = self.slots(context, attn)  # what the KV write is told, may be longer than attn's rows
         n = input_ids.shape[0]
-        real = int(attn.query_start_loc[-1])  # rows past it are padding (vllm-ascend runs MTP steps at the
-        meta = with_padding_rows(attn, slots[:n], n)  # first pass's row count); vLLM never pads here
+        # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row
+        # count); vLLM never pads here
+        meta = with_padding_rows(attn, slots[:n], n)
         out = self.tiny.forward(input_ids, positions, hidden_states, meta)
         self.calls += 1
         if self.trace is not None:
-            b = attn.seq_lens.shape[0]
-            first = self.calls == 1
-            sample = self.sample_indices if first else torch.arange(b)
+            computed = attn.num_computed_tokens if isinstance(attn, RecordedMeta) else None
+            bound = int(attn.seq_len_bound[0])
             self.trace.append(
-                StepRecord.capture(
-                    self.calls,
-                    int(attn.seq_len_bound[0]),
-                    n,
-                    input_ids=input_ids[:real],
-                    positions=positions[:real],
-                    seq_lens=attn.seq_lens,
-                    slot_mapping=slots[:real],
-                    query_start_loc=attn.query_start_loc,
-                    sample_indices=sample,
-                    padding_slots=slots[real:n],
-                    num_computed_tokens=attn.num_computed_tokens if isinstance(attn, RecordedMeta) else None,
-                )
+                step_record(self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices, computed)
             )
         return logit_view(out), out
 

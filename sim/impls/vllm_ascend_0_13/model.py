@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from mtp.trace import StepRecord
-from sim.impls.kit.vllm_model import LAYER, with_padding_rows
+from sim.impls.kit.vllm_model import LAYER, step_record, with_padding_rows
 from sim.impls.vllm_ascend_0_13.importing import import_ascend
 from sim.impls.vllm_ascend_0_13.mla_metadata import attention_view
 
@@ -45,7 +45,7 @@ class MlaTinyMtp(nn.Module):
         md = import_ascend("vllm.forward_context").get_forward_context().attn_metadata[LAYER]
         attn, bound = attention_view(md)
         n = input_ids.shape[0]
-        real = int(attn.query_start_loc[-1])  # rows past it: the first pass's rows, rerun stale (steps 2..K)
+        # rows past query_start_loc[-1]: the first pass's rows, rerun stale (steps 2..K)
         slots = attn.slot_mapping
         meta = with_padding_rows(attn, slots[:n], n)
         if self.tiny is not None:
@@ -58,22 +58,7 @@ class MlaTinyMtp(nn.Module):
         self.calls += 1
         self.metadata.append((copy.deepcopy(md.decode), copy.deepcopy(md.prefill)))
         if self.trace is not None:
-            b = attn.seq_lens.shape[0]
-            sample = self.sample_indices if self.calls == 1 else torch.arange(b)
-            self.trace.append(
-                StepRecord.capture(
-                    self.calls,
-                    bound,
-                    n,
-                    input_ids=input_ids[:real],
-                    positions=positions[:real],
-                    seq_lens=attn.seq_lens,
-                    slot_mapping=slots[:real],
-                    query_start_loc=attn.query_start_loc,
-                    sample_indices=sample,
-                    padding_slots=slots[real:n],
-                )
-            )
+            self.trace.append(step_record(self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices))
         return out
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:

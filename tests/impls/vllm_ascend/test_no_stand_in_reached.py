@@ -24,7 +24,13 @@ def stand_ins_touched(run) -> list[str]:
 
     if not getattr(torch_npu, "_fake", False):
         pytest.skip("the real torch_npu is in use: no stand-ins")
-    roots = {"torch.npu": torch.npu, "torch_npu.npu": torch_npu.npu, "torch_npu._C": torch_npu._C}
+    roots = {
+        "torch.npu": torch.npu,
+        "torch_npu.npu": torch_npu.npu,
+        "torch_npu._C": torch_npu._C,
+        "torch_npu.profiler": torch_npu.profiler,
+        "torch_npu._inductor": torch_npu._inductor,
+    }
     for root in roots.values():
         root.reset_mock()
     made = []
