@@ -107,6 +107,15 @@ class Implementation:
                 return f"lacks {feature.value}: {skip.reason}"
         return None
 
+    def refuses(self, scenario, device: str) -> str | None:
+        """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
+        that the proposer is not told otherwise (its draft's attention groups), or None."""
+        if scenario.draft_attn_groups > 1:
+            reason = self.lacking({Feature.DRAFT_ATTN_GROUPS}, device)
+            if reason is not None:
+                return f"draft_attn_groups={scenario.draft_attn_groups}: {self.name} {reason}"
+        return None
+
 
 def read_divergence_list(path) -> dict[str, str]:
     """The divergence ids a file accepts, each with the ``PATH:LINE`` naming it: one per line, ``#``
@@ -129,7 +138,12 @@ def core() -> Implementation:
     from mtp.ops import CoreOps
     from mtp.proposer import MtpProposer
 
-    return Implementation("core", CoreOps(), MtpProposer)
+    return Implementation(
+        "core",
+        CoreOps(),
+        MtpProposer,
+        lacks={Feature.DRAFT_ATTN_GROUPS: "the core's draft model is one attention layer (mtp.model.DraftModel)"},
+    )
 
 
 def load_implementation(name: str) -> Implementation:

@@ -11,6 +11,9 @@ Three kinds (docs/DESIGN.md, "Implementations under test and their divergences")
 
 ``rule``: the ``Rules`` fields (sim/oracle/rules.py) that model it; an implementation's rules are
 the union of its divergences' (``rules_of``), so the table is the one place they are stated.
+``setting``: the ``Scenario`` fields a serving run needs for it to show (a draft of several
+attention groups), where the default scenario cannot show it; the known-defect property runs its
+scenarios so.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Divergence:
     kind: Kind = Kind.DESIGN
     rule: dict = field(default_factory=dict)
     devices: tuple[str, ...] | None = None  # an artifact's devices; None: every device
+    setting: dict = field(default_factory=dict)  # Scenario fields it needs to show, where the default hides it
     # FILE:LINE of the table naming it (where a fixed defect is dropped from the list); found, not given
     declared_at: str = field(default="", compare=False)
 

@@ -19,6 +19,7 @@ class Feature(enum.Enum):
     UNPADDED = "the unpadded path (disable_padded_drafter_batch)"
     UNPADDED_FULL_GRAPHS = "full graphs on the unpadded path"
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
+    DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)

@@ -27,6 +27,13 @@ class PagedKvCache:
         self.k.index_copy_(0, rows, k)
         self.v.index_copy_(0, rows, v)
 
+    def clone(self) -> PagedKvCache:
+        """Another cache of the same geometry holding what this one holds (a second layer's)."""
+        other = object.__new__(PagedKvCache)
+        other.block_size, other.num_slots = self.block_size, self.num_slots
+        other.k, other.v = self.k.clone(), self.v.clone()
+        return other
+
     def fill_(self, value: float) -> None:
         """Poison every slot (a test's way to make stale reads visible)."""
         self.k.fill_(value)

@@ -144,6 +144,25 @@ class TinyMtp(nn.Module):
         out = self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
         return out if sp is None else sp.shard(out)
 
+    def forward_layers(self, input_ids, positions, hidden_states, layers) -> torch.Tensor:
+        """``forward`` with the attention heads split over several attention layers in order, each
+        layer a ``(cache, AttentionMeta)`` of its own: every layer writes the block's keys and values
+        into its cache at its own slots, and its share of the heads attends over that cache with its
+        own metadata (a draft whose layers sit in several attention groups). Given the same metadata
+        over caches that hold the same, it computes exactly ``forward``; a layer given another
+        layer's slots, lengths or table reads other keys, and its heads change the draft."""
+        heads = self.cfg.num_heads
+        if not 1 <= len(layers) <= heads:
+            raise ValueError(f"{len(layers)} attention layers: expected 1 to {heads} (one head each at least)")
+        x = self.block_input(input_ids, hidden_states)
+        q, k, v = self.qkv(x, positions)
+        bounds = [heads * i // len(layers) for i in range(len(layers) + 1)]
+        outs = []
+        for (cache, attn), lo, hi in zip(layers, bounds, bounds[1:]):
+            cache.write(attn.slot_mapping, k, v)
+            outs.append(paged_attention(q, cache, attn, self.scale, self.recency.to(q.device))[:, lo:hi])
+        return self.block_output(x, torch.cat(outs, dim=1))
+
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms(hidden_states, self.head_norm) @ self.lm_head.T
 

@@ -11,7 +11,9 @@ other keys, and the drafts are still defined, by what the cache holds:
   slot + 1, outside the block table once a draft crosses a block, so its later steps read their table
   slots (what those held) and whoever owns the slot it wrote reads its KV;
 - vllm-ascend's MRV2 host lengths (``Rules.step_seq_lens``: ``advance-twice``, ``batch-bound``): step j
-  attends with more keys than its context, past what the call wrote: whatever those slots held.
+  attends with more keys than its context, past what the call wrote: whatever those slots held;
+- vllm-ascend's ``draft-state-advanced-per-group`` (``Rules.state_advances_per_group``): step j attends
+  with the seq_len of a later step and writes its KV at that step's slot, while its RoPE position is j's.
 
 A call is replayed in the order the model runs it: the first pass writes every kept row, draft 1 is
 read at each sample row, then per step every request writes its slot (where the rules put it) and
@@ -84,6 +86,7 @@ def is_modelled(rules: Rules, padded: bool) -> bool:
         not rules.slots_from_block_table
         or (padded and not rules.padded_seq_lens_lowered)
         or rules.step_seq_lens != "advance"
+        or rules.state_step(2) != 2
         or rules.overflow_position == "restart"
     )
 

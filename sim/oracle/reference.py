@@ -99,15 +99,29 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
         _, valid = next_token(req, cfg.vocab_size)
         accepted = req.seq_len - rejected(req, valid)
         base = rules.step_seq_base(req.seq_len, accepted, padded)
-        pos, seq_len, writes = rules.step(accepted - 1, base, j, cfg.max_model_len)
+        pos, _, _ = rules.step(accepted - 1, base, j, cfg.max_model_len)
+        state = rules.state_step(j)  # the step whose seq_len and slot this one gets
+        _, seq_len, _ = rules.step(accepted - 1, base, state, cfg.max_model_len)
         out.positions.append(pos)
-        out.seq_lens.append(rules.step_seq_len(seq_len, base, j, cfg.max_model_len, bound))
+        out.seq_lens.append(rules.step_seq_len(seq_len, base, state, cfg.max_model_len, bound))
         out.slot_mapping.append(
             rules.step_slot(
-                lambda p, blocks=req.blocks: slot_of(blocks, p, cfg.block_size), accepted - 1, j, cfg.max_model_len
+                lambda p, blocks=req.blocks: table_slot(blocks, p, cfg.block_size),
+                accepted - 1,
+                state,
+                cfg.max_model_len,
             )
         )
     return out
+
+
+def table_slot(blocks: list[int], position: int, block_size: int) -> int:
+    """The slot a step computes from its request's block-table row at ``position``: past the row's
+    blocks the table holds -1 (``VerifiedBatch.block_table``), so ``-block_size + offset``, a slot
+    that writes no KV (only a defect's state, run ahead of its position, reaches there)."""
+    if position // block_size >= len(blocks):
+        return -block_size + position % block_size
+    return slot_of(blocks, position, block_size)
 
 
 def num_computed(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> list[int]:
@@ -116,7 +130,7 @@ def num_computed(case: BatchCase, j: int, padded: bool = True, rules: Rules = CO
     if j == 1:
         return [req.num_computed for req in case.requests]
     if rules.num_computed_from_first_pass:
-        return [req.num_computed + j - 1 for req in case.requests]
+        return [req.num_computed + rules.state_step(j) - 1 for req in case.requests]
     return [seq_len - 1 for seq_len in step(case, j, padded, rules).seq_lens]
 
 

@@ -69,6 +69,13 @@ class Rules:
         (vllm-ascend 0.23.0's MRV2 ``host-seq-lens-advanced-twice``);
         ``batch-bound``: the batch's bound for every request and step, ``min(max seq_len + K,
         max_model_len)`` (vllm-ascend main's MRV2 ``draft-seq-lens-batch-bound``).
+    state_advances_per_group: the per-step state (each request's seq_len, the position its slot is
+        looked up at, its host count of computed tokens) advances once per draft attention group at
+        each step, not once per step: with G groups, step ``j`` gets the state of step ``1 + G(j - 1)``
+        while the model's position still advances by one (vllm-ascend's
+        ``draft-state-advanced-per-group``: ``attn_update_stack_num_spec_norm`` chained over the groups).
+    draft_attn_groups: how many attention groups the draft's layers form (a fact of the configuration
+        run, not a divergence: it decides nothing unless ``state_advances_per_group``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -92,6 +99,8 @@ class Rules:
     prefill_batches_draft_once: bool = False
     num_computed_from_first_pass: bool = False
     step_seq_lens: str = "advance"
+    state_advances_per_group: bool = False
+    draft_attn_groups: int = 1
     graphs_uniform_decode_only: bool = False
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
@@ -102,6 +111,8 @@ class Rules:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
         if self.step_seq_lens not in STEP_SEQ_LENS:
             raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
+        if self.draft_attn_groups < 1:
+            raise ValueError(f"draft_attn_groups={self.draft_attn_groups}: expected at least 1")
 
     def without(self, defect: str) -> Rules:
         """These rules with the known defect ``defect`` no longer modelled: the spec for that one behaviour."""
@@ -135,6 +146,10 @@ class Rules:
         if all(r.num_computed == 0 for r in reqs):
             return True
         return not (all(r.query_len == 1 for r in reqs) or all(r.query_len - r.num_drafts == 1 for r in reqs))
+
+    def state_step(self, j: int) -> int:
+        """The step whose per-step state draft step ``j`` gets (``state_advances_per_group``), else ``j``."""
+        return 1 + self.draft_attn_groups * (j - 1) if self.state_advances_per_group else j
 
     def step_slot(self, slot_of_position, last_pos: int, j: int, max_model_len: int) -> int:
         """The KV slot of draft step ``j`` >= 2: ``slot_of_position(position)`` or -1 where the step writes

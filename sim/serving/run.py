@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -96,9 +97,15 @@ def run_scenario(
     report). It is off by default: watching every torch op makes a run about twice as slow, and
     the gate checks syncs on single calls instead (tests/checks/core_checks.py).
     """
+    refusal = impl.refuses(scenario, device.name) if impl is not None else None
+    if refusal is None and impl is None and scenario.draft_attn_groups > 1:
+        refusal = f"draft_attn_groups={scenario.draft_attn_groups}: the core's draft model is one attention layer"
+    if refusal is not None:
+        raise ValueError(refusal)
     ops = ops if ops is not None else getattr(impl, "ops", None)
     proposer_cls = proposer_cls or getattr(impl, "proposer_cls", MtpProposer)
     rules = rules if rules is not None else getattr(impl, "rules", CORE)
+    rules = dataclasses.replace(rules, draft_attn_groups=scenario.draft_attn_groups)
     divergences = [d for d in impl.in_force(device.name) if d.rule] if impl is not None else []
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
@@ -108,6 +115,8 @@ def run_scenario(
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
+    if scenario.draft_attn_groups > 1:  # only an implementation that has the feature takes it
+        sizes["draft_attn_groups"] = scenario.draft_attn_groups
     proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     checker = None
     if check:

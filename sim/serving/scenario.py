@@ -39,6 +39,10 @@ class Scenario:
     paths, and compared with one rank: ``lmhead_tp`` (the lm head's
     vocabulary split over them) and/or ``shared_expert_dp`` (the draft layer
     sequence parallel over them). One rank serves a scenario with tp 1.
+    draft_attn_groups: how many attention groups the draft's layers form: 1, or 2 (a second layer of
+    another backend in the same KV-cache group, as an MLA/SFA MTP layer and its indexer's key cache:
+    each attends with its own group's metadata over a cache of its own, the draft model's heads split
+    between them). An implementation that builds one group only lacks it (``Feature.DRAFT_ATTN_GROUPS``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -63,6 +67,7 @@ class Scenario:
     lmhead_tp: bool = False
     shared_expert_dp: bool = False
     capture_sizes: tuple[int, ...] | None = None
+    draft_attn_groups: int = 1
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -80,6 +85,10 @@ class Scenario:
             )
         if self.lmhead_tp and self.graph_mode == "full":
             raise ValueError("graph_mode='full' with lmhead_tp: lm-head TP computes logits outside the graphs")
+        if self.draft_attn_groups not in (1, 2):
+            raise ValueError(
+                f"draft_attn_groups={self.draft_attn_groups!r}: expected 1 or 2 (the tiny draft has two heads)"
+            )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(
                 f"token_budget={self.token_budget!r}: a decode needs num_spec_tokens + 1 = {self.num_spec_tokens + 1}"

@@ -18,6 +18,7 @@ NEEDS_GRAPHS = pytest.mark.needs("supports_graphs")
 USES_PIECEWISE = pytest.mark.uses(Feature.PIECEWISE_GRAPHS)
 USES_FULL_GRAPHS = pytest.mark.uses(Feature.FULL_GRAPHS)
 USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
+USES_DRAFT_ATTN_GROUPS = pytest.mark.uses(Feature.DRAFT_ATTN_GROUPS)
 
 # One parameter per mode, for a test that runs a fixed case in each.
 MODES = [

@@ -71,10 +71,12 @@ def check_limits(module) -> None:
 
 
 def check_lacks(module) -> None:
-    """``module.lacks``: the given features, the host-sync count on the simulator only, the graph modes everywhere."""
+    """``module.lacks``: a draft of several groups unless given, the given features, the host-sync count on
+    the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
     lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
-    assert list(lacking) == [Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS]
+    assert list(lacking) == [Feature.DRAFT_ATTN_GROUPS, Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS]
+    assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
@@ -83,7 +85,7 @@ def check_lacks(module) -> None:
     assert not lacking[Feature.HOST_SYNC_COUNT].applies_to("accelerator")
     for graphs in GRAPHS:
         assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
-    assert list(module.lacks("eager")) == list(GRAPHS)
+    assert list(module.lacks("eager")) == [Feature.DRAFT_ATTN_GROUPS, *GRAPHS]
 
 
 def check_factory(module) -> None:

@@ -75,3 +75,19 @@ def test_a_tensor_written_after_its_build_fails_at_the_forward():
         match=r"^step 3: seq_lens changed between build and forward: at forward \[7, 5\], at build \[7, 4\]$",
     ):
         check_unchanged(built, 3)
+
+
+def test_the_layers_of_one_kv_cache_group_attend_with_one_steps_metadata():
+    """``check_same_step``: a second layer given the first's table, slots and lengths passes; given
+    other lengths, it fails naming the step, both layers, the field and both values."""
+    from mtp.model import AttentionMeta
+    from sim.impls.kit.metadata_checks import check_same_step
+
+    def meta(seq_lens):
+        table = torch.tensor([[3, 4], [5, -1]], dtype=torch.int32)
+        slots = torch.tensor([13, 21], dtype=torch.int64)
+        return AttentionMeta(torch.tensor([0, 1, 2]), torch.tensor(seq_lens), table, slots, torch.tensor([9]))
+
+    check_same_step(2, "b", meta([6, 2]), "a", meta([6, 2]))
+    with pytest.raises(MetadataMismatch, match=r"step 2: layer b is given seq_lens \[7, 3\], layer a \[6, 2\]"):
+        check_same_step(2, "b", meta([7, 3]), "a", meta([6, 2]))

@@ -117,3 +117,38 @@ def test_the_computed_count_of_a_draft_step():
     drift = Rules(num_computed_from_first_pass=True)
     assert reference.num_computed(case, 1) == reference.num_computed(case, 1, rules=drift) == [5]
     assert reference.num_computed(case, 2) == [8] and reference.num_computed(case, 2, rules=drift) == [6]
+
+
+def test_the_state_of_two_draft_groups_advances_twice_per_step():
+    """vllm-ascend's ``draft-state-advanced-per-group`` with two groups: step j gets step 1 + 2(j-1)'s
+    seq_len, slot position and computed count, its own position. A decode that accepted both of its 2
+    drafts (seq_len 8, position 7 last, blocks of 4): step 2 attends to 10 keys, not 9, and writes its
+    KV at position 9's slot, not 8's; with one group, or without the rule, nothing changes."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=2, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=8,
+                         max_num_reqs=4, hidden_size=8)  # fmt: skip
+    case = BatchCase(cfg, [RequestCase([1, 2, 3, 4], 5, 3, 2, [1, 2, 3], False, [7, 2, 5])], seed=0)
+    advanced = Rules(state_advances_per_group=True, draft_attn_groups=2, num_computed_from_first_pass=True)
+    assert [advanced.state_step(j) for j in (1, 2, 3)] == [1, 3, 5]
+    assert dataclasses.replace(advanced, draft_attn_groups=1).state_step(3) == 3
+    assert Rules(draft_attn_groups=2).state_step(3) == 3  # the configuration alone decides nothing
+    spec, got = reference.step(case, 2), reference.step(case, 2, rules=advanced)
+    assert (spec.positions, spec.seq_lens, spec.slot_mapping) == ([8], [9], [20])  # block 5, offset 0
+    assert (got.positions, got.seq_lens, got.slot_mapping) == ([8], [10], [21])
+    assert reference.num_computed(case, 2, rules=advanced) == [7]  # 5 at the first pass, advanced twice
+
+
+def test_a_slot_past_the_row_is_the_one_the_minus_one_entry_gives():
+    """A state run ahead of its position looks a block up past its row: the table holds -1 there."""
+    from sim.oracle.reference import table_slot
+
+    assert table_slot([3, 7], 5, 4) == 7 * 4 + 1
+    assert table_slot([3, 7], 9, 4) == -4 + 1
+
+
+def test_draft_attn_groups_is_at_least_one():
+    with pytest.raises(ValueError, match="draft_attn_groups=0"):
+        Rules(draft_attn_groups=0)

@@ -17,7 +17,7 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_implementation, check_scenario
 from tests.checks.example_budget import share
-from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS, PADDING, USES_FULL_GRAPHS
+from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS, PADDING, USES_DRAFT_ATTN_GROUPS, USES_FULL_GRAPHS
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -27,10 +27,11 @@ pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call p
 # tests/meta/test_broken_caught.py, and every graph example checks the padding).
 EAGER = share(2)
 GRAPHS = share(5)
+GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 
 
-def _check(device, impl, scenario, padded, mode, name):
-    scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode)
+def _check(device, impl, scenario, padded, mode, name, **fields):
+    scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode, **fields)
     report = check_implementation(impl, scenario, device, name)
     for feature in report.features:
         event(feature)
@@ -50,6 +51,17 @@ def test_drafts_and_metadata_match_reference(device, impl, padded, scenario, req
 def test_graph_modes_match_reference(device, impl, padded, mode, scenario, request):
     """Piecewise and full graphs (padded to captured sizes) equal the reference, hence eager."""
     _check(device, impl, scenario, padded, mode, request.node.name)
+
+
+@pytest.mark.parametrize("padded", PADDING)
+@USES_DRAFT_ATTN_GROUPS
+@GROUPS
+@given(scenario=scenarios())
+def test_a_draft_of_two_attention_groups_matches_reference(device, impl, padded, scenario, request):
+    """A draft whose layers form two attention groups (an MLA/SFA layer and its indexer: two backends,
+    one KV-cache group) attends in each layer with that step's metadata: the state advances once per
+    step, whatever the number of groups."""
+    _check(device, impl, scenario, padded, "eager", request.node.name, draft_attn_groups=2)
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
@@ -79,6 +91,13 @@ def test_a_typical_serving_run_matches_reference(device, impl, request):
     regressions of the whole loop show on it, seconds into the gate instead of after every
     single-call property."""
     check_implementation(impl, TYPICAL, device, request.node.name)
+
+
+@pytest.mark.order(0)
+@USES_DRAFT_ATTN_GROUPS
+def test_a_typical_serving_run_of_two_draft_attention_groups_matches_reference(device, impl, request):
+    """``TYPICAL`` with a draft of two attention groups, seconds into the gate."""
+    check_implementation(impl, dataclasses.replace(TYPICAL, draft_attn_groups=2), device, request.node.name)
 
 
 @pytest.mark.order(0)  # graph bugs are the largest class upstream: fail them seconds in, not after every eager run

@@ -16,7 +16,12 @@
   writing into the buffer an earlier step holds: cross-step aliasing,
   vllm-ascend #7549) fails by name.
 
-Either failure is a ``MetadataMismatch`` (an ``AssertionError``: the gate's
+- One KV-cache group, one view: the draft layers of one KV-cache group share its block table and
+  slots, and every layer sees the same step's lengths, whatever attention group (backend) built
+  its metadata; ``check_same_step`` compares each further layer's with the first layer's when
+  the forward reads them.
+
+Any failure is a ``MetadataMismatch`` (an ``AssertionError``: the gate's
 checks fail with it) naming the step, the field and both values. ``host_seq_lens`` is what
 vllm-ascend's backends read of the lengths (every vllm-ascend adapter's attention takes it).
 """
@@ -116,4 +121,18 @@ def check_unchanged(built: Built, step: int) -> None:
             raise MetadataMismatch(
                 f"step {step}: {name} changed between build and forward: "
                 f"at forward {view.tolist()}, at build {before.tolist()}"
+            )
+
+
+SHARED = ("query_start_loc", "seq_lens", "block_table", "slot_mapping")  # what a KV-cache group's layers share
+
+
+def check_same_step(step: int, layer: str, attn: AttentionMeta, first_layer: str, first: AttentionMeta) -> None:
+    """``layer``'s metadata at step ``step`` holds what ``first_layer``'s does: the same table, slots and lengths."""
+    for name in SHARED:
+        got, want = getattr(attn, name), getattr(first, name)
+        if got.shape != want.shape or not torch.equal(got.to(want.dtype), want):
+            raise MetadataMismatch(
+                f"step {step}: layer {layer} is given {name} {got.tolist()}, layer {first_layer} {want.tolist()}: "
+                "the draft's layers of one KV-cache group attend with one step's metadata"
             )

@@ -150,7 +150,7 @@ class VllmTinyMtp(nn.Module):
         # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row
         # count); vLLM never pads here
         meta = with_padding_rows(attn, slots[:n], n)
-        out = self.tiny.forward(input_ids, positions, hidden_states, meta)
+        out = self.run(context, input_ids, positions, hidden_states, meta)
         self.calls += 1
         if self.trace is not None:
             computed = attn.num_computed_tokens if isinstance(attn, RecordedMeta) else None
@@ -159,6 +159,10 @@ class VllmTinyMtp(nn.Module):
                 step_record(self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices, computed)
             )
         return logit_view(out), out
+
+    def run(self, context, input_ids, positions, hidden_states, meta: AttentionMeta) -> torch.Tensor:
+        """The tiny model's forward with ``meta``, its layer's attention (a model of more layers reads theirs)."""
+        return self.tiny.forward(input_ids, positions, hidden_states, meta)
 
     def attention(self, context) -> AttentionMeta:
         """What this forward's attention reads: the metadata its layer was handed (the core's type)."""

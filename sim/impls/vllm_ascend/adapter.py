@@ -23,6 +23,7 @@ Where vllm-ascend differs from the core by design, the difference is named in
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import torch
@@ -40,13 +41,13 @@ from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, handoff
 from sim.impls.vllm_ascend.build import configured, configured_graph
-from sim.impls.vllm_ascend.model import AscendSnapshotAttnGroup, AscendTinyMtp
+from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, AscendTinyMtp
 
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
-def _proposer(cfg: ProposerConfig):
-    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size)
+def _proposer(cfg: ProposerConfig, layers=(LAYER,)):
+    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size, layers)
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
@@ -136,9 +137,29 @@ FULL_UNPADDED = (
 )
 
 
+DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}  # attention groups -> the draft's layers, sorted
+
+
+def runner_wide(batch: VerifiedBatch, cfg: ProposerConfig) -> VerifiedBatch:
+    """``batch`` with its block table as wide as the runner's (``max_num_blocks_per_req``: enough
+    blocks for ``max_model_len``), -1 past each row's blocks. The batch's own is as wide as its longest
+    row; a draft whose per-step state runs ahead of its positions (``draft-state-advanced-per-group``)
+    looks blocks up past it, where the runner's table has columns and the batch's none."""
+    width = -(-cfg.max_model_len // cfg.block_size)
+    table = batch.block_table
+    if table.shape[1] >= width:
+        return batch
+    pad = torch.full((table.shape[0], width - table.shape[1]), -1, dtype=table.dtype, device=table.device)
+    return dataclasses.replace(batch, block_table=torch.cat([table, pad], dim=1))
+
+
 class AscendProposer(EagerAdapter):
     """vllm-ascend's ``_propose`` behind ``MtpProposer``'s constructor and trace.
     ``triton``: ``prepare_inputs_padded`` through its Triton kernel, in the interpreter (False: the fallback).
+
+    ``draft_attn_groups=2``: a draft of two layers that form two attention groups (``LAYER`` and
+    ``INDEXER_LAYER`` of another backend, in one KV-cache group: ``attn_setup``), the heads of the tiny
+    model split over them (``AscendTinyMtp``); eager only.
 
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
@@ -150,17 +171,32 @@ class AscendProposer(EagerAdapter):
     label, graphs_need = "the vllm-ascend adapter", "an NPU (ACL graphs)"
 
     def __init__(
-        self, cfg: ProposerConfig, model, device, ops=None, mode="eager", triton: bool = True, capture_sizes=None
+        self,
+        cfg: ProposerConfig,
+        model,
+        device,
+        ops=None,
+        mode="eager",
+        triton: bool = True,
+        capture_sizes=None,
+        draft_attn_groups: int = 1,
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
             raise ValueError(f"mode='piecewise': {divergences.PIECEWISE}")
+        if draft_attn_groups not in DRAFT_LAYERS:
+            raise ValueError(f"draft_attn_groups={draft_attn_groups!r}: expected one of {sorted(DRAFT_LAYERS)}")
+        if self.mode != "eager" and draft_attn_groups > 1:
+            raise ValueError(
+                f"mode={self.mode!r} with draft_attn_groups={draft_attn_groups}: {divergences.GROUPS_EAGER}"
+            )
+        self.layers = DRAFT_LAYERS[draft_attn_groups]
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton = triton
-        self.model = AscendTinyMtp(model)
-        start_fresh(_proposer(cfg))  # one proposer serves every run: each starts from its state as built
+        self.model = AscendTinyMtp(model, [name for name in self.layers if name != LAYER])
+        start_fresh(_proposer(cfg, self.layers))  # one proposer serves every run: each starts from its state as built
         self.graphed = None
         if self.mode == "full":
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
@@ -168,7 +204,7 @@ class AscendProposer(EagerAdapter):
         self._captured = False
 
     def _ascend(self):
-        p = self.graphed if self.graphed is not None else _proposer(self.cfg)
+        p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers)
         p.model = self.model
         p.runner.model = self.model
         return p
@@ -191,6 +227,8 @@ class AscendProposer(EagerAdapter):
         if self.graphed is not None:
             target = graphs.target_batch(p, batch, batch.num_tokens, k)
             graphs.load_runner(p, batch)
+        if len(self.layers) > 1:
+            batch = runner_wide(batch, self.cfg)
         p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
         base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
         with steps.triton_path(base, self.triton, batch.num_reqs):  # prepare_inputs_padded's kernel, or fallback

@@ -12,8 +12,14 @@ so that a value taken from another group than the draft's shows). The kernel blo
 runner's: per group, vLLM's ``select_common_block_size`` over the group's backends; the drafter
 is handed the first group's, as ``initialize_kv_cache`` hands it ``kernel_block_sizes[0]``.
 
-The draft's layer is registered in the static forward context, as a model's attention layers
-register themselves when built; ``initialize_attn_backend`` looks its backend up there.
+A draft of two layers (``INDEXER_LAYER`` beside ``LAYER``, as a DeepSeek V3.2 / GLM MTP layer's
+attention and its indexer's key cache) puts both in the draft's group with two backends (the tiny
+attention's and ``TinyIndexerBackend``), so that ``initialize_attn_backend`` forms two draft
+attention groups in one KV-cache group (vLLM's ``validate_same_kv_cache_group`` refuses a draft
+across two KV-cache groups, in vLLM 0.23 and 0.27 alike).
+
+The draft's layers are registered in the static forward context, as a model's attention layers
+register themselves when built; ``initialize_attn_backend`` looks their backends up there.
 ``load_model``, which decides the draft's layer names and ``kernel_block_size``, is not run: it
 loads the draft through vLLM's model loader (``_get_model``: ``get_model(vllm_config=...,
 model_config=speculative_config.draft_model_config)``), which would build vllm-ascend's
@@ -29,7 +35,7 @@ import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend.model import TinyAttentionBackend
+from sim.impls.vllm_ascend.model import INDEXER_LAYER, TinyAttentionBackend, TinyIndexerBackend
 
 TARGET_LAYER = "model.layers.0.self_attn.attn"  # the target's attention layer, KV-cache group 0
 KV_CACHE_GROUPS = 2  # the target's, the draft's
@@ -43,15 +49,18 @@ def _spec(block_size: int, hidden_size: int):
     )
 
 
+BACKENDS = {LAYER: TinyAttentionBackend, INDEXER_LAYER: TinyIndexerBackend}  # each draft layer's backend
+
+
 @functools.cache
-def _layer_class():
+def _layer_class(backend):
     base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
 
     class DraftAttention(base):
-        """The tiny draft's attention layer as vLLM's layers describe themselves: its backend and KV spec."""
+        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec."""
 
         def get_attn_backend(self):
-            return TinyAttentionBackend
+            return backend
 
         def get_kv_cache_spec(self, vllm_config):
             return _spec(vllm_config.cache_config.block_size, vllm_config.model_config.get_head_size())
@@ -59,33 +68,40 @@ def _layer_class():
     return DraftAttention
 
 
-def register_draft_layer(vllm_config) -> None:
-    """The draft's attention layer in ``vllm_config``'s static forward context (once)."""
+def register_draft_layers(vllm_config, layers=(LAYER,)) -> None:
+    """The draft's attention layers in ``vllm_config``'s static forward context (once each)."""
     context = vllm_config.compilation_config.static_forward_context
-    if not isinstance(context.get(LAYER), _layer_class()):
-        context[LAYER] = _layer_class()()
+    for name in layers:
+        cls = _layer_class(BACKENDS[name])
+        if not isinstance(context.get(name), cls):
+            context[name] = cls()
 
 
-def kv_cache_config(block_size: int, hidden_size: int):
-    """vLLM's ``KVCacheConfig``: the target's group, then the draft's at ``block_size``."""
+def kv_cache_config(block_size: int, hidden_size: int, layers=(LAYER,)):
+    """vLLM's ``KVCacheConfig``: the target's group, then the draft's (its ``layers``) at ``block_size``."""
     interface = import_ascend("vllm.v1.kv_cache_interface")
     target = interface.KVCacheGroupSpec([TARGET_LAYER], _spec(TARGET_BLOCKS_PER_DRAFT_BLOCK * block_size, hidden_size))
-    draft = interface.KVCacheGroupSpec([LAYER], _spec(block_size, hidden_size), is_eagle_group=True)
+    draft = interface.KVCacheGroupSpec(list(layers), _spec(block_size, hidden_size), is_eagle_group=True)
     return interface.KVCacheConfig(num_blocks=0, kv_cache_tensors=[], kv_cache_groups=[target, draft])
 
 
 def kernel_block_sizes(config) -> list[list[int]]:
     """The runner's ``kernel_block_sizes``: per group, vLLM's ``select_common_block_size`` of its
-    block size over its backends (every layer here has the tiny attention's)."""
+    block size over its backends (the tiny attention's and, for the indexer layer, its twin)."""
     select = import_ascend("vllm.v1.worker.utils").select_common_block_size
-    return [[select(group.kv_cache_spec.block_size, [TinyAttentionBackend])] for group in config.kv_cache_groups]
+    backends = {**BACKENDS, TARGET_LAYER: TinyAttentionBackend}
+    return [
+        [select(group.kv_cache_spec.block_size, [backends[name] for name in group.layer_names])]
+        for group in config.kv_cache_groups
+    ]
 
 
-def initialize(proposer, block_size: int) -> None:
+def initialize(proposer, block_size: int, layers=(LAYER,)) -> None:
     """``proposer.initialize_attn_backend`` as the runner calls it, for ``block_size``-token blocks,
-    after the draft's layer names ``load_model`` would have found (the one layer the tiny draft adds)."""
-    register_draft_layer(proposer.vllm_config)
-    proposer._draft_attn_layer_names = {LAYER}
-    proposer.attn_layer_names = [LAYER]
-    config = kv_cache_config(block_size, proposer.hidden_size)
+    after the draft's layer names ``load_model`` would have found (the layers the tiny draft adds:
+    ``layers``, sorted as ``load_model`` sorts them)."""
+    register_draft_layers(proposer.vllm_config, layers)
+    proposer._draft_attn_layer_names = set(layers)
+    proposer.attn_layer_names = sorted(layers)
+    config = kv_cache_config(block_size, proposer.hidden_size, layers)
     proposer.initialize_attn_backend(config, kernel_block_sizes(config)[0])

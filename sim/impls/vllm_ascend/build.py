@@ -27,6 +27,7 @@ from sim.impls.kit.ascend.runner_view import RunnerView
 from sim.impls.kit.ascend.world import MAX_SPEC_TOKENS, build_device, recording, single_rank_world
 from sim.impls.kit.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
+from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend import attn_setup
 
 
@@ -45,13 +46,13 @@ def ascend_proposer(hidden_size: int):
     return remember_fresh(proposer)
 
 
-def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int):
+def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int, layers=(LAYER,)):
     """The shared proposer set to one call's sizes, its draft attention (and so ``block_size``) set
-    up by its own ``initialize_attn_backend`` for ``block_size`` (``attn_setup``)."""
+    up by its own ``initialize_attn_backend`` for ``block_size`` and the draft's ``layers`` (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size)
     proposer.num_speculative_tokens = num_spec_tokens
-    attn_setup.initialize(proposer, block_size)
+    attn_setup.initialize(proposer, block_size, layers)
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
     return proposer

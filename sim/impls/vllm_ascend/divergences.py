@@ -91,6 +91,21 @@ DIVERGENCES = table(
         rule={"num_computed_from_first_pass": True},
     ),
     Divergence(
+        "draft-state-advanced-per-group",
+        "_propose (its draft-step loop over draft_attn_groups), attn_update_stack_num_spec_norm",
+        "each draft step advances the per-step state once (seq_lens and their host mirrors, the position "
+        "a slot is looked up at, num_computed_tokens_cpu), and each draft layer attends with that step's metadata",
+        "the loop calls attn_update_stack_num_spec_norm once per draft attention group, each call chained on "
+        "the previous one's: with G groups a step's seq_lens, slots and host counts advance G times while the "
+        "model's positions advance once, so step j attends to G(j-1) - (j-1) keys it must not see and writes "
+        "its KV G(j-1) - (j-1) slots ahead; every layer is handed the last group's metadata "
+        "(vllm-ascend issue #16980; upstream's fix is pull request #16793)",
+        "test_draft_groups.py::test_two_groups_advance_the_state_twice_per_step",
+        kind=Kind.DEFECT,
+        rule={"state_advances_per_group": True},
+        setting={"draft_attn_groups": 2},
+    ),
+    Divergence(
         "full-graphs-uniform-decode-only",
         "_propose (runner.cudagraph_dispatcher.dispatch, FULL_DECODE_ONLY)",
         "in a graph mode every batch up to the largest captured size runs padded to a captured size",
@@ -121,6 +136,10 @@ RULES = rules_of(DIVERGENCES.values())
 PIECEWISE = (
     "vllm-ascend's piecewise draft graphs come from torch.compile of a vLLM draft model class (its ACL "
     "piecewise backend); the draft model here is the simulator's tiny model, nothing to compile"
+)
+GROUPS_EAGER = (
+    "a draft of several attention groups runs eagerly here: its full graphs would capture the tiny "
+    "attention's task per layer, and the recording draft captures one layer's"
 )
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),

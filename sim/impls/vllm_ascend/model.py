@@ -29,12 +29,22 @@ from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.metadata_checks import host_seq_lens
-from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view
+from sim.impls.kit.metadata_checks import RecordedMeta, check_same_step, check_unchanged, host_seq_lens
+from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view, with_padding_rows
 from sim.impls.kit.vllm_types import import_vllm
 from sim.impls.vllm_ascend import tiny_attention
 
-__all__ = ["LAYER", "AscendSnapshotAttnGroup", "AscendSnapshotBuilder", "AscendTinyMtp", "TinyAttentionBackend"]
+__all__ = [
+    "INDEXER_LAYER",
+    "LAYER",
+    "AscendSnapshotAttnGroup",
+    "AscendSnapshotBuilder",
+    "AscendTinyMtp",
+    "TinyAttentionBackend",
+    "TinyIndexerBackend",
+]
+
+INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backend (a sparse indexer's key cache)
 
 
 class TinyAttentionBackend:
@@ -62,6 +72,16 @@ class TinyAttentionBackend:
     @staticmethod
     def get_supported_kernel_block_sizes():
         return [import_ascend("vllm.v1.attention.backend").MultipleOf(1)]
+
+
+class TinyIndexerBackend(TinyAttentionBackend):
+    """The second draft layer's backend: the tiny attention under another name, so that the draft's
+    layers form two attention groups (vLLM groups a draft's layers by backend), as an MLA/SFA draft
+    layer and its indexer do."""
+
+    @staticmethod
+    def get_name() -> str:
+        return "TINY_INDEXER"
 
 
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
@@ -128,8 +148,31 @@ class AscendTinyMtp(VllmTinyMtp):
 
     real: tuple[int, int] = (0, 0)
 
+    def __init__(self, tiny, more_layers=()):
+        """``more_layers``: the draft's layers besides ``LAYER``, each with a paged cache of its own
+        holding what the model's holds (``PagedKvCache.clone``); the heads are split over all of them
+        (``TinyMtp.forward_layers``)."""
+        super().__init__(tiny)
+        self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
+
     def slots(self, context, attn) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)
+
+    def run(self, context, input_ids, positions, hidden_states, meta):
+        """With more layers: each layer's metadata as its forward reads it, checked unchanged since its
+        build and against ``LAYER``'s (``check_same_step``), then the heads split over the layers."""
+        if not self.more_layers:
+            return super().run(context, input_ids, positions, hidden_states, meta)
+        n, step = input_ids.shape[0], self.calls + 1
+        layers = [(self.tiny.cache, meta)]
+        for name, cache in self.more_layers:
+            attn = context.attn_metadata[name]
+            if isinstance(attn, RecordedMeta):
+                check_unchanged(attn.built, step)
+            attn = with_padding_rows(attn, self.slots(context, attn)[:n], n)
+            check_same_step(step, name, attn, LAYER, meta)
+            layers.append((cache, attn))
+        return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
 
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):
         graph = fake_npu_graphs.capturing_graph()

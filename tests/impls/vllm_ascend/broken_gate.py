@@ -72,6 +72,17 @@ FIXES = {
     ),
     "num-computed-from-seq-lens": ("num-computed-tokens-drift", ((UPDATE, fixes.computed_from_seq_lens),)),
     "max-query-len-compacted": ("unpadded-max-query-len", (("prepare_inputs", shared.max_query_len_compacted),)),
+    "state-advanced-once-per-step": (
+        "draft-state-advanced-per-group",
+        (("_propose", fixes.layers_of_their_group), (UPDATE, fixes.advanced_once_per_group_step())),
+    ),
+    "further-groups-from-the-step-before": (
+        None,
+        (
+            ("_propose", fixes.layers_of_their_group),
+            (UPDATE, fixes.advanced_once_per_group_step(from_the_step_before=True)),
+        ),
+    ),
 }
 # The known defects no fix variant is kept for, and why.
 NO_FIX = {

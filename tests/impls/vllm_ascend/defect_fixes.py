@@ -12,6 +12,12 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   (``host=False``: the device tensor only, a half fix).
 - ``computed_from_seq_lens``: ``num-computed-tokens-drift``: each step's ``num_computed_tokens_cpu``
   is its one-token query's context, ``seq_lens_cpu - 1``.
+- ``advanced_once_per_group_step`` with ``layers_of_their_group``: ``draft-state-advanced-per-group``,
+  as upstream's pull request #16793 describes its fix: the first draft attention group's update
+  advances the step's state; each further group builds its metadata from that updated view, without
+  advancing it again; and each group's layers are handed their group's metadata (``_propose``'s
+  draft-step loop, one line of it edited). ``from_the_step_before`` builds the further groups' from
+  the view before the step's update instead: a half fix, which must fail.
 - ``unpadded-max-query-len``'s fix is the one vLLM and 0.13.0 share (``tests.impls.fixes``).
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
@@ -21,6 +27,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+
+from tests.impls.fixes import edited
 
 _REJECTED = "_fix_num_rejected_tokens"  # the call's rejected counts, from _propose to its first step update
 
@@ -93,3 +101,42 @@ def computed_from_seq_lens(update):
 
 
 SEQ_LENS = ("seq_lens", "seq_lens_cpu", "_seq_lens_cpu")  # the device lengths and their host mirrors
+
+
+_STEP = "_fix_group_step"  # (draft index, the view before its update, the view after) of the step's first group
+
+
+def advanced_once_per_group_step(from_the_step_before: bool = False):
+    """``attn_update_stack_num_spec_norm`` that advances a draft step's state once, whatever the number of
+    draft attention groups: a call chained on the view this step's first group returned builds its own
+    group's metadata from that view (``from_the_step_before``: from the view before it, a half fix)."""
+
+    def fix(update):
+        @functools.wraps(update)
+        def wrapper(self, *args, **kwargs):
+            bound = _bound(update, self, args, kwargs)
+            draft_index, old = bound.arguments["draft_index"], bound.arguments["old_common_metadata"]
+            step = getattr(self, _STEP, None)
+            if step is not None and step[0] == draft_index and old is step[2]:
+                view = step[1] if from_the_step_before else old
+                builder = bound.arguments["attn_group"].get_metadata_builder()
+                return old, builder.build_for_drafting(view, draft_index)
+            cad, meta = update(self, *args, **kwargs)
+            setattr(self, _STEP, (draft_index, old, cad))
+            return cad, meta
+
+        return wrapper
+
+    return fix
+
+
+# _propose's draft-step loop hands every draft layer the metadata of the group updated last; the fix hands
+# each group's layers their own (the same text in 0.23.0 and main).
+_EVERY_LAYER = """                    for layer_name in self.attn_layer_names:
+                        per_layer_attn_metadata[layer_name] = attn_metadata
+                multi_steps_attn_metadata.append(per_layer_attn_metadata)"""
+
+
+def layers_of_their_group(propose):
+    """``_propose`` whose draft steps hand each attention group's layers that group's metadata."""
+    return edited(propose, (_EVERY_LAYER, _EVERY_LAYER.replace("self.attn_layer_names", "attn_group.layer_names")))

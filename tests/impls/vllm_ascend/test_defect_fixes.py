@@ -27,9 +27,23 @@ from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import TYPICAL
 
 FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
-SERVED = {  # a fix -> the runs where its defect decides what attention is given
-    "seq-lens-lowered": (TYPICAL, FULL),
-    "num-computed-from-seq-lens": (TYPICAL, FULL),
+GROUPS = dataclasses.replace(TYPICAL, **DIVERGENCES["draft-state-advanced-per-group"].setting)
+SERVED = {  # a fix -> the runs where its defect decides what attention is given, per mode
+    "seq-lens-lowered": {"eager": TYPICAL, "full": FULL},
+    "num-computed-from-seq-lens": {"eager": TYPICAL, "full": FULL},
+    "state-advanced-once-per-step": {"eager": GROUPS},  # several draft groups run eagerly (divergences.GROUPS_EAGER)
+}
+HALF_FIXES = {  # a half fix -> the defect it half fixes, the run that shows it, what its failure names
+    "seq-lens-lowered-on-the-device-only": (
+        "padded-seq-lens-not-lowered",
+        TYPICAL,
+        r"step 2: host mirror \w+ is not seq_lens .*: got \[.*\], want \[",
+    ),
+    "further-groups-from-the-step-before": (
+        "draft-state-advanced-per-group",
+        GROUPS,
+        r"step 2: layer mtp.indexer.k_cache is given \w+ \[.*\], layer mtp.attn \[",
+    ),
 }
 
 
@@ -47,7 +61,7 @@ def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):
     """(the fix ``name``'s defect's divergence, in the harness's table whatever the session accepts; the
     serving run of ``scenario`` before the fix). Skipped where the checkout under test has fixed that
     defect already."""
-    defect = broken_gate.FIXES[name][0] or "padded-seq-lens-not-lowered"  # the half fix's
+    defect = broken_gate.FIXES[name][0] or HALF_FIXES[name][0]
     before = _run(scenario, impl, device)
     if defect != "unpadded-max-query-len":  # a serving run shows it; the max_query_len fix applies twice alike
         skip_unless_present(defect, before)
@@ -55,12 +69,11 @@ def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):
     return DIVERGENCES[defect], before
 
 
-@pytest.mark.parametrize("name", list(SERVED))
-@pytest.mark.parametrize("mode", ["eager", "full"])
+@pytest.mark.parametrize(("name", "mode"), [(name, mode) for name, runs in SERVED.items() for mode in runs])
 def test_serving_runs_of_a_fix_pass_following_the_spec(name, mode, monkeypatch, impl, device):
     """Following the spec for its defect in every call it decides, and for no defect the run before the
     fix followed the defect of."""
-    scenario = SERVED[name][mode == "full"]
+    scenario = SERVED[name][mode]
     divergence, before = _fix(name, monkeypatch, impl, device, scenario)
     report = _run(scenario, impl, device)
     defect = divergence.id
@@ -72,8 +85,9 @@ def test_serving_runs_of_a_fix_pass_following_the_spec(name, mode, monkeypatch, 
 
 @pytest.mark.parametrize("name", list(SERVED))
 def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, impl, device):
-    spec = spec_for(RULES, _fix(name, monkeypatch, impl, device)[0])
-    report = _run(TYPICAL, impl, device, spec)
+    scenario = SERVED[name]["eager"]
+    spec = spec_for(RULES, _fix(name, monkeypatch, impl, device, scenario)[0])
+    report = _run(scenario, impl, device, spec)
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
 
@@ -84,17 +98,21 @@ def test_a_fixed_max_query_len_is_the_spec(monkeypatch, impl, device):
     assert_max_query_len_fix_holds(impl.ops, RULES, spec, device)
 
 
-def test_a_half_fix_fails_naming_the_values(monkeypatch, impl, device):
+@pytest.mark.parametrize("name", list(HALF_FIXES))
+def test_a_half_fix_fails_naming_the_values(name, monkeypatch, impl, device):
     """Device seq_lens lowered, host mirrors not: the step's attention is built on a mirror that is not
-    its device tensor; the failure names the step, the field and both values."""
-    _fix("seq-lens-lowered-on-the-device-only", monkeypatch, impl, device)
-    with pytest.raises(MetadataMismatch, match=r"step 2: host mirror \w+ is not seq_lens .*: got \[.*\], want \["):
-        _run(TYPICAL, impl, device)
+    its device tensor. The further draft groups' metadata built from the step before: the indexer
+    layer attends with other lengths than the attention layer. The failure names the step, the field
+    and both values."""
+    _, scenario, match = HALF_FIXES[name]
+    _fix(name, monkeypatch, impl, device, scenario)
+    with pytest.raises(MetadataMismatch, match=match):
+        _run(scenario, impl, device)
 
 
 def test_every_fix_is_shown():
-    """Each of ``broken_gate.FIXES`` is run here: served, single-call, or the half fix."""
-    shown = {*SERVED, "max-query-len-compacted", "seq-lens-lowered-on-the-device-only"}
+    """Each of ``broken_gate.FIXES`` is run here: served, single-call, or a half fix."""
+    shown = {*SERVED, "max-query-len-compacted", *HALF_FIXES}
     assert shown == set(broken_gate.FIXES), set(broken_gate.FIXES) ^ shown
     fixed = {d for d, _ in broken_gate.FIXES.values() if d} | set(broken_gate.NO_FIX)
     assert fixed == {d.id for d in DIVERGENCES.values() if d.kind == "defect"}
