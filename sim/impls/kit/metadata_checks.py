@@ -91,14 +91,14 @@ def check_mirrors(cad, step: int | None) -> None:
 
 @dataclass
 class Built:
-    """The tensors one step's attention holds (views, as a backend keeps them) and their values at build."""
+    """The tensors (and host lists) one step's attention holds, as a backend keeps them, and their values at build."""
 
     step: int | None
-    views: dict[str, torch.Tensor]
-    at_build: dict[str, torch.Tensor] = field(default_factory=dict)
+    views: dict[str, torch.Tensor | list]
+    at_build: dict[str, torch.Tensor | list] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.at_build = {k: v.detach().clone() for k, v in self.views.items()}
+        self.at_build = {k: list(v) if isinstance(v, list) else v.detach().clone() for k, v in self.views.items()}
 
 
 COMPUTED = "num_computed_tokens_cpu"  # vllm-ascend's host count of the tokens before each query
@@ -117,10 +117,14 @@ def check_unchanged(built: Built, step: int) -> None:
     """Every tensor ``built`` holds has the values it had at build, now that step ``step``'s forward runs."""
     for name, view in built.views.items():
         before = built.at_build[name]
-        if view.shape != before.shape or not torch.equal(view, before):
+        if isinstance(view, list):
+            changed, now, then = view != before, view, before
+        else:
+            changed = view.shape != before.shape or not torch.equal(view, before)
+            now, then = view.tolist(), before.tolist()
+        if changed:
             raise MetadataMismatch(
-                f"step {step}: {name} changed between build and forward: "
-                f"at forward {view.tolist()}, at build {before.tolist()}"
+                f"step {step}: {name} changed between build and forward: at forward {now}, at build {then}"
             )
 
 

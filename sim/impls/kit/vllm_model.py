@@ -34,6 +34,22 @@ from sim.impls.kit.vllm_types import import_vllm
 LAYER = "mtp.attn"
 
 
+def held_views(cad) -> dict[str, torch.Tensor]:
+    """The tensors of ``cad`` a backend keeps views of until the forward: device and host, live rows."""
+    n = cad.num_reqs
+    views = {
+        "query_start_loc": cad.query_start_loc[: n + 1],
+        "seq_lens": cad.seq_lens[:n],
+        "block_table": cad.block_table_tensor,
+        "slot_mapping": cad.slot_mapping,
+    }
+    for host, extra in [(host, extra) for host, _, extra in MIRRORS] + [(COMPUTED, 0)]:
+        value = present(cad, host)
+        if value is not None:
+            views[host] = value[: n + extra]
+    return views
+
+
 class SnapshotAttnGroup:
     """Duck-types vLLM's ``AttentionGroup`` for ``propose``: ``layer_names`` and
     ``build_metadata_for_drafting(common_attn_metadata=, draft_index=)``."""
@@ -50,7 +66,7 @@ class SnapshotAttnGroup:
         step = None if draft_index is None else draft_index + 1
         check_mirrors(cad, step)
         meta = self.attention_meta(cad)
-        held = self.held(cad)
+        held = held_views(cad)
         return RecordedMeta(**vars(meta), built=Built(step, held), num_computed_tokens=held.get(COMPUTED))
 
     def attention_meta(self, cad) -> AttentionMeta:
@@ -62,21 +78,6 @@ class SnapshotAttnGroup:
             slot_mapping=cad.slot_mapping,
             seq_len_bound=torch.tensor([self.seq_len_bound(cad)], dtype=torch.int64),
         )
-
-    def held(self, cad) -> dict[str, torch.Tensor]:
-        """The tensors of ``cad`` a backend keeps views of until the forward: device and host, live rows."""
-        n = cad.num_reqs
-        views = {
-            "query_start_loc": cad.query_start_loc[: n + 1],
-            "seq_lens": cad.seq_lens[:n],
-            "block_table": cad.block_table_tensor,
-            "slot_mapping": cad.slot_mapping,
-        }
-        for host, extra in [(host, extra) for host, _, extra in MIRRORS] + [(COMPUTED, 0)]:
-            value = present(cad, host)
-            if value is not None:
-                views[host] = value[: n + extra]
-        return views
 
     def seq_len_bound(self, cad) -> int:
         """The host-side bound of ``seq_lens`` the attention is given (vLLM: ``max_seq_len``)."""
@@ -101,6 +102,15 @@ def step_record(call, bound, attn, input_ids, positions, slots, rows, sample_ind
         padding_slots=slots[real:rows],
         num_computed_tokens=num_computed,
     )
+
+
+def rows_of_slots(slots: torch.Tensor, rows: int) -> torch.Tensor:
+    """``slots`` for a forward of ``rows`` rows: longer is kept (the rows past ``rows`` are the record's
+    padding), shorter is -1 past its end (a builder that slices them to its ``num_actual_tokens``: the
+    kernel writes those rows only)."""
+    if slots.shape[0] >= rows:
+        return slots
+    return torch.cat([slots, slots.new_full((rows - slots.shape[0],), -1)])
 
 
 def with_padding_rows(attn: AttentionMeta, slots: torch.Tensor, rows: int) -> AttentionMeta:
@@ -145,8 +155,8 @@ class VllmTinyMtp(nn.Module):
         attn = self.attention(context)
         if isinstance(attn, RecordedMeta):
             check_unchanged(attn.built, self.calls + 1)
-        slots = self.slots(context, attn)  # what the KV write is told, may be longer than attn's rows
         n = input_ids.shape[0]
+        slots = rows_of_slots(self.slots(context, attn), n)  # what the KV write is told
         # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row
         # count); vLLM never pads here
         meta = with_padding_rows(attn, slots[:n], n)

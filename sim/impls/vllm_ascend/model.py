@@ -1,18 +1,18 @@
-"""The tiny MTP model and the recording attention group behind vllm-ascend's interfaces.
+"""The tiny MTP model behind vllm-ascend's interfaces, reading the metadata vllm-ascend's own builder built.
 
 vllm-ascend's ``_propose`` builds each step's attention metadata itself: step 1
 through ``draft_attn_groups[0].get_metadata_builder().build(...)``, steps 2..K
 through ``attn_update_stack_num_spec_norm``, which calls
 ``build_for_drafting(cad, draft_index)``, every step's before the first
-forward. ``AscendSnapshotAttnGroup`` is that group and its builder: it checks
-the host mirrors and hands attention what ``AscendAttentionMetadataBuilder.build``
-(attention_v1.py) hands the NPU kernels: the lengths from the host,
-``seq_lens_list`` from ``_seq_lens_cpu`` (else ``seq_lens_cpu``) and
-``actual_seq_lengths_q`` from ``query_start_loc_cpu``, taken as lists at build,
-and the host bound ``max(seq_lens_list)`` (vllm-ascend sets ``max_seq_len`` to
-0); so a stale mirror changes the drafts. ``AscendTinyMtp`` reads the metadata
-back from the forward context and takes its KV slots from it (vllm-ascend
-keeps them in the metadata, padded with -1 to the buffer's length).
+forward. The builder is the checkout's ``AscendAttentionMetadataBuilder``
+(attention_v1.py), recording (``builders``): it hands the NPU kernels the lengths
+as host lists taken at build (``seq_lens_list`` from ``_seq_lens_cpu``, else
+``seq_lens_cpu``; ``actual_seq_lengths_q`` from ``query_start_loc_cpu``), the block
+table and the slots, and the tiny attention reads exactly those, with the host bound
+``max(seq_lens_list)``; so a stale mirror changes the drafts. ``AscendTinyMtp`` reads
+the metadata back from the forward context as it is at the forward and takes its KV
+slots from it. ``AscendSnapshotAttnGroup`` builds the same fields without vllm-ascend's
+builder, for the single-step checks (``adapter.advance_steps``).
 
 Under ACL graphs (full-graph mode), the forward that runs is the one inside the capture: there the
 attention takes its lengths through ``tiny_attention.captured_task`` (the kernel's host
@@ -30,15 +30,21 @@ from mtp.trace import StepRecord
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import RecordedMeta, check_same_step, check_unchanged, host_seq_lens
-from sim.impls.kit.vllm_model import LAYER, SnapshotAttnGroup, VllmTinyMtp, logit_view, with_padding_rows
+from sim.impls.kit.vllm_model import (
+    LAYER,
+    SnapshotAttnGroup,
+    VllmTinyMtp,
+    logit_view,
+    rows_of_slots,
+    with_padding_rows,
+)
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import tiny_attention
+from sim.impls.vllm_ascend import builders, tiny_attention
 
 __all__ = [
     "INDEXER_LAYER",
     "LAYER",
     "AscendSnapshotAttnGroup",
-    "AscendSnapshotBuilder",
     "AscendTinyMtp",
     "TinyAttentionBackend",
     "TinyIndexerBackend",
@@ -49,7 +55,7 @@ INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backe
 
 class TinyAttentionBackend:
     """The draft layer's attention backend (``draft_attn_groups[0].backend``): its metadata builder
-    (the recording ``AscendSnapshotBuilder``, which ``initialize_attn_backend`` builds), its impl
+    (the checkout's ``AscendAttentionMetadataBuilder``, recording: ``builders``), its impl
     (what ``_update_full_graph_params`` hands ``update_full_graph_params``), and the kernel block
     sizes it supports: any (the tiny attention reads the paged cache at any block size)."""
 
@@ -59,7 +65,7 @@ class TinyAttentionBackend:
 
     @staticmethod
     def get_builder_cls():
-        return AscendSnapshotBuilder
+        return builders.attention_builder()
 
     @staticmethod
     def get_name() -> str:
@@ -128,17 +134,6 @@ class AscendSnapshotAttnGroup(SnapshotAttnGroup):
         )
 
 
-class AscendSnapshotBuilder(AscendSnapshotAttnGroup):
-    """The tiny backend's metadata builder, as vLLM's ``AttentionGroup.create_metadata_builders``
-    builds one: it holds the KV spec it is built with (the group's, at the kernel block size)."""
-
-    requires_block_table_width = False  # vLLM 0.27 asks the builder class
-
-    def __init__(self, kv_cache_spec, layer_names, vllm_config, device, **_):
-        super().__init__()
-        self.kv_cache_spec, self.layer_names = kv_cache_spec, list(layer_names)
-
-
 class AscendTinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's draft model: KV slots come with the attention metadata (int32 there).
 
@@ -155,6 +150,14 @@ class AscendTinyMtp(VllmTinyMtp):
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
 
+    def attention(self, context):
+        """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""
+        return self._read(context.attn_metadata[LAYER])
+
+    @staticmethod
+    def _read(meta):
+        return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta)
+
     def slots(self, context, attn) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)
 
@@ -166,10 +169,10 @@ class AscendTinyMtp(VllmTinyMtp):
         n, step = input_ids.shape[0], self.calls + 1
         layers = [(self.tiny.cache, meta)]
         for name, cache in self.more_layers:
-            attn = context.attn_metadata[name]
+            attn = self._read(context.attn_metadata[name])
             if isinstance(attn, RecordedMeta):
                 check_unchanged(attn.built, step)
-            attn = with_padding_rows(attn, self.slots(context, attn)[:n], n)
+            attn = with_padding_rows(attn, rows_of_slots(self.slots(context, attn), n)[:n], n)
             check_same_step(step, name, attn, LAYER, meta)
             layers.append((cache, attn))
         return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
@@ -187,7 +190,7 @@ class AscendTinyMtp(VllmTinyMtp):
         attn = context.attn_metadata[LAYER]
         n = input_ids.shape[0]
         seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
-        slots = self.slots(context, attn)[:n]
+        slots = rows_of_slots(self.slots(context, attn), n)[:n]
         out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
         live["bound"] = bound

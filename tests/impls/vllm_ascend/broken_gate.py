@@ -21,6 +21,7 @@ UPDATE = "attn_update_stack_num_spec_norm"
 DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
+BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -45,6 +46,7 @@ VARIANTS = {
     "runner-positions-off-by-one": (POSITIONS, handoff.positions_off_by_one),
     "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
+    "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -96,6 +98,11 @@ NO_FIX = {
 }
 
 
+def variants() -> list[str]:
+    """Every broken vllm-ascend the gate must fail: the variants, and the half fixes among ``FIXES``."""
+    return [*VARIANTS, *(name for name, (defect, _) in FIXES.items() if defect is None)]
+
+
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change vllm-ascend as the variant (``VARIANTS``), control (``CONTROLS``) or fix (``FIXES``) ``name`` says."""
     from sim.impls.kit.ascend.importing import import_ascend
@@ -112,6 +119,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     target, breaking = known[name]
     if target in (POSITIONS, HANDOFF):
         break_runner(target, breaking, monkeypatch)
+        return
+    if target == BUILDER:
+        cls = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder
+        monkeypatch.setattr(cls, "build", breaking(cls.build))
         return
     if target == DISPATCH:
         cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher

@@ -15,6 +15,9 @@ the signature ``sim.impls.vllm_ascend.generation`` reads):
   into the tensor step j's attention holds, as one buffer shared by every step
   would (cross-step aliasing, vllm-ascend #7549); every step's metadata is built
   before the first forward, so step j's forward reads step j+1's values.
+- ``lists_shared_across_steps``: the attention builder (``AscendAttentionMetadataBuilder.build``) hands
+  every build the same ``seq_lens_list`` object, rewritten in place, as the SFA builder did with its
+  graph-stable length buffers before vllm-ascend #14236: earlier steps' metadata read the last step's.
 """
 
 from __future__ import annotations
@@ -93,3 +96,17 @@ def written_into_the_step_before(field: str):
         return broken
 
     return breaking
+
+
+def lists_shared_across_steps(build):
+    """``build`` whose metadata's ``seq_lens_list`` is one list per builder, rewritten by every build."""
+
+    @functools.wraps(build)
+    def wrapper(self, *args, **kwargs):
+        meta = build(self, *args, **kwargs)
+        shared = self.__dict__.setdefault("_shared_seq_lens_list", [])
+        shared[:] = meta.seq_lens_list
+        meta.seq_lens_list = shared
+        return meta
+
+    return wrapper

@@ -11,9 +11,8 @@ import pytest
 
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend import attn_setup
+from sim.impls.vllm_ascend import attn_setup, builders
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.model import AscendSnapshotBuilder
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate
 
@@ -28,7 +27,8 @@ def test_the_drafters_setup_decides_block_size_and_group(block_size):
     assert (p.kv_cache_gid, group.kv_cache_group_id, group.layer_names) == (gid, gid, [LAYER])
     assert group.kv_cache_spec == config.kv_cache_groups[gid].kv_cache_spec
     builder = group.get_metadata_builder()
-    assert isinstance(builder, AscendSnapshotBuilder)
+    assert type(builder) is builders.attention_builder()
+    assert isinstance(builder, import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder)
     assert p.block_size == builder.kv_cache_spec.block_size == block_size
     assert config.kv_cache_groups[0].kv_cache_spec.block_size != block_size  # another group's differs
 

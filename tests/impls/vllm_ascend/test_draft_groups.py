@@ -15,11 +15,11 @@ import dataclasses
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import attn_setup
+from sim.impls.vllm_ascend import attn_setup, builders
 from sim.impls.vllm_ascend.adapter import DRAFT_LAYERS
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
-from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotBuilder
+from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER
 from sim.serving.checker import DEFECT
 from sim.serving.run import run_scenario
 from tests.properties.test_propose_loop import TYPICAL
@@ -36,7 +36,7 @@ def test_the_drafters_setup_forms_two_attention_groups_in_one_kv_cache_group():
     assert sorted(name for g in groups for name in g.layer_names) == [LAYER, INDEXER_LAYER]
     assert {g.kv_cache_group_id for g in groups} == {p.kv_cache_gid}
     assert {g.backend for g in groups} == set(attn_setup.BACKENDS.values())
-    assert all(isinstance(g.get_metadata_builder(), AscendSnapshotBuilder) for g in groups)
+    assert all(type(g.get_metadata_builder()) is builders.attention_builder() for g in groups)  # the checkout's
     assert p.block_size == 4
 
 

@@ -25,7 +25,9 @@ from hypothesis import given, settings
 
 from devices.sim.device import poison_value
 from sim.impls.kit import vllm_model as recording
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import MetadataMismatch
+from sim.impls.vllm_ascend import builders
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
@@ -36,6 +38,7 @@ from tests.impls.vllm_ascend.metadata_breaks import (
     computed_as_seq_lens,
     computed_not_advanced,
     host_mirror_not_advanced,
+    lists_shared_across_steps,
     written_into_the_step_before,
 )
 from tests.impls.vllm_ascend.method_breaks import host_mirror_read_before_its_copy_lands
@@ -101,7 +104,8 @@ def test_a_stale_host_mirror_changes_what_attention_reads(monkeypatch, device, i
     """With the mirror check off, the stale ``seq_lens_cpu`` still fails against the reference: the
     tiny attention reads the host lengths, as vllm-ascend's kernels do."""
     _break_the_update(monkeypatch, host_mirror_not_advanced("seq_lens_cpu"))
-    monkeypatch.setattr(recording, "check_mirrors", lambda cad, step: None)
+    for checking in (recording, builders):  # the recording group's check, and the real builder's
+        monkeypatch.setattr(checking, "check_mirrors", lambda cad, step: None)
     failure = _serving_runs_fail(impl, device, "stale-seq-lens-cpu-unchecked", record_property, True, r"mismatches")
     assert not isinstance(failure, MetadataMismatch)
 
@@ -154,3 +158,14 @@ def test_the_same_copy_read_after_its_sync_passes_the_gate(monkeypatch, device, 
         check_implementation(impl, scenario, device, "host-mirror-read-after-its-sync")
 
     gate()
+
+
+def test_a_builder_sharing_its_lists_across_steps_fails_by_name(monkeypatch, device, impl, record_property):
+    """vllm-ascend's own attention builder handing every step one ``seq_lens_list``, rewritten in place
+    (the SFA builder's shared buffers before #14236): each earlier step's forward finds the list changed."""
+    cls = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder
+    monkeypatch.setattr(cls, "build", lists_shared_across_steps(cls.build))
+    failure = _serving_runs_fail(
+        impl, device, "builder-lists-shared", record_property, None, r"metadata.seq_lens_list changed between build"
+    )
+    assert isinstance(failure, MetadataMismatch) and re.match(r"step \d+: metadata.seq_lens_list", str(failure))

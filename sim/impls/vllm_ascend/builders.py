@@ -1,0 +1,97 @@
+"""vllm-ascend's own attention metadata builder builds the draft's metadata; the tiny attention reads what it built.
+
+The draft layer's backend (``model.TinyAttentionBackend``) hands ``initialize_attn_backend`` the
+checkout's ``AscendAttentionMetadataBuilder`` (``vllm_ascend/attention/attention_v1.py``, the GQA
+builder every non-MLA draft gets), subclassed only to record (``recording``): each build checks
+the common metadata's host mirrors, as the recording group does, and keeps, with the metadata the
+real builder returns, the views it holds and their values at build (``metadata_checks.Built``): the
+real metadata's own tensors and host lists, and the common metadata's tensors a backend keeps views
+of. Nothing of the real build is replaced. The forward reads the real metadata as it is then
+(``read_back``): the kernels' host lists (``seq_lens_list``, ``actual_seq_lengths_q``), its block
+table and slots, so a builder that hands a later step's values in an earlier step's buffers or
+lists fails, at the forward, by name (``check_unchanged``) and against the reference.
+
+One stand-in, for plumbing: the build copies ``query_start_loc_cpu`` to the device through
+``pin_memory()``, which needs the NPU's host allocator; here the host memory is the device's, and
+pinning is a copy (``unpinned_host_memory``). The kernels (``npu_fused_infer_attention_score``) are
+the tiny attention's, reading exactly those fields.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
+from sim.impls.kit.vllm_model import held_views
+
+_HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
+
+
+@contextlib.contextmanager
+def unpinned_host_memory():
+    """``Tensor.pin_memory`` as a copy, for one build: on the simulator host memory is the device's."""
+    pin = torch.Tensor.pin_memory
+    torch.Tensor.pin_memory = lambda self, *args, **kwargs: self.clone()
+    try:
+        yield
+    finally:
+        torch.Tensor.pin_memory = pin
+
+
+@functools.cache
+def recording(real_cls: type) -> type:
+    """``real_cls`` (a vllm-ascend metadata builder) recording what each build hands attention."""
+
+    class Recording(real_cls):
+        _step: int | None = 1  # the first pass's build; build_for_drafting says its step
+
+        def build_for_drafting(self, common_attn_metadata, draft_index, *args, **kwargs):
+            self._step = draft_index + 1
+            try:
+                return super().build_for_drafting(common_attn_metadata, draft_index, *args, **kwargs)
+            finally:
+                self._step = 1
+
+        def build_for_graph_capture(self, common_attn_metadata, *args, **kwargs):
+            self._step = None  # a dummy run's: no step of a call
+            try:
+                return super().build_for_graph_capture(common_attn_metadata, *args, **kwargs)
+            finally:
+                self._step = 1
+
+        def build(self, common_prefix_len, common_attn_metadata, *args, **kwargs):
+            cad = common_attn_metadata
+            check_mirrors(cad, self._step)
+            with unpinned_host_memory():
+                meta = super().build(common_prefix_len, cad, *args, **kwargs)
+            held = {**held_views(cad), **{f"metadata.{name}": getattr(meta, name) for name in _HELD}}
+            meta.recorded = Built(self._step, held)
+            return meta
+
+    Recording.__name__ = Recording.__qualname__ = f"Recording{real_cls.__name__}"
+    return Recording
+
+
+def attention_builder() -> type:
+    """The checkout's GQA builder, recording."""
+    return recording(import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder)
+
+
+def read_back(meta) -> RecordedMeta:
+    """What the kernels read of a real ``AscendMetadata`` now: the host lists, the table, the slots."""
+    built = meta.recorded
+    lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
+    device = meta.block_tables.device
+    return RecordedMeta(
+        query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
+        seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
+        block_table=meta.block_tables,
+        slot_mapping=meta.slot_mapping,
+        seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
+        built=built,
+        num_computed_tokens=built.views.get(COMPUTED),
+    )
