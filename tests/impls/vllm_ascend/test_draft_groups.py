@@ -20,8 +20,8 @@ from sim.impls.vllm_ascend.adapter import DRAFT_LAYERS
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER
-from sim.serving.checker import DEFECT
 from sim.serving.run import run_scenario
+from tests.impls.fixes import skip_unless_present
 from tests.properties.test_propose_loop import TYPICAL
 
 ADVANCED = DIVERGENCES["draft-state-advanced-per-group"]
@@ -41,14 +41,15 @@ def test_the_drafters_setup_forms_two_attention_groups_in_one_kv_cache_group():
 
 
 def test_two_groups_advance_the_state_twice_per_step(impl, device):
-    """Under the spec, step 2 attends with one key more per request than it may see (``seq_lens``
-    advanced once per group); under the defect modelled, the run matches, having followed it."""
+    """Under the defect modelled, the run matches, having followed it; under the spec, step 2 attends
+    with one key more per request than it may see (``seq_lens`` advanced once per group). Skipped,
+    saying so, on a vllm-ascend that fixed it."""
+    modelled = run_scenario(GROUPS, device, impl)
+    assert modelled.ok, [str(m) for m in modelled.mismatches[:4]]
+    skip_unless_present(ADVANCED.id, modelled)
     spec = run_scenario(GROUPS, device, impl, rules=spec_for(RULES, ADVANCED))
     assert not spec.ok
     assert "step 2 seq_lens" in str(spec.mismatches[0]), spec.mismatches[0]
-    modelled = run_scenario(GROUPS, device, impl)
-    assert modelled.ok, [str(m) for m in modelled.mismatches[:4]]
-    assert modelled.followed[(ADVANCED.id, DEFECT)] > 0, modelled.followed
 
 
 def test_one_group_is_not_affected(impl, device):
