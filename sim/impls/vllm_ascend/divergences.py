@@ -106,6 +106,17 @@ DIVERGENCES = table(
         setting={"draft_attn_groups": 2},
     ),
     Divergence(
+        "mla-draft-cos-sin-shared",
+        "AscendMLAMetadataBuilder.build_decode_metadata (mla_v1.py: get_cos_and_sin_mla(..., use_cache=True))",
+        "each draft step's attention metadata holds its own positions' cos and sin until its forward",
+        "every build writes its decode cos/sin into the one global _cos_mla / _sin_mla buffer and hands a view "
+        "of it; _propose builds every step before the first forward, so each step's MLA decode rotates with the "
+        "last built step's positions (the SFA builder's like defect was fixed by vllm-ascend #10878). The gate "
+        "drives the GQA family; the MLA builder is run on its own, on two draft steps",
+        "test_mla_builder.py::test_draft_steps_share_the_mla_cos_sin_buffer",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
         "full-graphs-uniform-decode-only",
         "_propose (runner.cudagraph_dispatcher.dispatch, FULL_DECODE_ONLY)",
         "in a graph mode every batch up to the largest captured size runs padded to a captured size",
