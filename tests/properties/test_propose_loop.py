@@ -93,6 +93,58 @@ def test_a_typical_serving_run_matches_reference(device, impl, request):
     check_implementation(impl, TYPICAL, device, request.node.name)
 
 
+# Fixed runs at the edges upstream's reports name: seven drafts per step running into max_model_len
+# (a slot buffer sized for fewer drafts, #14114); drafts stepping into the last block of a request's
+# row and past it at max_model_len (#9098/#9139); 128-token blocks, the drafts crossing a block of them.
+EDGES = {
+    "seven-drafts-into-max-model-len": Scenario(
+        num_spec_tokens=7,
+        block_size=4,
+        max_model_len=32,
+        token_budget=24,
+        max_num_reqs=3,
+        max_iterations=14,
+        accept="all",
+        requests=(RequestSpec(0, 9, 40), RequestSpec(0, 30, 8), RequestSpec(2, 3, 12)),
+    ),
+    "last-block-of-the-row": Scenario(
+        num_spec_tokens=3,
+        block_size=8,
+        max_model_len=24,
+        token_budget=12,
+        max_num_reqs=2,
+        max_iterations=12,
+        requests=(RequestSpec(0, 20, 20), RequestSpec(0, 15, 20)),
+    ),
+    "blocks-of-128": Scenario(
+        num_spec_tokens=3,
+        block_size=128,
+        max_model_len=320,
+        token_budget=64,
+        max_num_reqs=2,
+        max_iterations=10,
+        requests=(RequestSpec(0, 125, 12), RequestSpec(0, 250, 12)),
+    ),
+}
+
+
+@pytest.mark.order(0)
+@pytest.mark.parametrize("edge", list(EDGES))
+def test_a_serving_run_at_an_edge_matches_reference(device, impl, edge, request):
+    """Each of ``EDGES``, padded, eagerly: seconds into the gate, before any drawn run."""
+    check_implementation(impl, EDGES[edge], device, request.node.name)
+
+
+@pytest.mark.order(0)
+@NEEDS_GRAPHS
+@USES_FULL_GRAPHS
+def test_capture_sizes_with_gaps_match_reference(device, impl, request):
+    """Full graphs captured at 1 and 8 only: every batch between them is padded to 8, replayed, and
+    must equal the reference."""
+    scenario = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(1, 8))
+    check_implementation(impl, scenario, device, request.node.name)
+
+
 @pytest.mark.order(0)
 @USES_DRAFT_ATTN_GROUPS
 def test_a_typical_serving_run_of_two_draft_attention_groups_matches_reference(device, impl, request):
