@@ -201,6 +201,24 @@ class Worktree:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def add_parser(sub, formatter_class):
+    """The ``bisect`` subcommand of ``python -m sim`` (``sim.cli``)."""
+    bis = sub.add_parser(
+        "bisect",
+        help="the first commit of a vllm-ascend range at which the gate fails (git bisect on a worktree)",
+        formatter_class=formatter_class,
+    )
+    bis.add_argument("checkout", help="a vllm-ascend git checkout (never changed: the bisect runs on a worktree)")
+    bis.add_argument("--good", required=True, help="a commit the gate passes")
+    bis.add_argument("--bad", required=True, help="a later commit it fails")
+    bis.add_argument("--case", metavar="FILE", help="bisect on one scenario file (a failure's replay file): fastest")
+    bis.add_argument(
+        "--envs", metavar="DIR", help="where the env per vLLM version is kept (~/.cache/mtp-harness/bisect)"
+    )
+    bis.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for the gate (without --case)")
+    return bis
+
+
 def _say(message: str) -> None:
     print(message, flush=True)
 

@@ -131,19 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
     explain.add_argument("--seed", type=int, default=0, help="seed of the acceptance workload")
     explain.add_argument("--html", metavar="OUT", help="the page to write (default: explain-ID.html)")
-    bis = sub.add_parser(
-        "bisect",
-        help="the first commit of a vllm-ascend range at which the gate fails (git bisect on a worktree)",
-        formatter_class=fmt,
-    )
-    bis.add_argument("checkout", help="a vllm-ascend git checkout (never changed: the bisect runs on a worktree)")
-    bis.add_argument("--good", required=True, help="a commit the gate passes")
-    bis.add_argument("--bad", required=True, help="a later commit it fails")
-    bis.add_argument("--case", metavar="FILE", help="bisect on one scenario file (a failure's replay file): fastest")
-    bis.add_argument(
-        "--envs", metavar="DIR", help="where the env per vLLM version is kept (~/.cache/mtp-harness/bisect)"
-    )
-    bis.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for the gate (without --case)")
+    from sim.bisect import add_parser as add_bisect
+
+    bis = add_bisect(sub, fmt)
     for p in (run, replay, report, sens, explain, bis):
         p.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
