@@ -144,10 +144,10 @@ class InstallError(RuntimeError):
 def test_commit(tree: Path, envs: Envs, case: Path | None, pytest_args: list[str]) -> Verdict:
     """The gate on the commit checked out in ``tree``."""
     start = time.perf_counter()
-    try:
-        vllm = checkout.paired_vllm(tree)
-    except SystemExit:  # CheckoutError: its line is printed; the reason is a fact of this commit
-        return Verdict("skip", "no vLLM the harness has a closure for (its .github/vllm-release-tag.commit)")
+    unpaired = checkout.unpaired_reason(tree, label="the commit")
+    if unpaired:  # a fact of this commit
+        return Verdict("skip", unpaired)
+    vllm = checkout.paired_vllm(tree)
     try:
         python = envs.python(vllm)
         envs.install(python, tree)
@@ -159,7 +159,8 @@ def test_commit(tree: Path, envs: Envs, case: Path | None, pytest_args: list[str
         cmd = [str(python), "-m", "pytest", "--device", "sim", "--impl", "vllm_ascend", "-p", "no:cacheprovider",
                "-x", "-q", "-rf", "--hypothesis-profile", "adapter", *GATE, *pytest_args]  # fmt: skip
     # bytecode outside the worktree, kept across steps: a step recompiles the files its commit changed only
-    env = {**os.environ, **RUN_ENV, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(envs.root / "pycache")}
+    # (under the caller's prefix where one is set, as tox sets it: the closure's bytecode is there already)
+    env = {"PYTHONPYCACHEPREFIX": str(envs.root / "pycache"), **os.environ, **RUN_ENV, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start

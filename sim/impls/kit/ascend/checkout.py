@@ -66,17 +66,25 @@ class CheckoutError(SystemExit):
 
 def paired_vllm(src: Path) -> str:
     """The vLLM release the checkout pairs with (``v0.27.1`` in its tag file -> ``0.27.1``)."""
+    why = unpaired_reason(src)
+    if why:
+        raise CheckoutError(why)
+    return (src / TAG_FILE).read_text().strip().removeprefix("v")
+
+
+def unpaired_reason(src: Path, label: str | None = None) -> str | None:
+    """Why the checkout (named ``label``, else its path) pairs with no vLLM the harness has a closure
+    for, or ``None`` when it does."""
     tag_file = src / TAG_FILE
     if not tag_file.is_file():
-        raise CheckoutError(f"{SRC_VAR}={src}: no {TAG_FILE} (is it a vllm-ascend checkout?)")
+        return f"{label or f'{SRC_VAR}={src}'}: no {TAG_FILE} (is it a vllm-ascend checkout?)"
     tag = tag_file.read_text().strip()
-    version = tag.removeprefix("v")
-    if version not in CLOSURES:
-        raise CheckoutError(
-            f"{src} pairs with vLLM {tag!r} ({TAG_FILE}); the harness has closures for vLLM "
+    if tag.removeprefix("v") not in CLOSURES:
+        return (
+            f"{label or src} pairs with vLLM {tag!r} ({TAG_FILE}); the harness has closures for vLLM "
             f"{', '.join(sorted(CLOSURES))} only (sim/impls/kit/ascend/checkout.py CLOSURES)"
         )
-    return version
+    return None
 
 
 def released_source(dest: str, version: str = RELEASE) -> Path:

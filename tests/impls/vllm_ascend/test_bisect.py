@@ -1,0 +1,140 @@
+"""``python -m sim bisect`` on a synthetic history of the vllm-ascend under test (``history``): it names
+the commit that broke the step update, skips (never judges) the commits that cannot be imported or
+paired with a vLLM, and refuses bad input in one line with exit 2. The user's checkout is never touched: clean ``git
+status``, the same HEAD, no worktree or bisect ref left behind.
+
+The history is built from the sources of the vllm-ascend the env installed (``VLLM_ASCEND_SRC``, as
+``.ci/run`` sets it to the released 0.23.0 sdist laid out as a checkout), so each step installs and runs
+real vllm-ascend code; the test is one replay file, the fastest a bisect has."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sim import bisect as bisecting
+from sim.impls.kit.ascend import checkout
+from sim.serving.scenario import default_scenario
+from tests.impls.vllm_ascend import history
+
+COMMITS, BROKEN_AT = 31, 19
+# Commit 23 is git bisect's second choice in this range (after commit 15): it cannot be tested, so
+# the bisect must skip it, never judge it, and still name commit 19. Commit 17 cannot be imported:
+# where a skip leads git bisect to it, skipped too; and tested on its own below.
+UNIMPORTABLE_AT, UNPAIRED_AT = 17, 23
+
+
+def _source() -> Path:
+    src = os.environ.get(checkout.SRC_VAR)
+    if not src:
+        pytest.fail(
+            f"{checkout.SRC_VAR} is unset: the bisect's history is built from a vllm-ascend source tree "
+            f"(.ci/run sets it; or: python sim/impls/kit/ascend/checkout.py released-source DEST)"
+        )
+    return Path(src)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, list[str]]:
+    dest = tmp_path_factory.mktemp("history") / "vllm-ascend"
+    return dest, history.build(_source(), dest, COMMITS, BROKEN_AT, UNIMPORTABLE_AT, UNPAIRED_AT)
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory) -> Path:
+    """A serving run that a step update advancing ``seq_lens`` by two fails (seen in the test below)."""
+    return default_scenario(0, 6, num_spec_tokens=2).save(tmp_path_factory.mktemp("case") / "case.json")
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("envs")
+
+
+def _state(repo: Path) -> tuple[str, str, str, str]:
+    """What a bisect must leave as it found it: status, HEAD, worktrees, bisect refs."""
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+    return (
+        git("status", "--porcelain"),
+        git("rev-parse", "HEAD"),
+        git("worktree", "list"),
+        git("for-each-ref", "refs/bisect"),
+    )
+
+
+def test_bisect_names_the_commit_that_broke_the_step_update(repo, case, envs, capsys):
+    path, hashes = repo
+    before = _state(path)
+    assert bisecting.bisect(str(path), hashes[0], hashes[-1], case=str(case), envs_dir=str(envs)) == 0
+    out = capsys.readouterr().out
+    assert f"first bad commit: {hashes[BROKEN_AT]} change {BROKEN_AT}: the step update advances seq_lens by two" in out
+    assert f"replay: python -m sim replay {case} --impl vllm_ascend" in out
+    verdicts = _verdicts(out, hashes)
+    assert verdicts[UNPAIRED_AT].startswith("skip in 0 s: the commit pairs with vLLM 'v9.9.9'"), out
+    for n, said in verdicts.items():
+        want = "skip" if n in (UNIMPORTABLE_AT, UNPAIRED_AT) else "bad" if n >= BROKEN_AT else "good"
+        assert said.split()[0] == want, (n, said)
+    assert _state(path) == before
+
+
+def _verdicts(out: str, hashes: list[str]) -> dict[int, str]:
+    """Commit number -> what the bisect said of it ("good in 7 s", "skip in 0 s: why", ...)."""
+    number = {h[:12]: n for n, h in enumerate(hashes)}
+    lines = out.splitlines()
+    return {
+        number[line.split("] ", 1)[1].split()[0]]: lines[i + 1].strip()
+        for i, line in enumerate(lines)
+        if line.startswith("[step ")
+    }
+
+
+def test_a_commit_that_cannot_be_imported_is_skipped_with_the_cause(repo, case, envs):
+    path, hashes = repo
+    with bisecting.Worktree(path, hashes[UNIMPORTABLE_AT]) as tree:
+        verdict = bisecting.test_commit(tree, bisecting.Envs(envs), case, [])
+    assert verdict.status == "skip", verdict
+    assert verdict.reason.startswith("the gate could not run (exit 2)") and "SyntaxError" in verdict.reason, verdict
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "why"),
+    [
+        (BROKEN_AT + 1, COMMITS, "good commit {g12} is bad, not good: "),
+        (0, BROKEN_AT - 1, "bad commit {b12} is good, not bad"),
+    ],
+    ids=["good-fails", "bad-passes"],
+)
+def test_endpoints_that_contradict_the_test_stop_with_one_line(repo, case, envs, capsys, good, bad, why):
+    path, hashes = repo
+    before = _state(path)
+    with pytest.raises(SystemExit) as stopped:
+        bisecting.bisect(str(path), hashes[good], hashes[bad], case=str(case), envs_dir=str(envs))
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert why.format(g12=hashes[good][:12], b12=hashes[bad][:12]) in err[0]
+    assert _state(path) == before
+
+
+def test_bad_input_is_one_line_and_exit_2(repo, case, tmp_path, capsys):
+    path, hashes = repo
+    before = _state(path)
+    wrong = [
+        ((str(tmp_path), hashes[0], hashes[-1]), f"{tmp_path}: not a git checkout"),
+        ((str(path), "f" * 40, hashes[-1]), f"good commit {'f' * 40!r} is not in the repository {path}"),
+        ((str(path), hashes[0], "no-such-branch"), f"bad commit 'no-such-branch' is not in the repository {path}"),
+        ((str(path), hashes[-1], hashes[0]), f"is not an ancestor of bad commit {hashes[0]}"),
+    ]
+    for args, message in wrong:
+        with pytest.raises(SystemExit) as stopped:
+            bisecting.bisect(*args, case=str(case), envs_dir=str(tmp_path / "envs"))
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (message, err)
+    assert _state(path) == before
