@@ -130,7 +130,9 @@ def check_override_value_other_than_1_stops(monkeypatch, capsys, tmp_path, value
 def check_unknown_release_tag_stays_the_one_line_error(monkeypatch, capsys, tmp_path) -> None:
     tree, _, head = _vllm_tree(tmp_path)
     outcome = _install(monkeypatch, capsys, _ascend(tmp_path, head, tag="v0.28.0"), tree)
-    _assert_stops(outcome, "pairs with vLLM 'v0.28.0'", "closures for vLLM 0.23.0, 0.27.1 only")
+    _assert_stops(
+        outcome, "pairs with vLLM 'v0.28.0'", f"closures for vLLM {', '.join(sorted(checkout.CLOSURES))} only"
+    )
 
 
 @pytest.mark.parametrize("digits", [40, 7], ids=["full-commit", "prefix"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import sys
 
 from sim.impls.kit.ascend import importing as ascend_importing
@@ -47,12 +48,14 @@ def as_flat_attention(spec) -> None:
 
 
 def speculator_class() -> type:
-    """The class this generation's ``init_speculator`` makes for ``mtp`` (main's ``AscendMTPSpeculator``,
-    0.23.0's ``AscendEagleSpeculator``), without making one."""
+    """The class this generation's ``init_speculator`` makes for ``mtp``, without making one: main's
+    ``AscendMTPSpeculator`` where the ``mtp`` package exists, else ``AscendEagleSpeculator`` (0.23.0,
+    and v0.24.0rc, whose package-level ``init_speculator`` sends ``mtp`` to eagle's)."""
     importing.prepare()
-    if hasattr(import_ascend("vllm_ascend.worker.v2.spec_decode"), "init_speculator"):
-        return import_ascend("vllm_ascend.worker.v2.spec_decode.mtp.speculator").AscendMTPSpeculator
-    return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle.speculator").AscendEagleSpeculator
+    package = "vllm_ascend.worker.v2.spec_decode"
+    if importlib.util.find_spec(f"{package}.mtp") is not None:
+        return import_ascend(f"{package}.mtp.speculator").AscendMTPSpeculator
+    return import_ascend(f"{package}.eagle.speculator").AscendEagleSpeculator
 
 
 def writes_lengths_before_forward(cls) -> bool:

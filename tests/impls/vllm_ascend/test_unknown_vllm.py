@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from sim.impls.kit.ascend import importing, vllm_source
+from sim.impls.kit.ascend.checkout import CLOSURES
 
 
 def test_an_unknown_vllm_is_refused_by_the_adapter_in_its_existing_words(monkeypatch, tmp_path):
@@ -16,5 +17,5 @@ def test_an_unknown_vllm_is_refused_by_the_adapter_in_its_existing_words(monkeyp
     monkeypatch.setattr(vllm, "__version__", "0.28.0")
     assert importing.unavailable_reason() == (
         f"vllm 0.28.0 is installed beside vllm-ascend {importing.installed_version()}; "
-        "the vllm_ascend adapter runs on vLLM 0.23.0, 0.27.1"
+        f"the vllm_ascend adapter runs on vLLM {', '.join(sorted(CLOSURES))}"
     )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -44,14 +45,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
+# One file serves every release the branches of the 2026-08-22 snapshot pair with (docs/upstream-ci.md,
+# "Every branch").
 CLOSURES = {
-    "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag)
-    "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main since v0.25.1rc1 (snapshot of 2026-08-22)
+    "0.21.0": "requirements/vllm_ascend.txt",  # releases/v0.21.0rc
+    "0.22.1": "requirements/vllm_ascend.txt",  # releases/v0.22.1rc
+    "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag; releases/v0.23.0)
+    "0.24.0": "requirements/vllm_ascend.txt",  # releases/v0.24.0rc
+    "0.25.1": "requirements/vllm_ascend.txt",  # releases/v0.25.1rc
+    "0.26.0": "requirements/vllm_ascend.txt",  # releases/v0.26.0rc
+    "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main (snapshot of 2026-08-22)
 }
 BUILD_TOOLS = ROOT / "requirements" / "vllm_ascend_build.txt"
 RELEASE = "0.23.0"  # the released vllm-ascend tested without a checkout (wheel) and by .ci/run (sdist)
 RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-release-tag.commit
 TAG_FILE = ".github/vllm-release-tag.commit"
+DOCS_CONF = "docs/source/conf.py"  # names the vLLM on branches older than the tag file
 SRC_VAR = "VLLM_ASCEND_SRC"
 BUILD_ENV = {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -69,19 +78,32 @@ def paired_vllm(src: Path) -> str:
     why = unpaired_reason(src)
     if why:
         raise CheckoutError(why)
-    return (src / TAG_FILE).read_text().strip().removeprefix("v")
+    return paired_tag(src)[0].removeprefix("v")
+
+
+def paired_tag(src: Path) -> tuple[str, str] | None:
+    """(the vLLM tag the checkout names, the file that names it), or ``None``. The tag file where the
+    checkout has one (main and the branches since v0.21.0rc); else, on the older release branches,
+    the ``pip_vllm_version`` of ``docs/source/conf.py``, the vLLM their docs and CI install."""
+    if (src / TAG_FILE).is_file():
+        return (src / TAG_FILE).read_text().strip(), TAG_FILE
+    conf = src / DOCS_CONF
+    found = (
+        re.search(r"""["']pip_vllm_version["']\s*:\s*["']([^"']+)["']""", conf.read_text()) if conf.is_file() else None
+    )
+    return (found[1], f"{DOCS_CONF} pip_vllm_version") if found else None
 
 
 def unpaired_reason(src: Path, label: str | None = None) -> str | None:
     """Why the checkout (named ``label``, else its path) pairs with no vLLM the harness has a closure
     for, or ``None`` when it does."""
-    tag_file = src / TAG_FILE
-    if not tag_file.is_file():
-        return f"{label or f'{SRC_VAR}={src}'}: no {TAG_FILE} (is it a vllm-ascend checkout?)"
-    tag = tag_file.read_text().strip()
+    paired = paired_tag(src)
+    if paired is None:
+        return f"{label or f'{SRC_VAR}={src}'}: no {TAG_FILE} nor {DOCS_CONF} (is it a vllm-ascend checkout?)"
+    tag, where = paired
     if tag.removeprefix("v") not in CLOSURES:
         return (
-            f"{label or src} pairs with vLLM {tag!r} ({TAG_FILE}); the harness has closures for vLLM "
+            f"{label or src} pairs with vLLM {tag!r} ({where}); the harness has closures for vLLM "
             f"{', '.join(sorted(CLOSURES))} only (sim/impls/kit/ascend/checkout.py CLOSURES)"
         )
     return None

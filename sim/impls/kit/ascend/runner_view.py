@@ -28,12 +28,14 @@ class RunnerView:
     max_num_reqs = MAX_REQS
     max_num_tokens = MAX_TOKENS
     pcp_size = dcp_size = 1
+    pcp_rank = dcp_rank = 0  # read by v0.21.0rc's and v0.22.1rc's proposer
     pin_memory = False
     enable_enpu = use_eagle = dynamic_eplb = False
     decode_token_per_req = 1
     uniform_decode_query_len = 1
     use_aux_hidden_state_outputs = False
     valid_sampled_token_count_event = None  # set only under async scheduling
+    num_rejected_tokens_event = None  # v0.26.0rc's: set only under async scheduling
     num_discarded_requests = 0
 
     propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")

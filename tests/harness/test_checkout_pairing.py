@@ -1,0 +1,48 @@
+"""Which vLLM a vllm-ascend checkout pairs with: its ``.github/vllm-release-tag.commit``, or on the
+release branches older than that file (v0.20.2rc, v0.18.0, v0.13.0) the ``pip_vllm_version`` of its
+``docs/source/conf.py``; a checkout naming neither, or a vLLM without a closure, is refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.impls.kit.ascend import checkout
+
+# The line as v0.18.0's docs/source/conf.py has it (v0.13.0's uses single quotes).
+CONF = '    "pip_vllm_version": "{}",\n'
+
+
+def _tree(tmp_path, tag: str | None = None, conf: str | None = None):
+    if tag is not None:
+        (tmp_path / ".github").mkdir()
+        (tmp_path / checkout.TAG_FILE).write_text(tag + "\n")
+    if conf is not None:
+        (tmp_path / "docs" / "source").mkdir(parents=True)
+        (tmp_path / checkout.DOCS_CONF).write_text("myst_substitutions = {\n" + conf + "}\n")
+    return tmp_path
+
+
+def test_the_tag_file_names_the_vllm_before_the_docs(tmp_path):
+    src = _tree(tmp_path, tag="v0.27.1", conf=CONF.format("0.23.0"))
+    assert checkout.paired_tag(src) == ("v0.27.1", checkout.TAG_FILE)
+    assert checkout.paired_vllm(src) == "0.27.1"
+
+
+@pytest.mark.parametrize("line", [CONF, CONF.replace('"', "'")], ids=["double-quoted", "single-quoted"])
+def test_without_a_tag_file_the_docs_conf_names_it(tmp_path, line):
+    src = _tree(tmp_path, conf=line.format("0.23.0"))
+    assert checkout.paired_vllm(src) == "0.23.0"
+
+
+def test_a_vllm_without_a_closure_is_refused_naming_where_it_was_read(tmp_path, capsys):
+    src = _tree(tmp_path, conf=CONF.format("0.13.0"))
+    with pytest.raises(SystemExit) as stopped:
+        checkout.paired_vllm(src)
+    assert stopped.value.code == 2
+    assert f"pairs with vLLM '0.13.0' ({checkout.DOCS_CONF} pip_vllm_version)" in capsys.readouterr().err
+
+
+def test_a_tree_naming_no_vllm_is_refused(tmp_path):
+    assert checkout.unpaired_reason(tmp_path, label="the commit") == (
+        f"the commit: no {checkout.TAG_FILE} nor {checkout.DOCS_CONF} (is it a vllm-ascend checkout?)"
+    )
