@@ -251,7 +251,8 @@ def bisect(repo: str, good: str, bad: str, case: str | None = None, envs_dir: st
             _say(f"  {role} {commit[:12]} {subject(tree, commit)[:60]}: {verdict.status} in {verdict.seconds:.0f} s")
             if verdict.status != want:
                 why = f": {verdict.reason}" if verdict.reason else ""
-                raise BisectError(f"{role} commit {commit[:12]} is {verdict.status}, not {want}{why}")
+                said = "cannot be tested" if verdict.status == "skip" else f"is {verdict.status}, not {want}"
+                raise BisectError(f"{role} commit {commit[:12]} {said}{why}")
         out = git(tree, "bisect", "start", b, g)
         step, first = 0, None
         while first is None:
