@@ -94,11 +94,12 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
     """Metadata of draft step ``j`` (2-based) for every request (``padded`` matters only under ``rules``)."""
     cfg = case.config
     out = RefStep([], [], [])
-    bound = min(max(req.seq_len for req in case.requests) + cfg.num_spec_tokens, cfg.max_model_len)
+    bases = []  # each request's host length the steps advance from: the target's, or lowered by its rejections
     for req in case.requests:
-        _, valid = next_token(req, cfg.vocab_size)
-        accepted = req.seq_len - rejected(req, valid)
-        base = rules.step_seq_base(req.seq_len, accepted, padded)
+        accepted = req.seq_len - rejected(req, next_token(req, cfg.vocab_size)[1])
+        bases.append((accepted, rules.step_seq_base(req.seq_len, accepted, padded)))
+    bound = min(max(base for _, base in bases) + cfg.num_spec_tokens, cfg.max_model_len)  # over those lengths
+    for req, (accepted, base) in zip(case.requests, bases):
         pos, _, _ = rules.step(accepted - 1, base, j, cfg.max_model_len)
         state = rules.state_step(j)  # the step whose seq_len and slot this one gets
         _, seq_len, _ = rules.step(accepted - 1, base, state, cfg.max_model_len)

@@ -152,3 +152,22 @@ def test_a_slot_past_the_row_is_the_one_the_minus_one_entry_gives():
 def test_draft_attn_groups_is_at_least_one():
     with pytest.raises(ValueError, match="draft_attn_groups=0"):
         Rules(draft_attn_groups=0)
+
+
+def test_the_batch_bound_is_over_the_lengths_the_steps_advance_from():
+    """vllm-ascend main's ``draft-seq-lens-batch-bound``: every request attends to the batch's bound,
+    the largest host length + K. The bound is over the lengths the host-length rule leaves: a decode of
+    3 drafts that accepted 1 (seq_len 14, 2 rejected) is bounded by 14 + 3 where the host lengths are
+    never lowered (``host-seq-lens-not-lowered``), by 12 + 3 where they are (that defect fixed alone)."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=3, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=64,
+                         max_num_reqs=4, hidden_size=32)  # fmt: skip
+    req = RequestCase([20, 21, 22, 23, 24], 10, 4, 3, [11, 12, -1, -1], False, [3, 1, 4, 0, 2])
+    case = BatchCase(cfg, [req], seed=0)
+    bound = Rules(step_seq_lens="batch-bound")
+    assert reference.step(case, 2, rules=bound).seq_lens == [15]  # lowered: 12 + 3
+    assert reference.step(case, 2, rules=dataclasses.replace(bound, padded_seq_lens_lowered=False)).seq_lens == [17]
+    assert reference.step(case, 2).seq_lens == [13]  # the spec: 12 + 2 - 1

@@ -79,7 +79,8 @@ DIVERGENCES = table(
         "AscendAutoRegressiveSpeculator._generate_draft (main)",
         "step j attends with base + j - 1",
         "the step's metadata is built by vllm-ascend's build_attn_metadata with no seq_lens_np, so its "
-        "host lengths are draft_max_seq_len for every request (min(max seq_len + K, max_model_len)); "
+        "host lengths are draft_max_seq_len for every request (min(max seq_len + K, max_model_len), the max "
+        "over the runner's host lengths: not lowered while host-seq-lens-not-lowered stands); "
         "_update_decode_attn_metadata writes the per-request lengths only after the forward, into "
         "metadata the next step rebuilds: every request attends to the batch's bound at every step",
         "test_steps.py::test_draft_seq_lens_batch_bound",
