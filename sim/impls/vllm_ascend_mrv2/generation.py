@@ -92,6 +92,7 @@ def unavailable_reason() -> str | None:
         return reason
     try:
         init_speculator()
+        speculator_class()  # the class the adapter reads its generation from
     except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
         return f"vllm-ascend's MRV2 speculator does not import: {type(exc).__name__}: {exc}"
     return None

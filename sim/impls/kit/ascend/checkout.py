@@ -45,11 +45,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
-# One file serves every release the branches of the 2026-08-22 snapshot pair with (docs/upstream-ci.md,
-# "Every branch").
+# One file serves every release the adapter's generations run on (docs/upstream-ci.md, "Every branch").
+# Not 0.21.0 / 0.22.1: their branches install on it, but their proposer is a generation the adapter
+# lacks (kernel_block_size set in load_model only, the block table's slot_mapping read as .cpu).
 CLOSURES = {
-    "0.21.0": "requirements/vllm_ascend.txt",  # releases/v0.21.0rc
-    "0.22.1": "requirements/vllm_ascend.txt",  # releases/v0.22.1rc
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag; releases/v0.23.0)
     "0.24.0": "requirements/vllm_ascend.txt",  # releases/v0.24.0rc
     "0.25.1": "requirements/vllm_ascend.txt",  # releases/v0.25.1rc

@@ -28,7 +28,6 @@ class RunnerView:
     max_num_reqs = MAX_REQS
     max_num_tokens = MAX_TOKENS
     pcp_size = dcp_size = 1
-    pcp_rank = dcp_rank = 0  # read by v0.21.0rc's and v0.22.1rc's proposer
     pin_memory = False
     enable_enpu = use_eagle = dynamic_eplb = False
     decode_token_per_req = 1
