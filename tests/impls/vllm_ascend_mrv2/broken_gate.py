@@ -31,12 +31,12 @@ VARIANTS = {
 }
 
 
-# name -> (the known defect it fixes, the speculator's method, the fix, the generation): vllm-ascend's
+# name -> (the known defect it fixes, the speculator's method, the fix, the generation or None for both): vllm-ascend's
 # speculator with a known defect fixed (``defect_fixes``); the whole gate must end with the one line
 # "fixed: ID no longer present; drop it from the list", and pass with the id dropped (--divergences).
 FIXES = {
     "advanced-once": ("host-seq-lens-advanced-twice", "_generate_draft", defect_fixes.advanced_once, "0.23.0"),
-    "host-seq-lens-lowered": ("host-seq-lens-not-lowered", "propose", defect_fixes.host_seq_lens_lowered, "0.23.0"),
+    "host-seq-lens-lowered": ("host-seq-lens-not-lowered", "propose", defect_fixes.host_seq_lens_lowered, None),
 }
 
 
@@ -54,7 +54,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
     if name in FIXES:
         _, method, fixing, gen = FIXES[name]
-        if gen != generation.name():
+        if gen not in (None, generation.name()):
             raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {gen}, not {generation.name()}")
         cls = generation.speculator_class()
         monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
