@@ -121,19 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sens.add_argument("--trials", type=_positive, default=500, help="random contexts per perturbation")
 
-    explain = sub.add_parser(
-        "explain",
-        help="what one divergence of an implementation costs: a case, what differs, acceptance",
-        formatter_class=fmt,
-    )
-    explain.add_argument("id", help="the divergence's id (its implementation's table, docs/DIVERGENCES*.md)")
-    explain.add_argument("--impl", required=True, help="the implementation whose divergence it is")
-    explain.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
-    explain.add_argument("--seed", type=int, default=0, help="seed of the acceptance workload")
-    explain.add_argument("--html", metavar="OUT", help="the page to write (default: explain-ID.html)")
     from sim.bisect import add_parser as add_bisect
+    from sim.explain import add_parser as add_explain
 
-    bis = add_bisect(sub, fmt)
+    explain, bis = add_explain(sub, fmt), add_bisect(sub, fmt)
     for p in (run, replay, report, sens, explain, bis):
         p.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser

@@ -37,6 +37,21 @@ class Explanation:
     core_run: RunReport  # the same run by the core
 
 
+def add_parser(sub, formatter_class):
+    """The ``explain`` subcommand of ``python -m sim`` (``sim.cli``)."""
+    explain = sub.add_parser(
+        "explain",
+        help="what one divergence of an implementation costs: a case, what differs, acceptance",
+        formatter_class=formatter_class,
+    )
+    explain.add_argument("id", help="the divergence's id (its implementation's table, docs/DIVERGENCES*.md)")
+    explain.add_argument("--impl", required=True, help="the implementation whose divergence it is")
+    explain.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
+    explain.add_argument("--seed", type=int, default=0, help="seed of the acceptance workload")
+    explain.add_argument("--html", metavar="OUT", help="the page to write (default: explain-ID.html)")
+    return explain
+
+
 def _run(impl: Implementation, scenario: Scenario, device, rules, stop: bool = True) -> RunReport:
     return run_scenario(scenario, device, impl, rules=rules, stop_at_first_mismatch=stop)
 

@@ -87,9 +87,9 @@ def paired_tag(src: Path) -> tuple[str, str] | None:
     if (src / TAG_FILE).is_file():
         return (src / TAG_FILE).read_text().strip(), TAG_FILE
     conf = src / DOCS_CONF
-    found = (
-        re.search(r"""["']pip_vllm_version["']\s*:\s*["']([^"']+)["']""", conf.read_text()) if conf.is_file() else None
-    )
+    if not conf.is_file():
+        return None
+    found = re.search(r"""["']pip_vllm_version["']\s*:\s*["']([^"']+)["']""", conf.read_text())
     return (found[1], f"{DOCS_CONF} pip_vllm_version") if found else None
 
 
