@@ -5,7 +5,7 @@
   ``MtpProposer._propose``). It compiles the installed method's source with each edit applied, in
   its own module's namespace, so everything else that runs is the version under test, not a copy
   kept here. An edit whose old text is not found exactly once is refused by name: a fix written for
-  another version.
+  another version. ``edited_module`` does the same for a whole module (a file of Triton kernels).
 - ``max_query_len_compacted``: ``unpadded-max-query-len``, which vLLM, vllm-ascend 0.23.0 and 0.13.0
   share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
 - ``skip_unless_present``: a fix variant applies only where the checkout under test has the defect.
@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import os
+import re
 import textwrap
+import types
 
 import pytest
 
@@ -37,6 +40,21 @@ def edited(method, *edits: tuple[str, str]):
     namespace: dict = {}
     exec(compile(source, inspect.getsourcefile(method), "exec"), method.__globals__, namespace)  # noqa: S102
     return functools.wraps(method)(namespace[method.__name__])
+
+
+def edited_module(module, pattern: str, replace):
+    """A copy of ``module`` recompiled from its installed source with every match of ``pattern`` (a
+    regular expression) replaced by ``replace`` (``re.sub``'s); its source is kept in ``linecache``
+    under ``<edited FILE>``, where Triton's JIT reads a kernel's source. Raises if nothing matches."""
+    source, found = re.subn(pattern, replace, inspect.getsource(module))
+    if not found:
+        raise ValueError(f"{module.__name__}: {pattern!r} matches nothing in its source")
+    filename = f"<edited {module.__file__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    copy = types.ModuleType(module.__name__)
+    copy.__file__ = filename
+    exec(compile(source, filename, "exec"), copy.__dict__)  # noqa: S102
+    return copy
 
 
 def max_query_len_compacted(prepare):

@@ -10,7 +10,8 @@ are alike in every release the adapters run, so they are here once; what differs
 caller's batch.
 
 vllm is imported inside the functions only: importing this module costs nothing and works
-without vllm. ``import_vllm`` sets the environment vLLM needs on a CPU-only machine first.
+without vllm. ``import_vllm`` sets the environment vLLM needs on a CPU-only machine first, and guards
+the interpreter's kernel launches (``kernel_bounds``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 
 from mtp.batch import FirstPassInputs, SampledTokens, VerifiedBatch
+from sim.impls.kit import kernel_bounds
 
 # vLLM on a CPU-only machine: CPU platform, no CUDA probing, Triton kernels interpreted.
 CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
@@ -37,6 +39,7 @@ def import_vllm(module: str = "vllm"):
     """Import ``module`` of vllm after setting ``CPU_ENV`` defaults (a caller's values win)."""
     for key, value in CPU_ENV.items():
         os.environ.setdefault(key, value)
+    kernel_bounds.install()
     return importlib.import_module(module)
 
 

@@ -13,7 +13,8 @@ lists fails, at the forward, by name (``check_unchanged``) and against the refer
 
 One stand-in, for plumbing: the build copies ``query_start_loc_cpu`` to the device through
 ``pin_memory()``, which needs the NPU's host allocator; here the host memory is the device's, and
-pinning is a copy (``unpinned_host_memory``). The kernels (``npu_fused_infer_attention_score``) are
+pinning is a copy (``unpinned_host_memory``; the rejection sampler's ``torch.tensor(..., pin_memory=True)``
+and the like are unpinned). The kernels (``npu_fused_infer_attention_score``) are
 the tiny attention's, reading exactly those fields.
 """
 
@@ -31,15 +32,28 @@ from sim.impls.kit.vllm_model import held_views
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
 
 
+_FACTORIES = ("tensor", "arange", "empty", "zeros", "ones", "full")
+
+
+def _unpinned(factory):
+    return functools.wraps(factory)(lambda *args, pin_memory=False, **kwargs: factory(*args, **kwargs))
+
+
 @contextlib.contextmanager
 def unpinned_host_memory():
-    """``Tensor.pin_memory`` as a copy, for one build: on the simulator host memory is the device's."""
+    """``Tensor.pin_memory`` as a copy and the factories' ``pin_memory=True`` ignored, inside the
+    block: on the simulator host memory is the device's."""
+    saved = {name: getattr(torch, name) for name in _FACTORIES}
     pin = torch.Tensor.pin_memory
     torch.Tensor.pin_memory = lambda self, *args, **kwargs: self.clone()
+    for name, factory in saved.items():
+        setattr(torch, name, _unpinned(factory))
     try:
         yield
     finally:
         torch.Tensor.pin_memory = pin
+        for name, factory in saved.items():
+            setattr(torch, name, factory)
 
 
 @functools.cache

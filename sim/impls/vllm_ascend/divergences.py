@@ -117,6 +117,20 @@ DIVERGENCES = table(
         kind=Kind.DEFECT,
     ),
     Divergence(
+        "rejection-kernels-read-before-their-buffer",
+        "vllm_ascend/ops/triton/reject_sample.py: rejection_greedy_sample_triton, rejection_random_sample_kernel, "
+        "sample_recovered_tokens_kernel, expand_kernel",
+        "a kernel reads and writes inside its arguments only",
+        "for request 0 each kernel loads element -1 of its cumulative draft counts: "
+        "tl.where(offset == 0, 0, tl.load(ptr + offset - 1, mask)) evaluates the load whatever the condition "
+        "(the recovered-token kernel's load has no mask at all). The value is discarded, so the output rows "
+        "are right, but on an NPU the load reads whatever is mapped before the tensor and sometimes faults "
+        "(MTE DDR out-of-range; vllm-ascend #14902, fixed upstream by #16215 after 2026-08-22). Each such "
+        "access is tolerated exactly (kit.kernel_bounds) and every other one checked",
+        "test_rejection_sampler.py::test_the_kernels_read_before_their_cumulative_counts",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
         "full-graphs-uniform-decode-only",
         "_propose (runner.cudagraph_dispatcher.dispatch, FULL_DECODE_ONLY)",
         "in a graph mode every batch up to the largest captured size runs padded to a captured size",

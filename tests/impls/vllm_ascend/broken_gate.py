@@ -22,6 +22,7 @@ DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
+REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -85,6 +86,10 @@ FIXES = {
             (UPDATE, fixes.advanced_once_per_group_step(from_the_step_before=True)),
         ),
     ),
+    "predecessor-loads-masked": (
+        "rejection-kernels-read-before-their-buffer",
+        ((REJECT_KERNELS, fixes.predecessor_loads_masked),),
+    ),
 }
 # The known defects no fix variant is kept for, and why.
 NO_FIX = {
@@ -117,6 +122,9 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend; known: {', '.join(known)}")
     if name in FIXES:
         for target, fixing in FIXES[name][1]:
+            if target == REJECT_KERNELS:
+                fixing(monkeypatch)
+                continue
             cls = shared.defining_class(configured(2, 16, 64, 8), target)
             monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
         return

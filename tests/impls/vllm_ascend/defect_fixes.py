@@ -19,6 +19,11 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   draft-step loop, one line of it edited). ``from_the_step_before`` builds the further groups' from
   the view before the step's update instead: a half fix, which must fail.
 - ``unpadded-max-query-len``'s fix is the one vLLM and 0.13.0 share (``tests.impls.fixes``).
+- ``predecessor_loads_masked``: ``rejection-kernels-read-before-their-buffer``, as vllm-ascend #14902
+  and #16215 fix it: each rejection-sampling kernel loads the cumulative count before a request under
+  a mask that excludes request 0 (``other=0``) instead of ``tl.where(i == 0, 0, tl.load(ptr + i - 1))``,
+  which evaluates the load for request 0 too. The checkout's kernel file is recompiled with that edit
+  (``edited_module``) and the sampler given its kernels.
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -28,7 +33,10 @@ from __future__ import annotations
 import functools
 import inspect
 
-from tests.impls.fixes import edited
+from tests.impls.fixes import edited, edited_module
+
+# tl.where(i == 0, 0, tl.load(ptr + i - 1[, mask])): the predecessor load evaluated for i == 0 as well
+PREDECESSOR_LOAD = r"tl\.where\((\w+) == 0, 0, tl\.load\((\w+) \+ \1 - 1(?:, (\w+))?\)\)"
 
 _REJECTED = "_fix_num_rejected_tokens"  # the call's rejected counts, from _propose to its first step update
 
@@ -140,3 +148,21 @@ _EVERY_LAYER = """                    for layer_name in self.attn_layer_names:
 def layers_of_their_group(propose):
     """``_propose`` whose draft steps hand each attention group's layers that group's metadata."""
     return edited(propose, (_EVERY_LAYER, _EVERY_LAYER.replace("self.attn_layer_names", "attn_group.layer_names")))
+
+
+def _masked_predecessor(match) -> str:
+    index, ptr, mask = match.groups()
+    guard = f"({index} > 0)" if mask is None else f"{mask} & ({index} > 0)"
+    return f"tl.load({ptr} + {index} - 1, {guard}, other=0)"
+
+
+def predecessor_loads_masked(monkeypatch) -> None:
+    """The rejection sampler's kernels with every predecessor load masked off for request 0."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    kernels = import_ascend("vllm_ascend.ops.triton.reject_sample")
+    fixed = edited_module(kernels, PREDECESSOR_LOAD, _masked_predecessor)
+    sampler = import_ascend("vllm_ascend.sample.rejection_sampler")
+    for name, value in list(vars(sampler).items()):
+        if value is not None and getattr(kernels, name, None) is value:
+            monkeypatch.setattr(sampler, name, getattr(fixed, name))

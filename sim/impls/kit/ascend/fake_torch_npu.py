@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import types
 from unittest.mock import MagicMock
@@ -84,18 +85,34 @@ def _fake_acl() -> tuple[types.ModuleType, types.ModuleType]:
     return acl, rt
 
 
-def _triton_ascend_extension() -> None:
-    """``triton.language.extra.cann.extension`` with triton-ascend's extra ops as stubs.
+def interpreted_get_element(src, indices):
+    """triton-ascend's ``get_element(tensor, (i, ...))`` (one element of a block, as a scalar) for
+    Triton's interpreter, where a block is a numpy array: what vllm-ascend's rejection-sampling
+    kernels use to walk their requests one at a time."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
 
-    vllm-ascend resolves them when ``vllm_ascend.ops.triton`` is imported; the
-    spec-decode kernel (``prepare_inputs_padded_kernel``) uses none of them,
-    so they only have to exist. Calling one inside a kernel raises.
+    index = tuple(int(np.asarray(i.handle.data).item()) if hasattr(i, "handle") else int(i) for i in indices)
+    value = np.asarray(src.handle.data)[index]
+    scalar = src.dtype.scalar
+    return tl.tensor(TensorHandle(np.array([value], dtype=np.asarray(src.handle.data).dtype), scalar), scalar)
+
+
+def _triton_ascend_extension() -> None:
+    """``triton.language.extra.cann.extension`` with triton-ascend's extra ops.
+
+    vllm-ascend resolves them when ``vllm_ascend.ops.triton`` is imported. Under Triton's
+    interpreter ``get_element`` is ``interpreted_get_element``; ``insert_slice`` and
+    ``extract_slice`` are stubs that raise inside a kernel (no kernel the gate launches uses them).
     """
     if "triton.language.extra.cann.extension" in sys.modules:
         return
     cann, ext = _module("triton.language.extra.cann"), _module("triton.language.extra.cann.extension")
     for name in TRITON_ASCEND_OPS:
         setattr(ext, name, _npu_kernel(f"triton-ascend {name}"))
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        ext.get_element = interpreted_get_element
     cann.extension = ext
     sys.modules["triton.language.extra.cann"] = cann
     sys.modules["triton.language.extra.cann.extension"] = ext

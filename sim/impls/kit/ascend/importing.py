@@ -12,8 +12,10 @@ Each step clears one blocker met without an NPU:
   needs a PrivateUse1 backend the fake cannot provide); vLLM caches it, so the
   cache is cleared, and vLLM 0.27's modules that fixed it at import
   (``PIN_MEMORY``) are set to False;
-- Triton runs in its interpreter (``TRITON_INTERPRET=1``); vllm-ascend's grid size
-  needs the device's vector-core count, which has no CPU meaning: ``VECTOR_CORES``;
+- Triton runs in its interpreter (``TRITON_INTERPRET=1``), every launch guarded
+  (``kernel_bounds``); vllm-ascend's grid size needs the device's vector-core count,
+  which has no CPU meaning: ``VECTOR_CORES``; triton-ascend's ``get_element`` is
+  the interpreter's (``fake_torch_npu.interpreted_get_element``);
 - vLLM inspects model classes in a subprocess, where the fake is not installed:
   the inspection runs in this process instead.
 """
@@ -31,6 +33,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import fake_torch_npu, vllm_source
 from sim.impls.kit.ascend.checkout import CLOSURES
 
@@ -46,6 +49,7 @@ def prepare() -> bool:
     if fake_torch_npu.real_torch_npu_importable() is not None:  # no NPU here: CPU tensors, Triton's interpreter
         for key, value in CPU_ENV.items():
             os.environ.setdefault(key, value)
+    kernel_bounds.install()
     for name in GLUON:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -1,0 +1,85 @@
+"""The guard around every Triton launch in the interpreter (``sim.impls.kit.kernel_bounds``), on small kernels.
+
+A masked-in access outside its argument fails, naming the kernel, the argument and the offset; a
+masked-out one does not; what a kernel writes reaches the caller's tensors, views and aliases
+included; a tolerated access is let through only as named, and recorded. Run where the adapters'
+kernels run (Triton interpreted: ``tox -e vllm_ascend``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sim.impls.kit import kernel_bounds
+from sim.impls.kit.ascend.importing import prepare
+
+prepare()  # the adapter's environment: the interpreter, the guard installed
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+
+@triton.jit
+def predecessor(out_ptr, cu_ptr, n, GUARDED: tl.constexpr, BLOCK: tl.constexpr):
+    offset = tl.arange(0, BLOCK)
+    mask = offset < n
+    if GUARDED:
+        start = tl.load(cu_ptr + offset - 1, mask & (offset > 0), other=0)
+    else:
+        start = tl.where(offset == 0, 0, tl.load(cu_ptr + offset - 1, mask))
+    tl.store(out_ptr + offset, start, mask)
+
+
+@triton.jit
+def shift_store(out_ptr, src_ptr, n, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    offset = tl.arange(0, BLOCK)
+    mask = offset < n
+    tl.store(out_ptr + offset + SHIFT, tl.load(src_ptr + offset, mask), mask)
+
+
+CU = [2, 3, 5]
+
+
+def test_the_guard_is_installed_where_the_adapters_run():
+    assert kernel_bounds.install()
+
+
+def test_a_masked_in_read_before_an_argument_is_named():
+    out = torch.zeros(3, dtype=torch.int32)
+    with pytest.raises(
+        kernel_bounds.KernelOutOfBounds,
+        match=r"^predecessor: load of cu_ptr\[-1\] \(program \(0, 0, 0\)\): outside its 3 elements",
+    ):
+        predecessor[(1,)](out, torch.tensor(CU, dtype=torch.int32), 3, GUARDED=False, BLOCK=4)
+
+
+def test_the_same_read_masked_out_passes_and_its_values_land():
+    out = torch.zeros(3, dtype=torch.int32)
+    predecessor[(1,)](out, torch.tensor(CU, dtype=torch.int32), 3, GUARDED=True, BLOCK=4)
+    assert out.tolist() == [0, 2, 3]
+
+
+def test_a_store_past_the_end_is_named_and_nothing_lands_in_a_neighbour():
+    backing = torch.zeros(8, dtype=torch.int64)
+    out = backing[2:5]  # a view: its storage holds elements outside it
+    with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"store of out_ptr\[3\] .*outside its 3 elements"):
+        shift_store[(1,)](out, torch.arange(3), 3, SHIFT=1, BLOCK=4)
+    assert backing.tolist() == [0] * 8
+
+
+def test_views_and_aliases_are_written_back_as_the_kernel_wrote_them():
+    backing = torch.arange(8, dtype=torch.int64)
+    shift_store[(1,)](backing[4:7], backing[0:3], 3, SHIFT=0, BLOCK=4)  # two views of one storage
+    assert backing.tolist() == [0, 1, 2, 3, 0, 1, 2, 7]
+
+
+def test_a_tolerated_access_passes_only_as_named_and_is_recorded():
+    out, cu = torch.zeros(3, dtype=torch.int32), torch.tensor(CU, dtype=torch.int32)
+    with kernel_bounds.tolerating(kernel_bounds.Access("predecessor", "cu_ptr", -1)) as watched:
+        predecessor[(1,)](out, cu, 3, GUARDED=False, BLOCK=4)
+    assert out.tolist() == [0, 2, 3]
+    assert watched.seen == {kernel_bounds.Access("predecessor", "cu_ptr", -1)}
+    assert watched.launched == {"predecessor"}
+    with kernel_bounds.tolerating(kernel_bounds.Access("predecessor", "cu_ptr", -2)):
+        with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"cu_ptr\[-1\]"):
+            predecessor[(1,)](out, cu, 3, GUARDED=False, BLOCK=4)

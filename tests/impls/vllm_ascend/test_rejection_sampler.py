@@ -1,0 +1,148 @@
+"""vllm-ascend's rejection sampler against the from-scratch reference (``sim.oracle.rejection``).
+
+What it decides is what the drafter is handed next: how many drafts each request keeps and the
+token it continues from. Both of its paths run, its Triton kernels (interpreted, every launch
+guarded by ``kit.kernel_bounds``) and its torch fallback, on batches hypothesis draws
+(``tests.strategies.rejection``):
+
+- greedy requests get exactly the reference's rows, in all-greedy and mixed batches;
+- random requests get rows a rejection sampler can give (the drafts' prefix, one more id, then
+  placeholders), and, over many requests with a fixed seed, the first output id is distributed as
+  the target's distribution and the first draft kept as often as the standard rule keeps it;
+- no kernel reads or writes outside its arguments, except the known defect
+  ``rejection-kernels-read-before-their-buffer``, tolerated exactly and pinned here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+
+from sim.impls.kit import kernel_bounds
+from sim.impls.kit.ascend import world
+from sim.impls.vllm_ascend import rejection
+from sim.oracle.rejection import PLACEHOLDER, Verification, greedy_rows, kept_probability, row_is_well_formed
+from tests.checks.known_defects import pin
+from tests.impls.vllm_ascend import broken_gate
+from tests.strategies.rejection import VOCAB, verifications
+
+PATHS = [pytest.param(True, id="triton"), pytest.param(False, id="torch-fallback")]
+DEFECT = "rejection-kernels-read-before-their-buffer"
+
+
+@pytest.fixture(scope="module")
+def where():
+    """The proposer's device, with vllm-ascend's config initialised (the sampler reads it)."""
+    world.vllm_config(32)
+    return world.build_device()
+
+
+def check_rows(v: Verification, rows: list[list[int]]) -> None:
+    want = greedy_rows(v)
+    for r, temperature in enumerate(v.temperature):
+        context = f"request {r} of {v.num_reqs} (drafts {list(v.drafts[r])}, temperature {temperature})"
+        if temperature == 0:
+            assert rows[r] == want[r], f"{context}: got {rows[r]}, want {want[r]}"
+        else:
+            problem = row_is_well_formed(rows[r], v.drafts[r])
+            assert problem is None, f"{context}: {problem}"
+
+
+def pin_reads(sampled: rejection.Sampled) -> None:
+    """The defect's reads, where a kernel that made them ran (all-greedy one-draft batches run one that never did)."""
+    if sampled.could_read_before:
+        pin(DEFECT, bool(sampled.reads_before), not sampled.reads_before, sorted(map(str, sampled.reads_before)))
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@given(v=verifications(greedy=True))
+def test_greedy_rows_are_the_agreeing_prefix_then_the_bonus(where, triton, v):
+    sampled = rejection.sample(v, where, triton)
+    check_rows(v, sampled.rows)
+    if triton:
+        pin_reads(sampled)
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@given(v=verifications(greedy=None))
+def test_a_mixed_batch_keeps_greedy_rows_exact_and_random_rows_well_formed(where, triton, v):
+    sampled = rejection.sample(v, where, triton)
+    check_rows(v, sampled.rows)
+    if triton:
+        pin_reads(sampled)
+
+
+N = 600  # requests of one draft each: the first id's frequencies, with a fixed seed
+CHI2_LIMIT = 24.3  # chi-square, 7 degrees of freedom, p = 0.001
+
+
+def _first_ids(where, triton: bool, draft_probs: torch.Tensor | None, q_logits: torch.Tensor, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    if draft_probs is None:
+        drafts = torch.full((N,), 3)
+    else:
+        drafts = torch.multinomial(draft_probs, N, replacement=True, generator=gen)
+    v = Verification(
+        tuple((int(d),) for d in drafts),
+        q_logits.expand(N, VOCAB).contiguous(),
+        tuple(torch.randint(0, VOCAB, (N,), generator=gen).tolist()),
+        (1.0,) * N,
+        1,
+        None if draft_probs is None else draft_probs.expand(N, VOCAB).contiguous(),
+    )
+    torch.manual_seed(seed + 1)  # the sampler's own draws, independent of the drafts' (the same seed would tie them)
+    rows = torch.tensor(rejection.sample(v, where, triton).rows)
+    assert (rows[:, 0] != PLACEHOLDER).all()
+    return drafts, rows
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@pytest.mark.parametrize("drafter", ["point-mass", "with-probs"])
+def test_random_first_ids_follow_the_target_distribution(where, triton, drafter):
+    """The standard rule's guarantee, whatever the drafter: the first output id ~ q, and the first
+    draft is kept with probability sum_x min(p(x), q(x)) (a point mass: q(draft))."""
+    q_logits = torch.tensor([2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5])
+    q = q_logits.softmax(-1)
+    p = None if drafter == "point-mass" else torch.tensor([0.05, 0.3, 0.1, 0.25, 0.05, 0.1, 0.1, 0.05])
+    drafts, rows = _first_ids(where, triton, p, q_logits, seed=7)
+    counts = torch.bincount(rows[:, 0], minlength=VOCAB).double()
+    chi2 = float(((counts - N * q) ** 2 / (N * q)).sum())
+    assert chi2 < CHI2_LIMIT, f"first ids {counts.tolist()} against N*q {(N * q).tolist()}: chi2 {chi2:.1f}"
+    kept = (rows[:, 1] != PLACEHOLDER).double().mean().item()  # a kept draft is followed by the bonus
+    want = kept_probability(p, q, 3)
+    bound = 4 * (want * (1 - want) / N) ** 0.5
+    assert abs(kept - want) < bound, f"first drafts kept {kept:.3f}, want {want:.3f} (+- {bound:.3f})"
+
+
+def test_the_kernels_read_before_their_cumulative_counts(where):
+    """``rejection-kernels-read-before-their-buffer``: for request 0 each kernel loads element -1 of its
+    cumulative draft counts (``tl.where(offset == 0, 0, tl.load(ptr + offset - 1, mask))`` evaluates
+    both operands; the recovered-token kernel loads it unmasked), which on an NPU reads whatever is
+    mapped before the tensor and sometimes faults (vllm-ascend #14902; fixed upstream in #16215).
+    Untolerated, the guard stops the launch, naming the kernel, the argument and the offset."""
+    v = Verification(((1, 2), (3,)), torch.eye(VOCAB)[[1, 5, 3]], (4, 6), (0.0, 1.0), 2)
+    sampled = rejection.sample(v, where)
+    assert sampled.could_read_before
+    pin_reads(sampled)
+    if sampled.reads_before:
+        with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"_ptr\[-1\] .*outside its 2 elements"):
+            rejection.sample(v, where, tolerate=False)
+
+
+def test_the_fix_masks_every_such_read_and_changes_no_row(where, monkeypatch):
+    """``predecessor-loads-masked`` (the fix of #14902 / #16215, ``defect_fixes``): the same rows, and no
+    kernel reads before its counts, untolerated. (The whole gate on it ends with the fixed line.)"""
+    cases = [
+        Verification(((1, 2), (3,)), torch.eye(VOCAB)[[1, 5, 3]], (4, 6), (0.0, 1.0), 2),
+        Verification(((1, 2), (3,), ()), torch.eye(VOCAB)[[1, 2, 3]], (4, 6, 7), (1.0, 0.0, 1.0), 2),
+    ]
+    before = [rejection.sample(v, where).rows for v in cases]
+    broken_gate.apply("predecessor-loads-masked", monkeypatch)
+    for v, rows in zip(cases, before):
+        sampled = rejection.sample(v, where, tolerate=False)
+        assert sampled.could_read_before and not sampled.reads_before
+        check_rows(v, sampled.rows)
+        assert [r for r, t in zip(sampled.rows, v.temperature) if t == 0] == [
+            r for r, t in zip(rows, v.temperature) if t == 0
+        ]
