@@ -5,7 +5,8 @@
   ``MtpProposer._propose``). It compiles the installed method's source with each edit applied, in
   its own module's namespace, so everything else that runs is the version under test, not a copy
   kept here. An edit whose old text is not found exactly once is refused by name: a fix written for
-  another version. ``edited_module`` does the same for a whole module (a file of Triton kernels).
+  another version. ``edited_module`` does the same for a whole module (a file of Triton kernels), and
+  ``use_edited_module`` hands the edited one's names to a module that imported them.
 - ``max_query_len_compacted``: ``unpadded-max-query-len``, which vLLM, vllm-ascend 0.23.0 and 0.13.0
   share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
 - ``skip_unless_present``: a fix variant applies only where the checkout under test has the defect.
@@ -55,6 +56,15 @@ def edited_module(module, pattern: str, replace):
     copy.__file__ = filename
     exec(compile(source, filename, "exec"), copy.__dict__)  # noqa: S102
     return copy
+
+
+def use_edited_module(monkeypatch, module, user, pattern: str, replace) -> None:
+    """``user`` (a module that imported names from ``module``) given those names from
+    ``edited_module(module, pattern, replace)`` instead, for the test or the session."""
+    edited = edited_module(module, pattern, replace)
+    for name, value in list(vars(user).items()):
+        if value is not None and getattr(module, name, None) is value:
+            monkeypatch.setattr(user, name, getattr(edited, name))
 
 
 def max_query_len_compacted(prepare):

@@ -13,6 +13,10 @@ is checked against the argument tensors' own extents, and one outside them fails
 element offset. The copies are written back when the launch ends, as the interpreter
 writes back its own host copies.
 
+Memory a kernel reaches through a table of addresses rather than an argument (vLLM MRV2's
+``block_table_ptrs``, the data pointers of each KV-cache group's block table) is named with
+``reachable``; it is checked against its own extent, not copied.
+
 A known defect's access is tolerated only as ``tolerating(Access(...))`` names it
 exactly (kernel, argument, offset), and each tolerated access is recorded, so the
 defect's pin can show it still happens. Tensor-descriptor and block-pointer loads are
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,6 +81,14 @@ class Watched:
 
 
 _state = {"launch": None, "tolerated": frozenset(), "watched": None}
+_reachable: list[tuple[str, weakref.ref]] = []  # tensors kernels reach through a table of addresses
+
+
+def reachable(name: str, tensor: torch.Tensor) -> None:
+    """``tensor`` may be reached by a kernel through a table of addresses (while it lives): its extent
+    counts as inside, under ``name``."""
+    _reachable[:] = [(n, ref) for n, ref in _reachable if ref() is not None]
+    _reachable.append((name, weakref.ref(tensor)))
 
 
 def _extent(name: str, t: torch.Tensor) -> _Extent:
@@ -193,7 +206,9 @@ def install() -> bool:
         guarded, copies = _guarded(tensors)
         args_hst = [guarded.get(names[i], a) if i < len(names) else a for i, a in enumerate(args_hst)]
         kwargs_hst = {k: guarded.get(k, v) for k, v in kwargs_hst.items()}
-        _state["launch"] = _Launch(self.fn.__name__, [_extent(n, t) for n, t in guarded.items()], copies)
+        extents = [_extent(n, t) for n, t in guarded.items()]
+        extents += [_extent(n, t) for n, ref in _reachable if (t := ref()) is not None]
+        _state["launch"] = _Launch(self.fn.__name__, extents, copies)
         if _state["watched"] is not None:
             _state["watched"].launched.add(self.fn.__name__)
         return args_hst, kwargs_hst

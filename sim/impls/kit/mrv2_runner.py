@@ -33,7 +33,7 @@ import torch
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import PreparedCall
-from sim.impls.kit import tiny_config
+from sim.impls.kit import kernel_bounds, tiny_config
 from sim.impls.kit.vllm_types import import_vllm
 
 CPU = torch.device("cpu")
@@ -195,6 +195,7 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     bt.input_block_tables = [table.clone()]  # what gather_block_tables would copy for this batch
     bt.slot_mappings = torch.zeros(1, max_num_tokens, dtype=torch.int64)
     bt.init_block_table_layout_tensors()
+    kernel_bounds.reachable("block table of group 0 (through block_table_ptrs)", table)
     return bt
 
 

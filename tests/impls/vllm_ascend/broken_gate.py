@@ -15,6 +15,7 @@ from tests.impls.vllm_ascend import graph_breaks as graph
 from tests.impls.vllm_ascend import handoff_breaks as handoff
 from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
+from tests.impls.vllm_ascend import rejection_breaks as reject
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
@@ -23,6 +24,7 @@ POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runne
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
+REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -48,6 +50,10 @@ VARIANTS = {
     "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
+    "greedy-keeps-the-first-mismatch": (REJECT_SAMPLE, reject.keeps_the_first_mismatch),
+    "bonus-after-a-rejection": (REJECT_SAMPLE, reject.bonus_after_a_rejection),
+    "accepts-every-random-draft": (REJECT_SAMPLE, reject.accepts_every_draft),
+    "greedy-kernel-lanes-past-the-batch": (REJECT_KERNELS, reject.greedy_lanes_past_the_batch),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -129,6 +135,13 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
         return
     target, breaking = known[name]
+    if target == REJECT_KERNELS:
+        breaking(monkeypatch)
+        return
+    if target == REJECT_SAMPLE:
+        module = import_ascend("vllm_ascend.sample.rejection_sampler")
+        monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
+        return
     if target in (POSITIONS, HANDOFF):
         break_runner(target, breaking, monkeypatch)
         return

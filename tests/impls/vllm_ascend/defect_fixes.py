@@ -23,7 +23,7 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   and #16215 fix it: each rejection-sampling kernel loads the cumulative count before a request under
   a mask that excludes request 0 (``other=0``) instead of ``tl.where(i == 0, 0, tl.load(ptr + i - 1))``,
   which evaluates the load for request 0 too. The checkout's kernel file is recompiled with that edit
-  (``edited_module``) and the sampler given its kernels.
+  and the sampler given its kernels (``use_edited_module``).
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -33,8 +33,9 @@ from __future__ import annotations
 import functools
 import inspect
 
-from tests.impls.fixes import edited, edited_module
+from tests.impls.fixes import edited, use_edited_module
 
+KERNELS, SAMPLER = "vllm_ascend.ops.triton.reject_sample", "vllm_ascend.sample.rejection_sampler"
 # tl.where(i == 0, 0, tl.load(ptr + i - 1[, mask])): the predecessor load evaluated for i == 0 as well
 PREDECESSOR_LOAD = r"tl\.where\((\w+) == 0, 0, tl\.load\((\w+) \+ \1 - 1(?:, (\w+))?\)\)"
 
@@ -160,9 +161,5 @@ def predecessor_loads_masked(monkeypatch) -> None:
     """The rejection sampler's kernels with every predecessor load masked off for request 0."""
     from sim.impls.kit.ascend.importing import import_ascend
 
-    kernels = import_ascend("vllm_ascend.ops.triton.reject_sample")
-    fixed = edited_module(kernels, PREDECESSOR_LOAD, _masked_predecessor)
-    sampler = import_ascend("vllm_ascend.sample.rejection_sampler")
-    for name, value in list(vars(sampler).items()):
-        if value is not None and getattr(kernels, name, None) is value:
-            monkeypatch.setattr(sampler, name, getattr(fixed, name))
+    kernels, sampler = (import_ascend(m) for m in (KERNELS, SAMPLER))
+    use_edited_module(monkeypatch, kernels, sampler, PREDECESSOR_LOAD, _masked_predecessor)

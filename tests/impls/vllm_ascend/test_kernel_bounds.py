@@ -83,3 +83,21 @@ def test_a_tolerated_access_passes_only_as_named_and_is_recorded():
     with kernel_bounds.tolerating(kernel_bounds.Access("predecessor", "cu_ptr", -2)):
         with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"cu_ptr\[-1\]"):
             predecessor[(1,)](out, cu, 3, GUARDED=False, BLOCK=4)
+
+
+@triton.jit
+def through_table(out_ptr, table_ptr, n, BLOCK: tl.constexpr):
+    """Loads from the tensor whose address ``table_ptr[0]`` holds (as MRV2 reaches its block tables)."""
+    src = tl.load(table_ptr).to(tl.pointer_type(tl.int32))
+    offset = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offset, tl.load(src + offset, offset < n), offset < n)
+
+
+def test_memory_reached_through_a_table_of_addresses_is_inside_once_named():
+    src, out = torch.tensor([7, 8, 9], dtype=torch.int32), torch.zeros(3, dtype=torch.int32)
+    table = torch.tensor([src.data_ptr()], dtype=torch.int64)
+    with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"through_table: load of "):
+        through_table[(1,)](out, table, 3, BLOCK=4)
+    kernel_bounds.reachable("the source", src)
+    through_table[(1,)](out, table, 3, BLOCK=4)
+    assert out.tolist() == [7, 8, 9]

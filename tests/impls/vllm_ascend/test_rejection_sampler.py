@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import HealthCheck, Phase, given, settings
 
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import world
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import rejection
 from sim.oracle.rejection import PLACEHOLDER, Verification, greedy_rows, kept_probability, row_is_well_formed
 from tests.checks.known_defects import pin
 from tests.impls.vllm_ascend import broken_gate
+from tests.impls.vllm_ascend import rejection_breaks as breaks
 from tests.strategies.rejection import VOCAB, verifications
 
 PATHS = [pytest.param(True, id="triton"), pytest.param(False, id="torch-fallback")]
@@ -55,22 +57,23 @@ def pin_reads(sampled: rejection.Sampled) -> None:
         pin(DEFECT, bool(sampled.reads_before), not sampled.reads_before, sorted(map(str, sampled.reads_before)))
 
 
-@pytest.mark.parametrize("triton", PATHS)
-@given(v=verifications(greedy=True))
-def test_greedy_rows_are_the_agreeing_prefix_then_the_bonus(where, triton, v):
+def sample_and_check(where, triton: bool, v: Verification) -> None:
     sampled = rejection.sample(v, where, triton)
     check_rows(v, sampled.rows)
     if triton:
         pin_reads(sampled)
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@given(v=verifications(greedy=True))
+def test_greedy_rows_are_the_agreeing_prefix_then_the_bonus(where, triton, v):
+    sample_and_check(where, triton, v)
 
 
 @pytest.mark.parametrize("triton", PATHS)
 @given(v=verifications(greedy=None))
 def test_a_mixed_batch_keeps_greedy_rows_exact_and_random_rows_well_formed(where, triton, v):
-    sampled = rejection.sample(v, where, triton)
-    check_rows(v, sampled.rows)
-    if triton:
-        pin_reads(sampled)
+    sample_and_check(where, triton, v)
 
 
 N = 600  # requests of one draft each: the first id's frequencies, with a fixed seed
@@ -97,11 +100,7 @@ def _first_ids(where, triton: bool, draft_probs: torch.Tensor | None, q_logits: 
     return drafts, rows
 
 
-@pytest.mark.parametrize("triton", PATHS)
-@pytest.mark.parametrize("drafter", ["point-mass", "with-probs"])
-def test_random_first_ids_follow_the_target_distribution(where, triton, drafter):
-    """The standard rule's guarantee, whatever the drafter: the first output id ~ q, and the first
-    draft is kept with probability sum_x min(p(x), q(x)) (a point mass: q(draft))."""
+def check_first_ids(where, triton: bool, drafter: str) -> None:
     q_logits = torch.tensor([2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5])
     q = q_logits.softmax(-1)
     p = None if drafter == "point-mass" else torch.tensor([0.05, 0.3, 0.1, 0.25, 0.05, 0.1, 0.1, 0.05])
@@ -113,6 +112,14 @@ def test_random_first_ids_follow_the_target_distribution(where, triton, drafter)
     want = kept_probability(p, q, 3)
     bound = 4 * (want * (1 - want) / N) ** 0.5
     assert abs(kept - want) < bound, f"first drafts kept {kept:.3f}, want {want:.3f} (+- {bound:.3f})"
+
+
+@pytest.mark.parametrize("triton", PATHS)
+@pytest.mark.parametrize("drafter", ["point-mass", "with-probs"])
+def test_random_first_ids_follow_the_target_distribution(where, triton, drafter):
+    """The standard rule's guarantee, whatever the drafter: the first output id ~ q, and the first
+    draft is kept with probability sum_x min(p(x), q(x)) (a point mass: q(draft))."""
+    check_first_ids(where, triton, drafter)
 
 
 def test_the_kernels_read_before_their_cumulative_counts(where):
@@ -146,3 +153,64 @@ def test_the_fix_masks_every_such_read_and_changes_no_row(where, monkeypatch):
         assert [r for r, t in zip(sampled.rows, v.temperature) if t == 0] == [
             r for r, t in zip(rows, v.temperature) if t == 0
         ]
+
+
+# Each property seen failing on a broken sampler (``rejection_breaks``): stop at the first failing example.
+FIRST_FAILURE = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+def _fails(where, greedy, match: str, exc=AssertionError) -> None:
+    @FIRST_FAILURE
+    @given(v=verifications(greedy=greedy))
+    def prop(v):
+        sample_and_check(where, True, v)
+
+    with pytest.raises(exc, match=match):
+        prop()
+
+
+@pytest.mark.parametrize(
+    ("breaking", "greedy", "match"),
+    [
+        pytest.param(
+            breaks.keeps_the_first_mismatch,
+            True,
+            r"temperature 0.0\): got \[.*\], want \[",
+            id="keeps-the-first-mismatch",
+        ),
+        pytest.param(
+            breaks.bonus_after_a_rejection,
+            None,
+            r"temperature 1.0\): (kept ids|\d+ ids for)",
+            id="bonus-after-a-rejection",
+        ),
+    ],
+)
+def test_a_wrong_row_fails_naming_the_request(where, monkeypatch, breaking, greedy, match):
+    module = import_ascend(rejection.MODULE)
+    monkeypatch.setattr(module, "rejection_sample", breaking(module.rejection_sample))
+    _fails(where, greedy, match)
+
+
+def test_accepting_every_random_draft_fails_the_law(where, monkeypatch):
+    module = import_ascend(rejection.MODULE)
+    monkeypatch.setattr(module, "rejection_sample", breaks.accepts_every_draft(module.rejection_sample))
+    with pytest.raises(AssertionError, match=r"first ids \[.*chi2"):
+        check_first_ids(where, True, "point-mass")
+
+
+def test_a_kernel_lane_past_the_batch_is_named(where, monkeypatch):
+    breaks.greedy_lanes_past_the_batch(monkeypatch)
+    _fails(
+        where,
+        True,
+        r"rejection_greedy_sample_triton: (load of cu_num_draft_tokens_ptr|store of output_token_ids_ptr)\[\d+\]",
+        kernel_bounds.KernelOutOfBounds,
+    )
