@@ -76,10 +76,12 @@ def greedy_rows(v: Verification) -> list[list[int]]:
     return rows
 
 
-def row_is_well_formed(row: list[int], drafts: tuple[int, ...]) -> str | None:
+def row_is_well_formed(row: list[int], drafts: tuple[int, ...], point_mass: bool = True) -> str | None:
     """Why a random request's output row cannot be a rejection sampler's, or None: its kept ids are
     a prefix of the drafts followed by one more id (a recovered or the bonus token), then
-    placeholders only."""
+    placeholders only. With a point-mass drafter (``point_mass``: no draft probabilities) the id
+    that replaces a rejected draft is never that draft: it is drawn from ``max(q - p, 0)``, which is
+    0 there."""
     n = next((i for i, t in enumerate(row) if t == PLACEHOLDER), len(row))
     if any(t != PLACEHOLDER for t in row[n:]):
         return f"ids after a placeholder: {row}"
@@ -87,6 +89,8 @@ def row_is_well_formed(row: list[int], drafts: tuple[int, ...]) -> str | None:
         return f"{n} ids for {len(drafts)} drafts: {row}"
     if tuple(row[: n - 1]) != drafts[: n - 1]:
         return f"kept ids {row[: n - 1]} are not the drafts' prefix {list(drafts[: n - 1])}"
+    if point_mass and n <= len(drafts) and row[n - 1] == drafts[n - 1]:
+        return f"draft {n} ({drafts[n - 1]}) replaced by itself, which a point-mass drafter's rule never draws: {row}"
     return None
 
 

@@ -47,7 +47,7 @@ def check_rows(v: Verification, rows: list[list[int]]) -> None:
         if temperature == 0:
             assert rows[r] == want[r], f"{context}: got {rows[r]}, want {want[r]}"
         else:
-            problem = row_is_well_formed(rows[r], v.drafts[r])
+            problem = row_is_well_formed(rows[r], v.drafts[r], point_mass=v.draft_probs is None)
             assert problem is None, f"{context}: {problem}"
 
 
@@ -55,6 +55,37 @@ def pin_reads(sampled: rejection.Sampled) -> None:
     """The defect's reads, where a kernel that made them ran (all-greedy one-draft batches run one that never did)."""
     if sampled.could_read_before:
         pin(DEFECT, bool(sampled.reads_before), not sampled.reads_before, sorted(map(str, sampled.reads_before)))
+
+
+def _strong(rows: list[tuple[int, bool]]) -> torch.Tensor:
+    """Target logits, one row per draft: (token, favoured) -> that token's logit far above (True) or
+    below (False) the rest, so a greedy row and a random draft's fate are as good as certain; the rest
+    distinct, so that no argmax is a tie."""
+    logits = torch.arange(VOCAB, dtype=torch.float32).repeat(len(rows), 1) / 10
+    for i, (token, favoured) in enumerate(rows):
+        logits[i, token] = 12.0 if favoured else -12.0
+    return logits
+
+
+# Fixed batches, first in the session's order: a mixed batch whose random request rejects its draft,
+# and nine greedy requests, so that vllm-ascend's kernels put two requests in each program.
+FIXED = {
+    "mixed": Verification(((1, 2), (3,)), _strong([(1, True), (5, True), (3, False)]), (4, 6), (0.0, 1.0), 2),
+    "nine-greedy": Verification(
+        tuple((r % VOCAB, (r + 1) % VOCAB) for r in range(9)),
+        _strong([(t, r % 3 != 0) for r in range(9) for t in (r % VOCAB, (r + 1) % VOCAB)]),
+        tuple(range(9)),
+        (0.0,) * 9,
+        2,
+    ),
+}
+
+
+@pytest.mark.order(0)
+@pytest.mark.parametrize("name", list(FIXED))
+def test_fixed_batches_match_the_reference(where, name):
+    torch.manual_seed(0)
+    sample_and_check(where, True, FIXED[name])
 
 
 def sample_and_check(where, triton: bool, v: Verification) -> None:
@@ -128,7 +159,7 @@ def test_the_kernels_read_before_their_cumulative_counts(where):
     both operands; the recovered-token kernel loads it unmasked), which on an NPU reads whatever is
     mapped before the tensor and sometimes faults (vllm-ascend #14902; fixed upstream in #16215).
     Untolerated, the guard stops the launch, naming the kernel, the argument and the offset."""
-    v = Verification(((1, 2), (3,)), torch.eye(VOCAB)[[1, 5, 3]], (4, 6), (0.0, 1.0), 2)
+    v = FIXED["mixed"]
     sampled = rejection.sample(v, where)
     assert sampled.could_read_before
     pin_reads(sampled)
