@@ -17,17 +17,23 @@ import torch
 from sim.oracle.rejection import PLACEHOLDER, Verification, greedy_rows, kept_probability, row_is_well_formed
 from tests.strategies.rejection import VOCAB
 
-N = 600  # requests of one draft each: the first id's frequencies, with a fixed seed
+N = 600  # requests of one draft each (the default): the first id's frequencies, with a fixed seed
 CHI2_LIMIT = 24.3  # chi-square, 7 degrees of freedom, p = 0.001
 DRAFTERS = ("point-mass", "with-probs")
 
 
-def check_rows(v: Verification, rows: list[list[int]]) -> None:
+def check_rows(v: Verification, rows: list[list[int]], random_keeps_every_draft: bool = False) -> None:
+    """``random_keeps_every_draft``: a known defect's model (vllm-ascend 0.23.0's MRV2 sampler): every
+    random request keeps all its drafts and then the bonus token, exactly."""
     want = greedy_rows(v)
     for r, temperature in enumerate(v.temperature):
         context = f"request {r} of {v.num_reqs} (drafts {list(v.drafts[r])}, temperature {temperature})"
         if temperature == 0:
             assert rows[r] == want[r], f"{context}: got {rows[r]}, want {want[r]}"
+        elif random_keeps_every_draft:
+            kept = [*v.drafts[r], v.bonus[r]]
+            kept += [PLACEHOLDER] * (v.max_spec_len + 1 - len(kept))
+            assert rows[r] == kept, f"{context}: got {rows[r]}, the defect's model {kept}"
         else:
             problem = row_is_well_formed(rows[r], v.drafts[r], point_mass=v.draft_probs is None)
             assert problem is None, f"{context}: {problem}"
@@ -50,36 +56,36 @@ FIXED = {
     "nine-greedy": Verification(
         tuple((r % VOCAB, (r + 1) % VOCAB) for r in range(9)),
         _strong([(t, r % 3 != 0) for r in range(9) for t in (r % VOCAB, (r + 1) % VOCAB)]),
-        tuple(range(9)),
+        tuple((r + 3) % VOCAB for r in range(9)),
         (0.0,) * 9,
         2,
     ),
 }
 
 
-def check_first_ids(sample, drafter: str, seed: int = 7) -> None:
+def check_first_ids(sample, drafter: str, seed: int = 7, n: int = N) -> None:
     """The standard rule's guarantee, whatever the drafter: the first output id ~ q, and the first
-    draft kept with probability sum_x min(p(x), q(x)) (a point mass: q(draft))."""
+    draft kept with probability sum_x min(p(x), q(x)) (a point mass: q(draft)); over ``n`` requests."""
     q_logits = torch.tensor([2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5])
     q = q_logits.softmax(-1)
     p = None if drafter == "point-mass" else torch.tensor([0.05, 0.3, 0.1, 0.25, 0.05, 0.1, 0.1, 0.05])
     gen = torch.Generator().manual_seed(seed)
-    drafts = torch.full((N,), 3) if p is None else torch.multinomial(p, N, replacement=True, generator=gen)
+    drafts = torch.full((n,), 3) if p is None else torch.multinomial(p, n, replacement=True, generator=gen)
     v = Verification(
         tuple((int(d),) for d in drafts),
-        q_logits.expand(N, VOCAB).contiguous(),
-        tuple(torch.randint(0, VOCAB, (N,), generator=gen).tolist()),
-        (1.0,) * N,
+        q_logits.expand(n, VOCAB).contiguous(),
+        tuple(torch.randint(0, VOCAB, (n,), generator=gen).tolist()),
+        (1.0,) * n,
         1,
-        None if p is None else p.expand(N, VOCAB).contiguous(),
+        None if p is None else p.expand(n, VOCAB).contiguous(),
     )
     torch.manual_seed(seed + 1)  # the sampler's own draws, independent of the drafts' (the same seed would tie them)
     rows = torch.tensor(sample(v).rows)
     assert (rows[:, 0] != PLACEHOLDER).all()
     counts = torch.bincount(rows[:, 0], minlength=VOCAB).double()
-    chi2 = float(((counts - N * q) ** 2 / (N * q)).sum())
-    assert chi2 < CHI2_LIMIT, f"first ids {counts.tolist()} against N*q {(N * q).tolist()}: chi2 {chi2:.1f}"
+    chi2 = float(((counts - n * q) ** 2 / (n * q)).sum())
+    assert chi2 < CHI2_LIMIT, f"first ids {counts.tolist()} against n*q {(n * q).tolist()}: chi2 {chi2:.1f}"
     kept = (rows[:, 1] != PLACEHOLDER).double().mean().item()  # a kept draft is followed by the bonus
     want = kept_probability(p, q, 3)  # the point mass is at 3
-    bound = 4 * (want * (1 - want) / N) ** 0.5
+    bound = 4 * (want * (1 - want) / n) ** 0.5
     assert abs(kept - want) < bound, f"first drafts kept {kept:.3f}, want {want:.3f} (+- {bound:.3f})"

@@ -3,7 +3,8 @@
 docs/DIVERGENCES-vllm-ascend-mrv2.md explains each entry (what it does to drafts and to KV);
 tests/impls/vllm_ascend_mrv2/ pins each one. The first five are vLLM's MRV2 loop, inherited as they
 are in vLLM 0.33 (``sim.impls.kit.mrv2_loop``, same ids); the rest are vllm-ascend's host
-lengths, what its attention backends read; two of those belong to one generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
+lengths, what its attention backends read, and its rejection sampler; three of those belong to one
+generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
 """
 
 from __future__ import annotations
@@ -87,11 +88,24 @@ DIVERGENCES = table(
         kind=Kind.DEFECT,
         rule={"step_seq_lens": "batch-bound"},
     ),
+    Divergence(
+        "random-drafts-always-accepted",
+        "_probabilistic_rejection_kernel (worker/v2/spec_decode/rejection_sampler_utils.py, 0.23.0)",
+        "a random request keeps draft i with probability min(1, q(d_i) / p(d_i)) and replaces the first "
+        "rejected one by a draw from max(q - p, 0): its first output id is distributed as the target's q",
+        "the acceptance test draws no uniform ('NPU does not support tl_rand64; always accept the draft "
+        "token': u = 0, log u = -inf), so every random request keeps all its drafts and then the bonus "
+        "token: the output follows the drafter's distribution, not the target's, and the acceptance rate "
+        "reads 1.0 (vllm-ascend #13470, fixed on main by drawing u with tl.rand)",
+        "test_rejection_sampler.py::test_random_first_ids_follow_the_target_distribution",
+        kind=Kind.DEFECT,
+    ),
 )
 
 # The generation-only entries: the generation whose speculator has the divergence (``generation``).
 GENERATION = {
     "host-seq-lens-advanced-twice": "0.23.0",
+    "random-drafts-always-accepted": "0.23.0",
     "draft-seq-lens-batch-bound": "main",
 }
 
