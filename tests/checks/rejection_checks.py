@@ -17,7 +17,7 @@ import torch
 from sim.oracle.rejection import PLACEHOLDER, Verification, greedy_rows, kept_probability, row_is_well_formed
 from tests.strategies.rejection import VOCAB
 
-N = 600  # requests of one draft each (the default): the first id's frequencies, with a fixed seed
+N = 300  # requests of one draft each (the default): the first id's frequencies, with a fixed seed
 CHI2_LIMIT = 24.3  # chi-square, 7 degrees of freedom, p = 0.001
 DRAFTERS = ("point-mass", "with-probs")
 

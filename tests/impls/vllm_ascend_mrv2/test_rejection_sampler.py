@@ -19,7 +19,7 @@ from tests.strategies.rejection import verifications
 
 CPU = torch.device("cpu")
 DEFECT = "random-drafts-always-accepted"
-REQUESTS = 240  # the law's sample: MRV2's kernels run one program per request, interpreted
+REQUESTS = 200  # the law's sample: MRV2's kernels run one program per request, interpreted
 
 
 @pytest.fixture(scope="module")
