@@ -26,6 +26,7 @@ not checked (none of the kernels the gate launches uses them).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import weakref
@@ -117,9 +118,14 @@ def _guarded(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor],
     return out, copies
 
 
+@functools.cache
+def _parameters(fn) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)
+
+
 def _named_tensors(fn, args, kwargs) -> dict[str, torch.Tensor]:
-    bound = inspect.signature(fn).bind_partial(*args, **kwargs)
-    return {name: v for name, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
+    named = {**dict(zip(_parameters(fn), args)), **kwargs}
+    return {name: v for name, v in named.items() if isinstance(v, torch.Tensor)}
 
 
 def _check(op: str, ptrs, mask, itemsize: int) -> None:
@@ -201,7 +207,7 @@ def install() -> bool:
 
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        names = list(inspect.signature(self.fn).parameters)
+        names = _parameters(self.fn)
         tensors = _named_tensors(self.fn, args_hst, kwargs_hst)
         guarded, copies = _guarded(tensors)
         args_hst = [guarded.get(names[i], a) if i < len(names) else a for i, a in enumerate(args_hst)]

@@ -48,29 +48,36 @@ def keeps_the_first_mismatch(original):
     return broken
 
 
-def bonus_after_a_rejection(original):
-    @functools.wraps(original)
-    def broken(*args, **kwargs):
-        out = original(*args, **kwargs)
-        for r, (drafts, t) in enumerate(zip(_rows(args, kwargs), _temperature(args, kwargs))):
-            n = int((out[r] != PLACEHOLDER).sum())
-            if t != 0 and n <= len(drafts):
-                out[r, n] = out[r, n - 1]
-        return out
+def _each_random_row(original, edit):
+    """``rejection_sample`` with ``edit(row, drafts)`` applied to each random request's output row."""
 
-    return broken
-
-
-def accepts_every_draft(original):
     @functools.wraps(original)
     def broken(*args, **kwargs):
         out = original(*args, **kwargs)
         for r, (drafts, t) in enumerate(zip(_rows(args, kwargs), _temperature(args, kwargs))):
             if t != 0:
-                out[r, : len(drafts)] = torch.tensor(drafts, dtype=out.dtype)
+                edit(out[r], drafts)
         return out
 
     return broken
+
+
+def _bonus_after_the_last(row, drafts) -> None:
+    n = int((row != PLACEHOLDER).sum())
+    if n <= len(drafts):  # a draft was rejected
+        row[n] = row[n - 1]
+
+
+def _every_draft_kept(row, drafts) -> None:
+    row[: len(drafts)] = torch.tensor(drafts, dtype=row.dtype)
+
+
+def bonus_after_a_rejection(original):
+    return _each_random_row(original, _bonus_after_the_last)
+
+
+def accepts_every_draft(original):
+    return _each_random_row(original, _every_draft_kept)
 
 
 def greedy_lanes_past_the_batch(monkeypatch) -> None:
