@@ -64,7 +64,7 @@ def sample_and_check(where, triton: bool, v: Verification) -> None:
 
 
 def test_the_sampler_touches_no_stand_in(where):
-    """No row comes from the fake torch_npu's mocks: the fixed batches on both paths, and a random batch."""
+    """No row comes from the fake torch_npu's mocks: the fixed batches (random rows among them), on both paths."""
 
     def runs():
         for v in FIXED.values():
