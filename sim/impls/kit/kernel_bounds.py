@@ -136,6 +136,9 @@ def _check(op: str, ptrs, mask, itemsize: int) -> None:
     if addrs.size == 0:
         return
     addrs = addrs.astype(np.int64)
+    lo, hi = int(addrs.min()), int(addrs.max()) + itemsize
+    if any(e.start <= lo and hi <= e.end for e in launch.extents):  # the common case: all in one argument
+        return
     inside = np.zeros(addrs.shape, dtype=bool)
     for e in launch.extents:
         inside |= (addrs >= e.start) & (addrs + itemsize <= e.end)
@@ -164,9 +167,14 @@ def _attribute(launch: _Launch, op: str, addr: int) -> Access:
 
 
 def _np_itemsize(handle) -> int:
+    return _itemsize(handle.get_element_ty())
+
+
+@functools.cache  # asked at every load and store; a Triton scalar type hashes by its name
+def _itemsize(element_ty) -> int:
     from triton.runtime.interpreter import _get_np_dtype
 
-    return np.dtype(_get_np_dtype(handle.get_element_ty())).itemsize
+    return np.dtype(_get_np_dtype(element_ty)).itemsize
 
 
 @contextlib.contextmanager
