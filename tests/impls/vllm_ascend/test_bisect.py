@@ -77,7 +77,6 @@ def _state(repo: Path) -> tuple[str, str, str, str]:
     )
 
 
-@pytest.mark.order(0)  # a few minutes of one worker: started first, the other worker drains the rest beside it
 def test_bisect_names_the_commit_that_broke_the_step_update(repo, case, envs, capsys):
     path, hashes = repo
     before = _state(path)
