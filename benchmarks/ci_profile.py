@@ -3,6 +3,8 @@
 Runs `.ci/run` (or `tox -e ENV,...` with ``--env``) as CI does, with tox's result JSON and hypothesis'
 observations switched on, then prints:
 
+- the wall time, and how much of it came before the tox run whose envs the rows are (``.ci/run``:
+  installing tox, then every env's dependencies two envs at a time);
 - per env: its wall time, env creation, the installs (deps and ``commands_pre``), and each pytest session;
 - per pytest session (its JUnit XML, ``reports/junit-*.xml``): wall time, the start-up before pytest's
   session begins (interpreter, plugins, ``--impl`` loading its upstream), the session itself (collection,
@@ -118,7 +120,10 @@ def report(wall: float | None, top: int = 20) -> None:
     result = json.loads(RESULT.read_text())
     lines, cases = env_rows(result)
     if wall is not None:
-        print(f"wall time: {wall:.0f} s\n")
+        in_tox = sum(env["result"]["duration"] for env in result["testenvs"].values() if "result" in env)
+        # .ci/run installs every env's dependencies in a `tox run-parallel --notest` before the tox
+        # whose result this is: that, and installing tox, is the time outside it
+        print(f"wall time: {wall:.0f} s, of which outside the envs' tox run {wall - in_tox:.0f} s\n")
     print("| env / pytest session | s | env creation / start-up | installs / session | tests | |")
     print("|---|---|---|---|---|---|")
     print("\n".join(lines))
