@@ -9,7 +9,9 @@ cannot hold, naming the field and its value.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from unittest import mock
 
 from sim.impls.kit.scratch import scratch
 
@@ -48,13 +50,29 @@ def config_dir(hidden_size: int) -> str:
     return str(path)
 
 
+@contextlib.contextmanager
+def _model_classes_inspected_here():
+    """vLLM inspects a model class (DeepSeek-V3, then its MTP draft) in a fresh interpreter, so as not
+    to initialise CUDA in its own, unless ``VLLM_CACHE_ROOT`` holds the answer: about 14 s each, in
+    every process whose cache misses (both workers of a fresh env's first session, side by side).
+    This process has no CUDA to initialise, so the class is inspected here, from the same module."""
+    from vllm.model_executor.models import registry
+
+    if not callable(getattr(registry, "_run_in_subprocess", None)):  # a vLLM that inspects otherwise
+        yield
+        return
+    with mock.patch.object(registry, "_run_in_subprocess", lambda inspect: inspect()):
+        yield
+
+
 def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str):
     """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer, from ``config`` (the
     generation's ``vllm.config`` module) on ``device``; ``num_speculative_tokens``: the most drafts any
     call sets (every per-step buffer exists for them)."""
-    model_config = config.ModelConfig(
-        model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
-    )
+    with _model_classes_inspected_here():
+        model_config = config.ModelConfig(
+            model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
+        )
     spec_config = config.SpeculativeConfig(
         target_model_config=model_config,
         target_parallel_config=config.ParallelConfig(),
