@@ -69,16 +69,16 @@ def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: s
     """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer, from ``config`` (the
     generation's ``vllm.config`` module) on ``device``; ``num_speculative_tokens``: the most drafts any
     call sets (every per-step buffer exists for them)."""
-    with _model_classes_inspected_here():
+    with _model_classes_inspected_here():  # the target's class, then (in SpeculativeConfig) the draft's
         model_config = config.ModelConfig(
             model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
         )
-    spec_config = config.SpeculativeConfig(
-        target_model_config=model_config,
-        target_parallel_config=config.ParallelConfig(),
-        method="mtp",
-        num_speculative_tokens=num_speculative_tokens,
-    )
+        spec_config = config.SpeculativeConfig(
+            target_model_config=model_config,
+            target_parallel_config=config.ParallelConfig(),
+            method="mtp",
+            num_speculative_tokens=num_speculative_tokens,
+        )
     return config.VllmConfig(
         model_config=model_config,
         cache_config=config.CacheConfig(block_size=16),
