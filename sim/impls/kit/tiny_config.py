@@ -50,19 +50,17 @@ def config_dir(hidden_size: int) -> str:
     return str(path)
 
 
-@contextlib.contextmanager
 def _model_classes_inspected_here():
     """vLLM inspects a model class (DeepSeek-V3, then its MTP draft) in a fresh interpreter, so as not
     to initialise CUDA in its own, unless ``VLLM_CACHE_ROOT`` holds the answer: about 14 s each, in
     every process whose cache misses (both workers of a fresh env's first session, side by side).
-    This process has no CUDA to initialise, so the class is inspected here, from the same module."""
+    This process has no CUDA to initialise, so the class is inspected here, from the same module: the
+    same model info (under the fake ``torch_npu`` too, whose mocks none of its fields come from)."""
     from vllm.model_executor.models import registry
 
-    if not callable(getattr(registry, "_run_in_subprocess", None)):  # a vLLM that inspects otherwise
-        yield
-        return
-    with mock.patch.object(registry, "_run_in_subprocess", lambda inspect: inspect()):
-        yield
+    if not hasattr(registry, "_run_in_subprocess"):  # a vLLM that inspects otherwise
+        return contextlib.nullcontext()
+    return mock.patch.object(registry, "_run_in_subprocess", lambda inspect: inspect())
 
 
 def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str):
