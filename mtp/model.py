@@ -37,6 +37,11 @@ class AttentionMeta:
                      states arrive as this rank's chunk of the rows, and the
                      model returns its chunk of the output (``SequenceParallel``);
                      None otherwise.
+    own_rows_only:   the kernel is handed no cached context: each request's query
+                     rows attend causally to that request's rows of this forward
+                     alone, not to the prefix before them (vllm-ascend's FIA
+                     kernels in the ``PrefillNoCache`` state). Right only where no
+                     request has context; elsewhere it loses the prefix.
     """
 
     query_start_loc: torch.Tensor
@@ -46,6 +51,7 @@ class AttentionMeta:
     seq_len_bound: torch.Tensor
     kv_gather: Callable[[torch.Tensor], torch.Tensor] | None = None
     sequence_parallel: SequenceParallel | None = None
+    own_rows_only: bool = False
 
 
 @dataclass

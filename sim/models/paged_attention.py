@@ -54,7 +54,9 @@ def paged_attention(
     Row n of request r is query number ``n - qsl[r]`` of ``q_r`` rows, so it
     sits at context position ``seq_len[r] - q_r + (n - qsl[r])`` and attends
     to positions ``0..that``. This is how attention kernels read seq_lens:
-    a seq_len too long makes a row see KV it must not see. ``recency`` [heads]
+    a seq_len too long makes a row see KV it must not see. With ``own_rows_only``
+    a row sees only positions from ``seq_len[r] - q_r`` on: its request's rows of
+    this forward, as a kernel handed no cached context reads them. ``recency`` [heads]
     is an ALiBi slope per head: recent positions weigh more, as in real models.
     """
     num_rows = q.shape[0]
@@ -69,6 +71,8 @@ def paged_attention(
     blocks = attn.block_table.to(torch.int64)[req][:, pos // bs]  # [N, W]
     slots = torch.where(blocks >= 0, blocks * bs + pos % bs, torch.full_like(blocks, cache.num_slots))
     visible = (pos[None, :] <= ctx_pos[:, None]) & (blocks >= 0) & (pos[None, :] < attn.seq_len_bound)
+    if attn.own_rows_only:
+        visible &= pos[None, :] >= (ctx_pos - (rows - qsl[req]))[:, None]
     k = cache.k[slots]  # [N, W, heads, d]
     v = cache.v[slots].masked_fill(~visible[:, :, None, None], 0.0)  # unseen slots may hold poison
     scores = torch.einsum("nhd,nwhd->nhw", q, k) * scale

@@ -128,6 +128,21 @@ def check_unchanged(built: Built, step: int) -> None:
             )
 
 
+def check_no_context(step: int, attn: AttentionMeta) -> None:
+    """An attention that reads no cached context (``own_rows_only``: vllm-ascend's ``PrefillNoCache``)
+    is handed no request with tokens before its rows of this forward."""
+    if not attn.own_rows_only:
+        return
+    queries = (attn.query_start_loc[1:] - attn.query_start_loc[:-1]).tolist()
+    before = {r: n - q for r, (n, q) in enumerate(zip(attn.seq_lens.tolist(), queries)) if n > q}
+    if before:
+        raise MetadataMismatch(
+            f"step {step}: the attention reads no cached context (attn_state PrefillNoCache), but requests "
+            f"{list(before)} have {list(before.values())} tokens before their rows (seq_lens minus the query "
+            "lengths): their attention loses that prefix"
+        )
+
+
 SHARED = ("query_start_loc", "seq_lens", "block_table", "slot_mapping")  # what a KV-cache group's layers share
 
 

@@ -26,6 +26,7 @@ from sim.impls.kit.metadata_checks import (
     Built,
     RecordedMeta,
     check_mirrors,
+    check_no_context,
     check_unchanged,
     present,
 )
@@ -116,13 +117,15 @@ def rows_of_slots(slots: torch.Tensor, rows: int) -> torch.Tensor:
 def with_padding_rows(attn: AttentionMeta, slots: torch.Tensor, rows: int) -> AttentionMeta:
     """``attn`` over ``rows`` rows: rows past ``query_start_loc[-1]`` form one more request that sees
     nothing (seq_len 0, no blocks), as padding rows are inert in an attention kernel given the real lengths."""
-    real = int(attn.query_start_loc[-1])
+    real, own = int(attn.query_start_loc[-1]), attn.own_rows_only
     if rows <= real:
-        return AttentionMeta(attn.query_start_loc, attn.seq_lens, attn.block_table, slots, attn.seq_len_bound)
+        return AttentionMeta(
+            attn.query_start_loc, attn.seq_lens, attn.block_table, slots, attn.seq_len_bound, own_rows_only=own
+        )
     qsl = torch.cat([attn.query_start_loc, attn.query_start_loc.new_tensor([rows])])
     seq_lens = torch.cat([attn.seq_lens, attn.seq_lens.new_zeros(1)])
     table = torch.cat([attn.block_table, torch.full_like(attn.block_table[:1], -1)])
-    return AttentionMeta(qsl, seq_lens, table, slots, attn.seq_len_bound)
+    return AttentionMeta(qsl, seq_lens, table, slots, attn.seq_len_bound, own_rows_only=own)
 
 
 def logit_view(hidden: torch.Tensor) -> torch.Tensor:
@@ -155,6 +158,7 @@ class VllmTinyMtp(nn.Module):
         attn = self.attention(context)
         if isinstance(attn, RecordedMeta):
             check_unchanged(attn.built, self.calls + 1)
+        check_no_context(self.calls + 1, attn)
         n = input_ids.shape[0]
         slots = rows_of_slots(self.slots(context, attn), n)  # what the KV write is told
         # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row

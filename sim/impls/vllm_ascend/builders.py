@@ -9,7 +9,11 @@ real metadata's own tensors and host lists, and the common metadata's tensors a 
 of. Nothing of the real build is replaced. The forward reads the real metadata as it is then
 (``read_back``): the kernels' host lists (``seq_lens_list``, ``actual_seq_lengths_q``), its block
 table and slots, so a builder that hands a later step's values in an earlier step's buffers or
-lists fails, at the forward, by name (``check_unchanged``) and against the reference.
+lists fails, at the forward, by name (``check_unchanged``) and against the reference. It reads the
+``attn_state`` as the FIA kernels' ``_get_fia_params`` does: in ``PrefillNoCache`` no cached
+context is read, each request's rows attend to its rows of this forward alone
+(``AttentionMeta.own_rows_only``); that state on a forward whose requests have context before their
+rows fails by name (``metadata_checks.check_no_context``), and the drafts show it too.
 
 One stand-in, for plumbing: the build copies ``query_start_loc_cpu`` to the device through
 ``pin_memory()``, which needs the NPU's host allocator; here the host memory is the device's, and
@@ -96,10 +100,14 @@ def attention_builder() -> type:
 
 
 def read_back(meta) -> RecordedMeta:
-    """What the kernels read of a real ``AscendMetadata`` now: the host lists, the table, the slots."""
+    """What the kernels read of a real ``AscendMetadata`` now: the host lists, the table, the slots, and
+    whether cached context is read at all (the attention state)."""
     built = meta.recorded
     lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
     device = meta.block_tables.device
+    own_rows_only = (
+        meta.attn_state == import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.PrefillNoCache
+    )
     return RecordedMeta(
         query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
         seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
@@ -108,4 +116,5 @@ def read_back(meta) -> RecordedMeta:
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
         built=built,
         num_computed_tokens=built.views.get(COMPUTED),
+        own_rows_only=own_rows_only,
     )

@@ -36,8 +36,12 @@ def captured_sizes(p) -> list[int]:
 
 def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
     """The runner's buffers as its uniform-decode dummy run leaves them: ``num_reqs`` requests of
-    ``uniform_decode_query_len`` tokens, lengths 0, every slot -1."""
+    ``uniform_decode_query_len`` tokens, lengths 0, every slot -1, and the attention state
+    ``_dummy_run`` sets for an MTP drafter (``SpecDecoding`` under MLA, else ``ChunkedPrefill``),
+    whatever the last call's was."""
     runner = p.runner
+    states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
+    runner.attn_state = states.SpecDecoding if runner.vllm_config.model_config.use_mla else states.ChunkedPrefill
     q = runner.uniform_decode_query_len
     qsl = torch.arange(num_reqs + 1, dtype=torch.int32) * q
     runner.query_start_loc.cpu[: num_reqs + 1] = qsl.clamp(max=num_tokens)

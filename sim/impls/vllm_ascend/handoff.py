@@ -6,10 +6,12 @@ source, ``runner_source``) after the target's forward and sampling; that method 
 (``prepare_inputs_padded`` / ``prepare_inputs``), gathers the target's token ids, positions
 (``_get_positions``) and hidden states, and calls the drafter's ``_propose``. ``load`` puts one
 verified batch into the runner view's buffers as the runner holds them before that call (input
-ids, positions, request states, input batch, discarded requests); ``arguments`` derives the
+ids, positions, request states, input batch, discarded requests, and the attention state its input
+preparation derives with its own ``_build_attn_state``: ``PrefillNoCache`` for a batch of new
+prompts, ``SpecDecoding`` for one of decodes, ``ChunkedPrefill`` for a mix); ``arguments`` derives the
 method's arguments as the runner's ``execute_model`` does: the ``SpecDecodeMetadata`` of the
 verified drafts (None when no request verified any: the runner's ``use_spec_decode`` is False),
-the target's ``AscendCommonAttentionMetadata``, the sampled tokens (the padded tensor, or the
+the target's ``AscendCommonAttentionMetadata`` (with that state), the sampled tokens (the padded tensor, or the
 per-request lists), vLLM's ``SchedulerOutput`` with each request's scheduled tokens, the hidden
 states. ``padded_drafter`` sets the runner's ``disable_padded_drafter_batch`` for one call.
 """
@@ -33,7 +35,9 @@ from sim.impls.vllm_ascend import generation
 def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> None:
     """The runner's state for ``batch`` before it drafts: ``input_ids`` and ``positions`` hold the
     scheduled tokens, ``requests`` and ``input_batch`` the request states, the discarded requests'
-    indices their buffer (copied to the device as the runner copies them)."""
+    indices their buffer (copied to the device as the runner copies them), ``attn_state`` the batch's
+    (``_build_attn_state`` of each request's computed, scheduled and valid tokens, as
+    ``_prepare_inputs`` calls it: the scheduled drafts are not valid tokens)."""
     n = batch.num_tokens
     if n > runner.positions.shape[0]:
         raise ValueError(f"batch.num_tokens={n}: the runner's buffers hold {runner.positions.shape[0]}")
@@ -50,6 +54,10 @@ def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) 
     runner.discard_request_indices.np[:count] = idx.numpy()
     runner.discard_request_indices.copy_to_gpu(count)
     runner.num_discarded_requests = count
+    scheduled = np.asarray(batch.query_lens_cpu, dtype=np.int32)
+    runner.input_batch.num_computed_tokens_cpu = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - scheduled
+    valid = scheduled - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
+    runner._build_attn_state(batch.num_reqs, scheduled, valid)
 
 
 def scheduler_output(batch: VerifiedBatch, num_spec_tokens: int):
@@ -77,12 +85,14 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
     """``propose_draft_token_ids``'s arguments for ``batch``, as ``execute_model`` derives them."""
     spec = interop.to_spec_decode_metadata(batch) if int(np.sum(batch.num_draft_tokens_cpu)) > 0 else None
     n = batch.num_tokens
+    cad = interop.to_ascend_metadata(batch)
+    cad.attn_state = runner.attn_state  # as the runner's _build_attention_metadata hands it
     return dict(
         valid_sampled_token_ids=sampled.padded if sampled.is_padded else steps.unpadded_lists(sampled),
         sampling_metadata=GREEDY,
         scheduler_output=scheduler_output(batch, num_spec_tokens),
         spec_decode_metadata=spec,
-        spec_decode_common_attn_metadata=interop.to_ascend_metadata(batch),
+        spec_decode_common_attn_metadata=cad,
         positions=runner.positions[:n],
         num_scheduled_tokens=n,
         hidden_states=batch.hidden_states[:n].to(torch.float32),

@@ -22,6 +22,7 @@ UPDATE = "attn_update_stack_num_spec_norm"
 DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
+ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
@@ -48,6 +49,8 @@ VARIANTS = {
     "sample-rows-from-padded-query-start-loc": ("_run_merged_draft", graph.sample_rows_from_padded_query_start_loc),
     "runner-positions-off-by-one": (POSITIONS, handoff.positions_off_by_one),
     "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
+    "runner-prefill-state-with-any-new-request": (ATTN_STATE, handoff.prefill_state_with_any_new_request),
+    "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
     "greedy-keeps-the-first-mismatch": (REJECT_SAMPLE, reject.keeps_the_first_mismatch),
@@ -63,6 +66,7 @@ CONTROLS = {
         "prepare_inputs_padded",
         method.host_mirror_read_before_its_copy_lands(synced=True),
     ),
+    "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
 }
 
 
@@ -142,7 +146,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")
         monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
         return
-    if target in (POSITIONS, HANDOFF):
+    if target in (POSITIONS, HANDOFF, ATTN_STATE):
         break_runner(target, breaking, monkeypatch)
         return
     if target == BUILDER:
@@ -163,7 +167,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
-    ``propose_draft_token_ids`` (on the adapter's runner view, which holds vllm-ascend's)."""
+    ``propose_draft_token_ids`` or ``_build_attn_state`` (on the adapter's runner view, which holds
+    vllm-ascend's)."""
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
 

@@ -5,8 +5,14 @@ regression there would bring them: each takes the original method and returns th
 ``NPUModelRunner`` inherits and ``propose_draft_token_ids`` gathers the target's positions with);
 ``num_scheduled_tokens_short`` is a runner whose ``execute_model`` hands
 ``propose_draft_token_ids`` one scheduled token too few (what it slices the target's rows by when
-no request verified drafts); ``block_size_from_the_first_group`` is a drafter whose
-``initialize_attn_backend`` takes its block size from the wrong KV-cache group.
+no request verified drafts); ``prefill_state_with_any_new_request`` is a runner whose
+``_build_attn_state`` says ``PrefillNoCache`` when any request of the batch is new, not every one;
+``block_size_from_the_first_group`` is a drafter whose ``initialize_attn_backend`` takes its block
+size from the wrong KV-cache group.
+
+``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
+says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
+the gate must pass it (the check is of a state that contradicts the batch, not of the runner's choice).
 """
 
 from __future__ import annotations
@@ -24,6 +30,26 @@ def num_scheduled_tokens_short(original):
         return original(self, *args, num_scheduled_tokens=num_scheduled_tokens - 1, **kwargs)
 
     return broken
+
+
+def prefill_state_with_any_new_request(original):
+    def broken(self, num_reqs, num_scheduled_tokens, num_valid_tokens):
+        state = original(self, num_reqs, num_scheduled_tokens, num_valid_tokens)
+        if (self.input_batch.num_computed_tokens_cpu[:num_reqs] == 0).any():
+            state = self.attn_state = type(state).PrefillNoCache
+        return state
+
+    return broken
+
+
+def never_prefill_no_cache(original):
+    def control(self, num_reqs, num_scheduled_tokens, num_valid_tokens):
+        state = original(self, num_reqs, num_scheduled_tokens, num_valid_tokens)
+        if state == type(state).PrefillNoCache:
+            state = self.attn_state = type(state).ChunkedPrefill
+        return state
+
+    return control
 
 
 def block_size_from_the_first_group(original):

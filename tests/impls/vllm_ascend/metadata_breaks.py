@@ -15,6 +15,10 @@ the signature ``sim.impls.vllm_ascend.generation`` reads):
   into the tensor step j's attention holds, as one buffer shared by every step
   would (cross-step aliasing, vllm-ascend #7549); every step's metadata is built
   before the first forward, so step j's forward reads step j+1's values.
+- ``attn_state_of_the_first_pass``: the update builds steps 2..K with the first pass's ``attn_state``
+  (a drafter that no longer sets ``SpecDecoding`` there): after a batch of new prompts
+  (``PrefillNoCache``) each step reads no cached context, its one row attending to itself alone
+  (the class of vllm-ascend #8029: a state that contradicts the batch it labels).
 - ``lists_shared_across_steps``: the attention builder (``AscendAttentionMetadataBuilder.build``) hands
   every build the same ``seq_lens_list`` object, rewritten in place, as the SFA builder did with its
   graph-stable length buffers before vllm-ascend #14236: earlier steps' metadata read the last step's.
@@ -41,7 +45,7 @@ class _BuiltOnStaleMirror:
         return self
 
     def build_for_drafting(self, common_attn_metadata, draft_index, **kwargs):
-        setattr(common_attn_metadata, self.field, self.stale.clone())
+        setattr(common_attn_metadata, self.field, getattr(self.stale, "clone", lambda: self.stale)())
         return self.group.get_metadata_builder().build_for_drafting(common_attn_metadata, draft_index, **kwargs)
 
 
@@ -58,6 +62,10 @@ def host_mirror_not_advanced(field: str):
         return broken
 
     return breaking
+
+
+def attn_state_of_the_first_pass(original):
+    return host_mirror_not_advanced("attn_state")(original)
 
 
 def computed_as_seq_lens(original):

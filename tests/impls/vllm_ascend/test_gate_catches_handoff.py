@@ -2,8 +2,8 @@
 
 The drafts come through the runner's own ``propose_draft_token_ids`` (``sim.impls.vllm_ascend.handoff``),
 so what it gathers for ``_propose`` is under test: target positions taken off by one by
-``_get_positions``, or a scheduled-token count one short (the rows an all-prefill batch hands over),
-fail a serving run (``handoff_breaks``, also ``broken_gate.VARIANTS`` for the whole gate).
+``_get_positions``, a scheduled-token count one short (the rows an all-prefill batch hands over), or
+an attention state of ``PrefillNoCache`` for a batch where not every request is new, fail a serving run (``handoff_breaks``, also ``broken_gate.VARIANTS`` for the whole gate).
 """
 
 from __future__ import annotations
@@ -24,3 +24,10 @@ def test_a_scheduled_token_count_one_short_fails_the_gate(monkeypatch, device, i
     broken_gate.apply("runner-num-scheduled-tokens-short", monkeypatch)
     match = r"draft|input_ids|positions|expanded size"
     assert_serving_runs_fail(impl, device, "broken-runner-count", match, errors=(AssertionError, RuntimeError))
+
+
+def test_a_prefill_state_for_a_batch_with_context_fails_by_name(monkeypatch, device, impl):
+    """``_build_attn_state`` saying ``PrefillNoCache`` when any request is new: beside a new prompt, the
+    requests with context would read none of it at their first pass, and the forward says so."""
+    broken_gate.apply("runner-prefill-state-with-any-new-request", monkeypatch)
+    assert_serving_runs_fail(impl, device, "broken-runner-attn-state", r"step 1: the attention reads no cached context")

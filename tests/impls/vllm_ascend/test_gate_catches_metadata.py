@@ -4,7 +4,8 @@ Each case breaks one of vllm-ascend's methods (``metadata_breaks``) in what atte
 is handed rather than in what the device side holds: a host mirror not advanced with
 its device tensor (vllm-ascend #3300), a computed count other than the reference's
 (at the first pass, or drifting otherwise than ``num-computed-tokens-drift`` later), a
-step's tensor written after its build (cross-step aliasing, vllm-ascend #7549). Each
+step's tensor written after its build (cross-step aliasing, vllm-ascend #7549), steps 2..K
+built with the first pass's attention state (a state contradicting its batch, #8029's class). Each
 must fail the gate under ``--impl vllm_ascend``'s rules by name (the metadata checks of
 ``sim.impls.kit.metadata_checks`` or the trace comparison: step, field, both values), and
 each serving-run case reports the seconds from the start of the search to its first
@@ -35,6 +36,7 @@ from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.fixes import defining_class
 from tests.impls.vllm_ascend.metadata_breaks import (
+    attn_state_of_the_first_pass,
     computed_as_seq_lens,
     computed_not_advanced,
     host_mirror_not_advanced,
@@ -169,3 +171,12 @@ def test_a_builder_sharing_its_lists_across_steps_fails_by_name(monkeypatch, dev
         impl, device, "builder-lists-shared", record_property, None, r"metadata.seq_lens_list changed between build"
     )
     assert isinstance(failure, MetadataMismatch) and re.match(r"step \d+: metadata.seq_lens_list", str(failure))
+
+
+def test_draft_steps_built_with_the_first_passs_state_fail_by_name(monkeypatch, device, impl, record_property):
+    """Steps 2..K built with the first pass's ``attn_state``: after a batch of new prompts
+    (``PrefillNoCache``) a step's one row would attend to itself alone, and its forward says so."""
+    _break_the_update(monkeypatch, attn_state_of_the_first_pass)
+    match = r"step [2-9]: the attention reads no cached context \(attn_state PrefillNoCache\)"
+    failure = _serving_runs_fail(impl, device, "step-attn-state", record_property, None, match)
+    assert isinstance(failure, MetadataMismatch)

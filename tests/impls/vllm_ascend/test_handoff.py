@@ -18,11 +18,14 @@ import sys
 import pytest
 
 from sim.impls.kit.ascend import runner_source
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.impls.vllm_ascend import broken_gate
+from tests.impls.vllm_ascend.handoff_breaks import never_prefill_no_cache
 
 METHOD = "propose_draft_token_ids"
 # branch -> a statement only that branch of the runner's method runs (both generations)
@@ -86,6 +89,7 @@ def serve(device, padded: bool, monkeypatch):
     def recording(self, **kwargs):
         cad = kwargs["common_attn_metadata"]  # as handed: the buffers and metadata change later
         handed.append({**kwargs, "query_lens": cad.query_start_loc_cpu.diff().tolist(), "rows": cad.num_actual_tokens})
+        handed[-1].update(attn_state=cad.attn_state, computed=cad.num_computed_tokens_cpu[: cad.num_reqs].tolist())
         handed[-1].update(target_positions=kwargs["target_positions"].clone(), ids=kwargs["target_token_ids"].clone())
         return original(self, **kwargs)
 
@@ -124,3 +128,23 @@ def test_the_first_batch_hands_its_scheduled_rows_as_they_are(device, monkeypatc
     prompts = [spec.prompt_len for spec in SERVING.requests if spec.arrival == 0]
     assert first["query_lens"] == prompts
     assert first["target_positions"].tolist() == [p for length in prompts for p in range(length)]
+
+
+def test_each_call_hands_the_attention_state_of_its_batch(device, monkeypatch):
+    """The runner's own ``_build_attn_state`` labels each call and ``_propose`` is handed that label: the
+    first batch (new prompts only) ``PrefillNoCache``, a partial prefill beside decodes ``ChunkedPrefill``,
+    decodes alone ``SpecDecoding``; ``PrefillNoCache`` only where no request has context."""
+    states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
+    _, handed = serve(device, True, monkeypatch)
+    got = [h["attn_state"] for h in handed]
+    assert got[0] == states.PrefillNoCache and {states.ChunkedPrefill, states.SpecDecoding} <= set(got), got
+    assert all(any(h["computed"]) != (h["attn_state"] == states.PrefillNoCache) for h in handed), handed
+
+
+def test_a_runner_that_never_says_prefill_no_cache_drafts_the_same(device, monkeypatch):
+    """A runner labelling new prompts ``ChunkedPrefill`` reads their own KV from the cache: the same drafts,
+    so the serving run matches the reference (the check is of a state that contradicts its batch)."""
+    states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
+    broken_gate.break_runner(broken_gate.ATTN_STATE, never_prefill_no_cache, monkeypatch)
+    _, handed = serve(device, True, monkeypatch)
+    assert states.PrefillNoCache not in {h["attn_state"] for h in handed}

@@ -20,7 +20,8 @@ class RunnerView:
     With ``vllm_config``, also what the runner's own ``propose_draft_token_ids`` reads (the
     runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
     ``discard_request_indices``, filled per call by ``handoff.load``), ``requests``, ``drafter``,
-    the configs, and the runner methods it calls, compiled from vllm-ascend's source
+    the configs, its ``attn_state`` (set per call by its own ``_build_attn_state``, as its input
+    preparation sets it), and the runner methods it calls, compiled from vllm-ascend's source
     (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
     ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
     """
@@ -38,6 +39,7 @@ class RunnerView:
     num_discarded_requests = 0
 
     propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
+    _build_attn_state = runner_source.RunnerMethod("_build_attn_state")
     _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
@@ -61,6 +63,10 @@ class RunnerView:
     @property
     def speculative_config(self):
         return self.vllm_config.speculative_config
+
+    @property
+    def scheduler_config(self):
+        return self.vllm_config.scheduler_config
 
     def _make_buffer(self, *size, dtype, numpy=True):
         buffers = import_ascend("vllm.v1.utils")
