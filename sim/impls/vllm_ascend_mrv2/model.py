@@ -73,7 +73,8 @@ class AscendMetadataGroup:
 def attention_meta(meta) -> AttentionMeta:
     """What the eager NPU kernels read of an ``AscendMetadata``, as the core's type: the host lists
     (``actual_seq_lengths_q`` as query ends, ``seq_lens_list`` as KV lengths, their max as the host
-    bound), the block table, the slots."""
+    bound), the block table, the slots, and whether any cached context is read (``PrefillNoCache``
+    reads none: ``AttentionMeta.own_rows_only``, as for the V1 drafter's ``builders.read_back``)."""
     ends = [int(x) for x in meta.actual_seq_lengths_q]
     lens = [int(x) for x in meta.seq_lens_list[: len(ends)]]
     return AttentionMeta(
@@ -82,6 +83,8 @@ def attention_meta(meta) -> AttentionMeta:
         block_table=meta.block_tables[: len(ends)],
         slot_mapping=meta.slot_mapping,
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
+        own_rows_only=meta.attn_state
+        == import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.PrefillNoCache,
     )
 
 

@@ -28,6 +28,18 @@ VARIANTS = {
         breaks.host_seq_lens_not_advanced,
         "0.23.0",
     ),
+    "decode-steps-labelled-prefill-no-cache": (
+        "speculator",
+        "_init_decode_attn_metadata",
+        breaks.decode_steps_labelled_prefill_no_cache,
+        "0.23.0",
+    ),
+    "draft-steps-labelled-prefill-no-cache": (
+        "speculator",
+        "_build_draft_attn_metadata",
+        breaks.decode_steps_labelled_prefill_no_cache,
+        "main",
+    ),
 }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+from sim.impls.kit.ascend.importing import import_ascend
+
 
 def positions_not_advanced(update_draft_inputs):
     """``update_draft_inputs`` whose step leaves the positions as they were: steps 3..K repeat step 2's
@@ -43,5 +45,23 @@ def host_seq_lens_not_advanced(calc_next_seq_lens_cpu):
     @functools.wraps(calc_next_seq_lens_cpu)
     def broken(self, seq_lens_cpu, num_reqs, num_reqs_padded, step):
         return calc_next_seq_lens_cpu(self, seq_lens_cpu, num_reqs, num_reqs_padded, 0)
+
+    return broken
+
+
+def decode_steps_labelled_prefill_no_cache(label_decode_steps):
+    """The speculator's labelling of its draft steps' metadata (0.23.0's ``_init_decode_attn_metadata``,
+    main's ``_build_draft_attn_metadata``: each forces ``DecodeOnly``) saying ``PrefillNoCache``: each
+    step's one row would attend to itself alone, none of its request's cached context."""
+
+    @functools.wraps(label_decode_steps)
+    def broken(self, *args, **kwargs):
+        built = label_decode_steps(self, *args, **kwargs)
+        metadata = built if isinstance(built, dict) else (args[0] if args else kwargs.get("attn_metadata"))
+        states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
+        for meta in (metadata or {}).values():
+            if meta is not None:
+                meta.attn_state = states.PrefillNoCache
+        return built
 
     return broken

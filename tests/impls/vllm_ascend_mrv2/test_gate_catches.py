@@ -3,6 +3,8 @@
 Each case breaks one function (``broken_gate.VARIANTS``: a step's position not advanced, slots one
 position back, 0.23.0's host lengths not advanced) and runs the gate's step check under the
 generation's rules: it must fail. Without these, a modelled divergence could hide a real regression.
+The draft steps labelled ``PrefillNoCache`` (what the step check does not compare: the attention
+state) fail a serving run by name, at the forward that reads no cached context.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.checks import core_checks
-from tests.impls.suites import assert_gate_fails
+from tests.impls.suites import assert_gate_fails, assert_serving_runs_fail
 from tests.impls.vllm_ascend_mrv2 import broken_gate
 from tests.impls.vllm_ascend_mrv2.cases import OPS, rules
 
@@ -21,9 +23,22 @@ MATCH = {
 }
 
 
-@pytest.mark.parametrize("name", list(broken_gate.VARIANTS))
-def test_a_broken_speculator_fails_the_gate(monkeypatch, device, name):
+STATES = ("decode-steps-labelled-prefill-no-cache", "draft-steps-labelled-prefill-no-cache")
+
+
+def _applied(name: str, monkeypatch) -> None:
     if name not in broken_gate.variants():
         pytest.skip(f"{name} applies to vllm-ascend {broken_gate.VARIANTS[name][3]} only (broken_gate.VARIANTS)")
     broken_gate.apply(name, monkeypatch)
+
+
+@pytest.mark.parametrize("name", list(MATCH))
+def test_a_broken_speculator_fails_the_gate(monkeypatch, device, name):
+    _applied(name, monkeypatch)
     assert_gate_fails(OPS.__class__(), core_checks.check_steps, rules(), device, padded=True, match=MATCH[name])
+
+
+@pytest.mark.parametrize("name", STATES)
+def test_draft_steps_labelled_prefill_no_cache_fail_by_name(monkeypatch, device, impl, name):
+    _applied(name, monkeypatch)
+    assert_serving_runs_fail(impl, device, name, r"step [2-9]: the attention reads no cached context")
