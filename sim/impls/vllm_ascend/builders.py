@@ -29,6 +29,7 @@ import functools
 
 import torch
 
+from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
@@ -105,9 +106,7 @@ def read_back(meta) -> RecordedMeta:
     built = meta.recorded
     lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
     device = meta.block_tables.device
-    own_rows_only = (
-        meta.attn_state == import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.PrefillNoCache
-    )
+    own_rows_only = interop.reads_no_cached_context(meta.attn_state)
     return RecordedMeta(
         query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
         seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
+from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import host_seq_lens
 from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
@@ -83,8 +84,7 @@ def attention_meta(meta) -> AttentionMeta:
         block_table=meta.block_tables[: len(ends)],
         slot_mapping=meta.slot_mapping,
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
-        own_rows_only=meta.attn_state
-        == import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.PrefillNoCache,
+        own_rows_only=interop.reads_no_cached_context(meta.attn_state),
     )
 
 

@@ -39,6 +39,12 @@ def to_ascend_metadata(batch: VerifiedBatch):
     return utils.AscendCommonAttentionMetadata(**fields)
 
 
+def reads_no_cached_context(attn_state) -> bool:
+    """Whether vllm-ascend's FIA kernels read no cached context in ``attn_state`` (``_get_fia_params``:
+    ``PrefillNoCache`` attends over the forward's own keys only)."""
+    return attn_state == import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.PrefillNoCache
+
+
 discard_indices = vllm_types.discard_indices
 to_spec_decode_metadata = vllm_types.to_spec_decode_metadata
 to_step_one_inputs = vllm_types.to_step_one_inputs
