@@ -47,6 +47,9 @@ class StepRecord:
     # the host count of each request's tokens before its query, where the implementation hands its
     # attention one (vllm-ascend's num_computed_tokens_cpu), else None
     num_computed_tokens: torch.Tensor | None = None
+    # the positions the attention rotated each row at, where its metadata carries the rotation (MLA's
+    # cos and sin), else None (the rows' positions rotate)
+    rope_positions: torch.Tensor | None = None
 
     @classmethod
     def capture(cls, step: int, seq_len_bound: int, rows: int, **tensors: torch.Tensor) -> StepRecord:

@@ -109,11 +109,19 @@ class Implementation:
 
     def refuses(self, scenario, device: str) -> str | None:
         """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
-        that the proposer is not told otherwise (its draft's attention groups), or None."""
-        if scenario.draft_attn_groups > 1:
-            reason = self.lacking({Feature.DRAFT_ATTN_GROUPS}, device)
+        that the proposer is not told otherwise (its draft's attention groups and family), or None."""
+        selected = [
+            (
+                scenario.draft_attn_groups > 1,
+                Feature.DRAFT_ATTN_GROUPS,
+                f"draft_attn_groups={scenario.draft_attn_groups}",
+            ),
+            (scenario.draft_attn != "gqa", Feature.MLA_DRAFT, f"draft_attn={scenario.draft_attn!r}"),
+        ]
+        for needed, feature, chosen in selected:
+            reason = self.lacking({feature}, device) if needed else None
             if reason is not None:
-                return f"draft_attn_groups={scenario.draft_attn_groups}: {self.name} {reason}"
+                return f"{chosen}: {self.name} {reason}"
         return None
 
 
@@ -142,7 +150,10 @@ def core() -> Implementation:
         "core",
         CoreOps(),
         MtpProposer,
-        lacks={Feature.DRAFT_ATTN_GROUPS: "the core's draft model is one attention layer (mtp.model.DraftModel)"},
+        lacks={
+            Feature.DRAFT_ATTN_GROUPS: "the core's draft model is one attention layer (mtp.model.DraftModel)",
+            Feature.MLA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
+        },
     )
 
 

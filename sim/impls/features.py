@@ -20,6 +20,7 @@ class Feature(enum.Enum):
     UNPADDED_FULL_GRAPHS = "full graphs on the unpadded path"
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
+    MLA_DRAFT = "an MLA draft layer, its metadata (RoPE included) built by the implementation's MLA builder (Scenario.draft_attn)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)

@@ -120,6 +120,9 @@ def compare_trace(
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
     for rec in trace:
+        if rec.rope_positions is not None:  # the metadata carries the rotation (MLA): the positions it names
+            want_rope = reference.rope_positions(case, rec.step, padded, rules)
+            out += _first_diff(f"step {rec.step} rope positions", it, rec.rope_positions, want_rope)
         if rec.num_computed_tokens is not None:
             want_computed = reference.num_computed(case, rec.step, padded, rules)  # the real requests' (graph
             got_computed = rec.num_computed_tokens[: len(want_computed)]  # padding's requests follow them)
@@ -166,6 +169,20 @@ def misplaced_writes(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
         for slot, own, pos, n in zip(got.slot_mapping, want.slot_mapping, got.positions, accepted):
             if slot >= 0 and (slot != own or pos < n):
                 out.add(slot)
+    return out | _misrotated_prefix(case, padded, rules, accepted)
+
+
+def _misrotated_prefix(case: BatchCase, padded: bool, rules: Rules, accepted: list[int]) -> set[int]:
+    """The slots of the first pass's rows of an accepted position that it rotates at another position
+    (``Rules.rope_from_last_build``): their KV is no later first pass's to rewrite."""
+    first = reference.first_pass(case, padded, rules)
+    rope = reference.rope_positions(case, 1, padded, rules)
+    out = set()
+    for r, req in enumerate(case.requests):
+        for row in range(first.query_start_loc[r], first.query_start_loc[r + 1]):
+            pos = req.num_computed + row - first.query_start_loc[r]
+            if rope[row] != pos and pos < accepted[r] and first.slot_mapping[row] >= 0:
+                out.add(first.slot_mapping[row])
     return out
 
 

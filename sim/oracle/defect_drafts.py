@@ -13,7 +13,9 @@ other keys, and the drafts are still defined, by what the cache holds:
 - vllm-ascend's MRV2 host lengths (``Rules.step_seq_lens``: ``advance-twice``, ``batch-bound``): step j
   attends with more keys than its context, past what the call wrote: whatever those slots held;
 - vllm-ascend's ``draft-state-advanced-per-group`` (``Rules.state_advances_per_group``): step j attends
-  with the seq_len of a later step and writes its KV at that step's slot, while its RoPE position is j's.
+  with the seq_len of a later step and writes its KV at that step's slot, while its RoPE position is j's;
+- vllm-ascend's ``mla-draft-cos-sin-shared`` (``Rules.rope_from_last_build``, an MLA draft): a call's rows
+  are rotated at other positions (``reference.rope_positions``), their queries and the KV they write.
 
 A call is replayed in the order the model runs it: the first pass writes every kept row, draft 1 is
 read at each sample row, then per step every request writes its slot (where the rules put it) and
@@ -88,6 +90,7 @@ def is_modelled(rules: Rules, padded: bool) -> bool:
         or rules.step_seq_lens != "advance"
         or rules.state_step(2) != 2
         or rules.overflow_position == "restart"
+        or (rules.rope_from_last_build and rules.draft_attn == "mla")
     )
 
 
@@ -174,6 +177,7 @@ def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _C
     case, padded = call.case, call.padded
     first = reference.first_pass(case, padded, rules)
     ids = first.input_ids
+    rope = reference.rope_positions(case, 1, padded, rules)
     stale = len(ids) - 1 if rules.stale_last_row and len(ids) - 1 not in first.sample_indices else None
     unwritten = rules.unwritten_first_pass_rows(first.query_start_loc, first.sample_indices)
     row = 0
@@ -183,8 +187,11 @@ def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _C
         for i in range(first.query_start_loc[r + 1] - start):
             p = req.num_computed + i
             slot = slot_of(req.blocks, p, case.config.block_size)
-            if p < state.accepted:
+            if p < state.accepted and rope[start + i] == p:
                 cache.written[slot] = (state.keys[p], state.vals[p])
+            elif p < state.accepted:  # the prefix's row, rotated at another position
+                _, k, v = model.qkv(state.x[p : p + 1], torch.tensor([rope[start + i]]))
+                cache.written[slot] = (k[0], v[0])
             elif start + i == stale or start + i in unwritten:
                 cache.written[slot] = UNDEFINED  # an old buffer id (and position): its KV is no rule's
             else:
@@ -192,17 +199,22 @@ def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _C
                 if model.cfg.eagle3:
                     hidden = model.combine_hidden_states(hidden)
                 x = model.block_input(torch.tensor([ids[start + i]]), hidden)
-                rows = torch.tensor([[m[i]] for m in req.mrope]) if case.config.uses_mrope else torch.tensor([p])
+                rows = (
+                    torch.tensor([[m[i]] for m in req.mrope])
+                    if case.config.uses_mrope
+                    else torch.tensor([rope[start + i]])
+                )
                 _, k, v = model.qkv(x, rows)
                 cache.written[slot] = (k[0], v[0])
         row += req.query_len
 
 
-def _step_rows(case: BatchCase, j: int, meta: reference.RefStep, r: int) -> torch.Tensor:
-    """Request ``r``'s position at step ``j`` as ``qkv`` takes it (under M-RoPE its three rows)."""
+def _step_rows(case: BatchCase, j: int, rope: list[int], r: int) -> torch.Tensor:
+    """Request ``r``'s position at step ``j`` as ``qkv`` takes it: where the rules rotate it
+    (``rope``), under M-RoPE its three rows."""
     if case.config.uses_mrope:
         return torch.tensor([[row[r]] for row in reference.mrope_step(case, j)])
-    return torch.tensor([meta.positions[r]])
+    return torch.tensor([rope[r]])
 
 
 @torch.no_grad()
@@ -217,13 +229,20 @@ def defect_drafts(model: TinyMtp, call: CallInputs, rules: Rules, tolerance: flo
     requests = [_Request(model, call, r) for r in range(len(case.requests))]
     cache = _Cache(call, requests)
     _first_pass_writes(model, call, rules, cache)
+    first = reference.first_pass(case, call.padded, rules)
+    rope = reference.rope_positions(case, 1, call.padded, rules)
     for r, state in enumerate(requests):
-        out = cache.attend(model, r, state.q[-1:], state.accepted)
+        q = state.q[-1:]
+        at = rope[first.sample_indices[r]]
+        if not case.config.uses_mrope and at != state.accepted - 1:  # the sample row rotated elsewhere
+            q = model.qkv(state.x[-1:], torch.tensor([at]))[0]
+        out = cache.attend(model, r, q, state.accepted)
         _draft(model, state, 1, state.x[-1:], out, mml, tolerance)
     if rules.first_draft_repeated(case):  # no step runs: draft 1, K times (Rules.prefill_batches_draft_once)
         return [_repeated(state, k, mml) for state in requests]
     for j in range(2, k + 1):
         meta = reference.step(case, j, call.padded, rules)
+        rope = reference.rope_positions(case, j, call.padded, rules)
         queries = []
         for r, state in enumerate(requests):  # every row writes its KV, then every row attends
             slot = meta.slot_mapping[r]
@@ -233,7 +252,7 @@ def defect_drafts(model: TinyMtp, call: CallInputs, rules: Rules, tolerance: flo
                     cache.written[slot] = UNDEFINED
                 continue
             x = model.block_input(torch.tensor([state.token]), state.h)
-            q, k1, v1 = model.qkv(x, _step_rows(case, j, meta, r))
+            q, k1, v1 = model.qkv(x, _step_rows(case, j, rope, r))
             queries.append((x, q))
             if slot >= 0:
                 cache.written[slot] = UNDEFINED if state.tied else (k1[0], v1[0])

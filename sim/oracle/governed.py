@@ -1,7 +1,8 @@
 """How many reference values a divergence decides: where its rule and the spec's expectations differ.
 
 For one call, the reference's first-pass inputs (with its longest query) and every later step's
-positions, seq_lens, slots and host computed counts are computed twice: under the implementation's
+positions, seq_lens, slots and host computed counts (and, for a draft whose metadata carries its RoPE,
+every call's rotated positions) are computed twice: under the implementation's
 rules, and under the same rules with one divergence's fields reverted to docs/DESIGN.md's. The values that differ are those the
 divergence governed; a run reports their count per divergence, so a green run says how much of
 what it compared followed a documented divergence rather than the spec.
@@ -22,7 +23,8 @@ def _values(case: BatchCase, padded: bool, rules: Rules, longest: bool) -> list:
     steps = [reference.step(case, j, padded, rules) for j in later]
     computed = [reference.num_computed(case, j, padded, rules) for j in later]
     query = [reference.max_query_len(case, padded, rules)] if longest else []
-    return [*first, *query, *(field for step in steps for field in step), *computed]
+    rope = [] if rules.draft_attn == "gqa" else [reference.rope_positions(case, j, padded, rules) for j in (1, *later)]
+    return [*first, *query, *(field for step in steps for field in step), *computed, *rope]
 
 
 def governed_values(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> int:

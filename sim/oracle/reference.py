@@ -116,6 +116,30 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
     return out
 
 
+def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> list[int]:
+    """The position each row of model call ``j`` (1: the first pass, its kept rows) is rotated at: the
+    row's own, unless ``rules.rope_from_last_build`` holds for an MLA draft of two drafts or more: then
+    every call but the last rotates its decode rows at the last step's positions (request i's at row i):
+    steps 2..K-1 all of them, the first pass its first B rows among those before its first prefill (the
+    MLA builder's decodes: requests of at most ``num_spec_tokens + 1`` kept rows, from the first)."""
+    k = case.config.num_spec_tokens
+    first = first_pass(case, padded, rules)
+    if j == 1:
+        flat = [req.num_computed + i for req in case.requests for i in range(req.query_len)]
+        own = [flat[i] for i in first.token_indices]
+    else:
+        own = step(case, j, padded, rules).positions
+    if not (rules.rope_from_last_build and rules.draft_attn == "mla") or k < 2 or j == k:
+        return own
+    last = step(case, k, padded, rules).positions
+    if j > 1:
+        return last
+    qsl = first.query_start_loc
+    prefills = [r for r in range(len(case.requests)) if qsl[r + 1] - qsl[r] > k + 1]
+    decode_rows = qsl[prefills[0]] if prefills else qsl[-1]
+    return [last[i] if i < min(len(last), decode_rows) else p for i, p in enumerate(own)]
+
+
 def table_slot(blocks: list[int], position: int, block_size: int) -> int:
     """The slot a step computes from its request's block-table row at ``position``: past the row's
     blocks the table holds -1 (``VerifiedBatch.block_table``), so ``-block_size + offset``, a slot

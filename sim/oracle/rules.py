@@ -18,6 +18,7 @@ OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
 OVERFLOW_SEQ_LENS = ("one", "with-position", "own-restart", "clamp")
 # What later draft steps' attention is told as seq_len, beyond the overflow axis.
 STEP_SEQ_LENS = ("advance", "advance-twice", "batch-bound")
+DRAFT_ATTNS = ("gqa", "mla")  # the draft layer's attention family: GQA reads its rows' positions, MLA its metadata's
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,13 @@ class Rules:
         ``draft-state-advanced-per-group``: ``attn_update_stack_num_spec_norm`` chained over the groups).
     draft_attn_groups: how many attention groups the draft's layers form (a fact of the configuration
         run, not a divergence: it decides nothing unless ``state_advances_per_group``).
+    rope_from_last_build: with ``num_spec_tokens`` >= 2 and an MLA draft, every model call but the last
+        rotates its decode rows at the positions of the last step built (vllm-ascend's
+        ``mla-draft-cos-sin-shared``: every step's cos/sin a view of one buffer, every step built before
+        the first forward): the first pass's first B rows (of those before its first prefill request)
+        get the last step's positions of requests 0..B-1, and steps 2..K-1 the last step's positions.
+    draft_attn: the attention family of the draft layer, ``gqa`` or ``mla`` (a fact of the configuration
+        run, not a divergence: it decides nothing unless ``rope_from_last_build``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -101,6 +109,8 @@ class Rules:
     step_seq_lens: str = "advance"
     state_advances_per_group: bool = False
     draft_attn_groups: int = 1
+    rope_from_last_build: bool = False
+    draft_attn: str = "gqa"
     graphs_uniform_decode_only: bool = False
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
@@ -111,6 +121,8 @@ class Rules:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
         if self.step_seq_lens not in STEP_SEQ_LENS:
             raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
+        if self.draft_attn not in DRAFT_ATTNS:
+            raise ValueError(f"draft_attn={self.draft_attn!r}: expected one of {DRAFT_ATTNS}")
         if self.draft_attn_groups < 1:
             raise ValueError(f"draft_attn_groups={self.draft_attn_groups}: expected at least 1")
 

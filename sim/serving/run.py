@@ -100,12 +100,14 @@ def run_scenario(
     refusal = impl.refuses(scenario, device.name) if impl is not None else None
     if refusal is None and impl is None and scenario.draft_attn_groups > 1:
         refusal = f"draft_attn_groups={scenario.draft_attn_groups}: the core's draft model is one attention layer"
+    if refusal is None and impl is None and scenario.draft_attn != "gqa":
+        refusal = f"draft_attn={scenario.draft_attn!r}: the core's draft model rotates by its rows' positions"
     if refusal is not None:
         raise ValueError(refusal)
     ops = ops if ops is not None else getattr(impl, "ops", None)
     proposer_cls = proposer_cls or getattr(impl, "proposer_cls", MtpProposer)
     rules = rules if rules is not None else getattr(impl, "rules", CORE)
-    rules = dataclasses.replace(rules, draft_attn_groups=scenario.draft_attn_groups)
+    rules = dataclasses.replace(rules, draft_attn_groups=scenario.draft_attn_groups, draft_attn=scenario.draft_attn)
     divergences = [d for d in impl.in_force(device.name) if d.rule] if impl is not None else []
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
@@ -117,6 +119,8 @@ def run_scenario(
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
     if scenario.draft_attn_groups > 1:  # only an implementation that has the feature takes it
         sizes["draft_attn_groups"] = scenario.draft_attn_groups
+    if scenario.draft_attn != "gqa":
+        sizes["draft_attn"] = scenario.draft_attn
     proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     checker = None
     if check:

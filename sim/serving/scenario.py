@@ -13,6 +13,7 @@ from pathlib import Path
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle3")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
+DRAFT_ATTNS = ("gqa", "mla")  # sim.oracle.rules.DRAFT_ATTNS
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Scenario:
     another backend in the same KV-cache group, as an MLA/SFA MTP layer and its indexer's key cache:
     each attends with its own group's metadata over a cache of its own, the draft model's heads split
     between them). An implementation that builds one group only lacks it (``Feature.DRAFT_ATTN_GROUPS``).
+    draft_attn: the attention family of the draft layer: ``gqa``, or ``mla`` (a DeepSeek MTP layer's: its
+    metadata, built by the implementation's MLA builder, carries the RoPE its queries and keys are rotated
+    with). An implementation without an MLA builder lacks it (``Feature.MLA_DRAFT``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -68,6 +72,7 @@ class Scenario:
     shared_expert_dp: bool = False
     capture_sizes: tuple[int, ...] | None = None
     draft_attn_groups: int = 1
+    draft_attn: str = "gqa"
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -88,6 +93,13 @@ class Scenario:
         if self.draft_attn_groups not in (1, 2):
             raise ValueError(
                 f"draft_attn_groups={self.draft_attn_groups!r}: expected 1 or 2 (the tiny draft has two heads)"
+            )
+        if self.draft_attn not in DRAFT_ATTNS:
+            raise ValueError(f"draft_attn={self.draft_attn!r}: expected one of {DRAFT_ATTNS}")
+        if self.draft_attn == "mla" and (self.mrope or self.draft_attn_groups > 1):
+            raise ValueError(
+                f"draft_attn='mla' with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}: an MLA "
+                "draft is one layer rotated at one position per row"
             )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(

@@ -75,8 +75,11 @@ def check_lacks(module) -> None:
     the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
     lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
-    assert list(lacking) == [Feature.DRAFT_ATTN_GROUPS, Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS]
+    assert list(lacking) == [
+        Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS
+    ]  # fmt: skip
     assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
+    assert lacking[Feature.MLA_DRAFT] is module.GQA_DRAFT
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
@@ -85,7 +88,7 @@ def check_lacks(module) -> None:
     assert not lacking[Feature.HOST_SYNC_COUNT].applies_to("accelerator")
     for graphs in GRAPHS:
         assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
-    assert list(module.lacks("eager")) == [Feature.DRAFT_ATTN_GROUPS, *GRAPHS]
+    assert list(module.lacks("eager")) == [Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, *GRAPHS]
 
 
 def check_factory(module) -> None:

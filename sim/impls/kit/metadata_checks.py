@@ -106,11 +106,14 @@ COMPUTED = "num_computed_tokens_cpu"  # vllm-ascend's host count of the tokens b
 
 @dataclass
 class RecordedMeta(AttentionMeta):
-    """The ``AttentionMeta`` a recording attention group builds, with what it held at build and the
-    ``COMPUTED`` count it was handed over the live requests (None where the metadata has none)."""
+    """The ``AttentionMeta`` a recording attention group builds, with what it held at build, the
+    ``COMPUTED`` count it was handed over the live requests (None where the metadata has none) and, where
+    the metadata carries the rotation (MLA's cos/sin), the position each row is rotated at (else None:
+    the model rotates by its own positions)."""
 
     built: Built | None = None
     num_computed_tokens: torch.Tensor | None = None
+    rope_positions: torch.Tensor | None = None
 
 
 def check_unchanged(built: Built, step: int) -> None:

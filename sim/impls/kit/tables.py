@@ -25,13 +25,14 @@ def host_copies(who: str, reads: str, why: str = COUNTED_AS_SYNCS) -> Skip:
 
 
 ONE_DRAFT_LAYER = Skip("the adapter builds a draft of one attention layer, in one attention group")
+GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated by its rows' positions")
 
 
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
-    device with the reason ``eager_only``, and a draft of several attention groups unless ``more``
-    says otherwise (``ONE_DRAFT_LAYER``)."""
-    lacking = {Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER, **(more or {})}
+    device with the reason ``eager_only``, and a draft of several attention groups and an MLA draft
+    unless ``more`` says otherwise (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``)."""
+    lacking = {Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER, Feature.MLA_DRAFT: GQA_DRAFT, **(more or {})}
     if host_sync is not None:
         lacking[Feature.HOST_SYNC_COUNT] = host_sync
     lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))

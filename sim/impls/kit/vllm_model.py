@@ -85,7 +85,9 @@ class SnapshotAttnGroup:
         return cad.max_seq_len
 
 
-def step_record(call, bound, attn, input_ids, positions, slots, rows, sample_indices, num_computed=None) -> StepRecord:
+def step_record(
+    call, bound, attn, input_ids, positions, slots, rows, sample_indices, num_computed=None, rope_positions=None
+) -> StepRecord:
     """One forward's ``StepRecord``: the rows up to ``query_start_loc[-1]``, the slots past them up to
     ``rows`` as padding; the first call samples ``sample_indices``, a later one one row per request."""
     real = int(attn.query_start_loc[-1])
@@ -102,7 +104,18 @@ def step_record(call, bound, attn, input_ids, positions, slots, rows, sample_ind
         sample_indices=sample,
         padding_slots=slots[real:rows],
         num_computed_tokens=num_computed,
+        rope_positions=None if rope_positions is None else rope_positions[:real],
     )
+
+
+def rotated_positions(attn: AttentionMeta, positions: torch.Tensor) -> torch.Tensor:
+    """The positions the model rotates each row at: those the metadata carries (MLA's), the model's
+    own past them (padding rows) or where it carries none."""
+    rope = getattr(attn, "rope_positions", None)
+    if rope is None:
+        return positions
+    rope = rope.to(positions.device, positions.dtype)[: positions.shape[0]]
+    return torch.cat([rope, positions[rope.shape[0] :]])
 
 
 def rows_of_slots(slots: torch.Tensor, rows: int) -> torch.Tensor:
@@ -164,13 +177,17 @@ class VllmTinyMtp(nn.Module):
         # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row
         # count); vLLM never pads here
         meta = with_padding_rows(attn, slots[:n], n)
-        out = self.run(context, input_ids, positions, hidden_states, meta)
+        out = self.run(context, input_ids, rotated_positions(attn, positions), hidden_states, meta)
         self.calls += 1
         if self.trace is not None:
-            computed = attn.num_computed_tokens if isinstance(attn, RecordedMeta) else None
+            computed, rope = (
+                (attn.num_computed_tokens, attn.rope_positions) if isinstance(attn, RecordedMeta) else (None, None)
+            )
             bound = int(attn.seq_len_bound[0])
             self.trace.append(
-                step_record(self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices, computed)
+                step_record(
+                    self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices, computed, rope
+                )
             )
         return logit_view(out), out
 

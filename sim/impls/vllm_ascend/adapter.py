@@ -46,8 +46,8 @@ from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttn
 EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
-def _proposer(cfg: ProposerConfig, layers=(LAYER,)):
-    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size, layers)
+def _proposer(cfg: ProposerConfig, layers=(LAYER,), attn: str = "gqa"):
+    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size, layers, attn)
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
@@ -138,6 +138,7 @@ FULL_UNPADDED = (
 
 
 DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}  # attention groups -> the draft's layers, sorted
+DRAFT_ATTNS = ("gqa", "mla")  # the attention families of the draft layer (attn_setup.FAMILIES)
 
 
 def runner_wide(batch: VerifiedBatch, cfg: ProposerConfig) -> VerifiedBatch:
@@ -161,6 +162,9 @@ class AscendProposer(EagerAdapter):
     ``INDEXER_LAYER`` of another backend, in one KV-cache group: ``attn_setup``), the heads of the tiny
     model split over them (``AscendTinyMtp``); eager only.
 
+    ``draft_attn="mla"``: the draft layer is MLA attention, its metadata built by the checkout's
+    ``AscendMLAMetadataBuilder`` and read as the MLA kernels read it, RoPE included (``mla``); eager only.
+
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
     vllm-ascend's own ``dummy_run`` for every key of its runner's dispatcher, and each call dispatches,
@@ -180,6 +184,7 @@ class AscendProposer(EagerAdapter):
         triton: bool = True,
         capture_sizes=None,
         draft_attn_groups: int = 1,
+        draft_attn: str = "gqa",
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
@@ -190,13 +195,22 @@ class AscendProposer(EagerAdapter):
             raise ValueError(
                 f"mode={self.mode!r} with draft_attn_groups={draft_attn_groups}: {divergences.GROUPS_EAGER}"
             )
-        self.layers = DRAFT_LAYERS[draft_attn_groups]
+        if draft_attn not in DRAFT_ATTNS:
+            raise ValueError(f"draft_attn={draft_attn!r}: expected one of {DRAFT_ATTNS}")
+        if draft_attn != "gqa" and (self.mode != "eager" or draft_attn_groups > 1):
+            raise ValueError(
+                f"draft_attn={draft_attn!r} with mode={self.mode!r}, draft_attn_groups={draft_attn_groups}: "
+                f"{divergences.MLA_EAGER}"
+            )
+        self.layers, self.attn = DRAFT_LAYERS[draft_attn_groups], draft_attn
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model, [name for name in self.layers if name != LAYER])
-        start_fresh(_proposer(cfg, self.layers))  # one proposer serves every run: each starts from its state as built
+        start_fresh(
+            _proposer(cfg, self.layers, self.attn)
+        )  # one proposer serves every run: each starts from its state as built
         self.graphed = None
         if self.mode == "full":
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
@@ -204,7 +218,7 @@ class AscendProposer(EagerAdapter):
         self._captured = False
 
     def _ascend(self):
-        p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers)
+        p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers, self.attn)
         p.model = self.model
         p.runner.model = self.model
         return p

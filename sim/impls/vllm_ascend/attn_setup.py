@@ -29,13 +29,15 @@ DeepSeek MTP layer, not the simulator's tiny model; the layer names are the adap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend.model import INDEXER_LAYER, TinyAttentionBackend, TinyIndexerBackend
+from sim.impls.vllm_ascend import mla
+from sim.impls.vllm_ascend.model import INDEXER_LAYER, TinyAttentionBackend, TinyIndexerBackend, TinyMlaBackend
 
 TARGET_LAYER = "model.layers.0.self_attn.attn"  # the target's attention layer, KV-cache group 0
 KV_CACHE_GROUPS = 2  # the target's, the draft's
@@ -49,7 +51,15 @@ def _spec(block_size: int, hidden_size: int):
     )
 
 
-BACKENDS = {LAYER: TinyAttentionBackend, INDEXER_LAYER: TinyIndexerBackend}  # each draft layer's backend
+BACKENDS = {LAYER: TinyAttentionBackend, INDEXER_LAYER: TinyIndexerBackend}  # each draft layer's backend (GQA)
+FAMILIES = {"gqa": TinyAttentionBackend, "mla": TinyMlaBackend}  # the backend of ``LAYER`` per attention family
+
+
+def backends(attn: str = "gqa") -> dict:
+    """Each draft layer's backend when ``LAYER`` is of the attention family ``attn``."""
+    if attn not in FAMILIES:
+        raise ValueError(f"attn={attn!r}: expected one of {sorted(FAMILIES)}")
+    return {**BACKENDS, LAYER: FAMILIES[attn]}
 
 
 @functools.cache
@@ -57,7 +67,11 @@ def _layer_class(backend):
     base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
 
     class DraftAttention(base):
-        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec."""
+        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec.
+        ``prefill_backend``: what vLLM's MLA builder keeps of an MLA layer (vllm-ascend's never calls
+        it): none here."""
+
+        prefill_backend = None
 
         def get_attn_backend(self):
             return backend
@@ -68,11 +82,12 @@ def _layer_class(backend):
     return DraftAttention
 
 
-def register_draft_layers(vllm_config, layers=(LAYER,)) -> None:
-    """The draft's attention layers in ``vllm_config``'s static forward context (once each)."""
+def register_draft_layers(vllm_config, layers=(LAYER,), attn: str = "gqa") -> None:
+    """The draft's attention layers in ``vllm_config``'s static forward context (once each), ``LAYER``
+    of the attention family ``attn``."""
     context = vllm_config.compilation_config.static_forward_context
     for name in layers:
-        cls = _layer_class(BACKENDS[name])
+        cls = _layer_class(backends(attn)[name])
         if not isinstance(context.get(name), cls):
             context[name] = cls()
 
@@ -85,23 +100,42 @@ def kv_cache_config(block_size: int, hidden_size: int, layers=(LAYER,)):
     return interface.KVCacheConfig(num_blocks=0, kv_cache_tensors=[], kv_cache_groups=[target, draft])
 
 
-def kernel_block_sizes(config) -> list[list[int]]:
+def kernel_block_sizes(config, attn: str = "gqa") -> list[list[int]]:
     """The runner's ``kernel_block_sizes``: per group, vLLM's ``select_common_block_size`` of its
     block size over its backends (the tiny attention's and, for the indexer layer, its twin)."""
     select = import_ascend("vllm.v1.worker.utils").select_common_block_size
-    backends = {**BACKENDS, TARGET_LAYER: TinyAttentionBackend}
+    found = {**backends(attn), TARGET_LAYER: TinyAttentionBackend}
     return [
-        [select(group.kv_cache_spec.block_size, [backends[name] for name in group.layer_names])]
+        [select(group.kv_cache_spec.block_size, [found[name] for name in group.layer_names])]
         for group in config.kv_cache_groups
     ]
 
 
-def initialize(proposer, block_size: int, layers=(LAYER,)) -> None:
+def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") -> None:
     """``proposer.initialize_attn_backend`` as the runner calls it, for ``block_size``-token blocks,
     after the draft's layer names ``load_model`` would have found (the layers the tiny draft adds:
-    ``layers``, sorted as ``load_model`` sorts them)."""
-    register_draft_layers(proposer.vllm_config, layers)
+    ``layers``, sorted as ``load_model`` sorts them), ``LAYER`` of the attention family ``attn`` (MLA:
+    vllm-ascend's rotary tables hold the tiny model's RoPE, ``mla.install_rotary``)."""
+    register_draft_layers(proposer.vllm_config, layers, attn)
+    if attn == "mla":
+        mla.install_rotary(proposer.vllm_config, proposer.device)
     proposer._draft_attn_layer_names = set(layers)
     proposer.attn_layer_names = sorted(layers)
     config = kv_cache_config(block_size, proposer.hidden_size, layers)
-    proposer.initialize_attn_backend(config, kernel_block_sizes(config)[0])
+    with drafting(proposer.vllm_config, proposer.num_speculative_tokens):
+        proposer.initialize_attn_backend(config, kernel_block_sizes(config, attn)[0])
+
+
+@contextlib.contextmanager
+def drafting(vllm_config, num_speculative_tokens: int):
+    """``vllm_config``'s speculative config drafting ``num_speculative_tokens`` inside the block: the
+    metadata builders read it when built (their ``decode_threshold``, ``num_speculative_tokens + 1``),
+    as a runner's are built for the configuration it serves. The proposer is built once, for the most
+    drafts any call takes (``world.MAX_SPEC_TOKENS``, its per-step buffers)."""
+    spec = vllm_config.speculative_config
+    built_for = spec.num_speculative_tokens
+    spec.num_speculative_tokens = num_speculative_tokens
+    try:
+        yield
+    finally:
+        spec.num_speculative_tokens = built_for

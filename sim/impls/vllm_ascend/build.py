@@ -46,13 +46,16 @@ def ascend_proposer(hidden_size: int):
     return remember_fresh(proposer)
 
 
-def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int, layers=(LAYER,)):
+def configured(
+    num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int, layers=(LAYER,), attn: str = "gqa"
+):
     """The shared proposer set to one call's sizes, its draft attention (and so ``block_size``) set
-    up by its own ``initialize_attn_backend`` for ``block_size`` and the draft's ``layers`` (``attn_setup``)."""
+    up by its own ``initialize_attn_backend`` for ``block_size``, the draft's ``layers`` and the
+    attention family ``attn`` of its layer (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size)
     proposer.num_speculative_tokens = num_spec_tokens
-    attn_setup.initialize(proposer, block_size, layers)
+    attn_setup.initialize(proposer, block_size, layers, attn)
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
     return proposer

@@ -16,9 +16,10 @@ context is read, each request's rows attend to its rows of this forward alone
 rows fails by name (``metadata_checks.check_no_context``), and the drafts show it too.
 
 One stand-in, for plumbing: the build copies ``query_start_loc_cpu`` to the device through
-``pin_memory()``, which needs the NPU's host allocator; here the host memory is the device's, and
-pinning is a copy (``unpinned_host_memory``; the rejection sampler's ``torch.tensor(..., pin_memory=True)``
-and the like are unpinned). The kernels (``npu_fused_infer_attention_score``) are
+``pin_memory()``, which needs the NPU's host allocator, and the MLA builder its chunked context's
+lengths through ``Tensor.npu()``, which torch_npu adds; here the host memory is the device's, pinning
+is a copy and ``.npu()`` a copy to the proposer's device (``unpinned_host_memory``; the rejection
+sampler's ``torch.tensor(..., pin_memory=True)`` and the like are unpinned). The kernels (``npu_fused_infer_attention_score``) are
 the tiny attention's, reading exactly those fields.
 """
 
@@ -31,8 +32,10 @@ import torch
 
 from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.ascend.world import build_device
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
+from sim.impls.vllm_ascend import mla
 
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
 
@@ -46,17 +49,23 @@ def _unpinned(factory):
 
 @contextlib.contextmanager
 def unpinned_host_memory():
-    """``Tensor.pin_memory`` as a copy and the factories' ``pin_memory=True`` ignored, inside the
-    block: on the simulator host memory is the device's."""
+    """``Tensor.pin_memory`` as a copy, the factories' ``pin_memory=True`` ignored and ``Tensor.npu()`` a
+    copy to the proposer's device, inside the block: on the simulator host memory is the device's."""
     saved = {name: getattr(torch, name) for name in _FACTORIES}
-    pin = torch.Tensor.pin_memory
+    pin, npu = torch.Tensor.pin_memory, vars(torch.Tensor).get("npu")
+    device = build_device()
     torch.Tensor.pin_memory = lambda self, *args, **kwargs: self.clone()
+    torch.Tensor.npu = lambda self, *args, **kwargs: self.to(device)
     for name, factory in saved.items():
         setattr(torch, name, _unpinned(factory))
     try:
         yield
     finally:
         torch.Tensor.pin_memory = pin
+        if npu is None:
+            del torch.Tensor.npu
+        else:
+            torch.Tensor.npu = npu
         for name, factory in saved.items():
             setattr(torch, name, factory)
 
@@ -87,12 +96,18 @@ def recording(real_cls: type) -> type:
             check_mirrors(cad, self._step)
             with unpinned_host_memory():
                 meta = super().build(common_prefix_len, cad, *args, **kwargs)
-            held = {**held_views(cad), **{f"metadata.{name}": getattr(meta, name) for name in _HELD}}
-            meta.recorded = Built(self._step, held)
+            meta.recorded = Built(self._step, {**held_views(cad), **_held(meta)})
             return meta
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{real_cls.__name__}"
     return Recording
+
+
+def _held(meta) -> dict:
+    """What the metadata's kernels keep views of until the forward: its own tensors and host lists."""
+    if mla.is_mla(meta):
+        return mla.held(meta)
+    return {f"metadata.{name}": getattr(meta, name) for name in _HELD}
 
 
 def attention_builder() -> type:
@@ -100,9 +115,17 @@ def attention_builder() -> type:
     return recording(import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder)
 
 
-def read_back(meta) -> RecordedMeta:
-    """What the kernels read of a real ``AscendMetadata`` now: the host lists, the table, the slots, and
-    whether cached context is read at all (the attention state)."""
+def mla_builder() -> type:
+    """The checkout's MLA builder (``mla_v1.AscendMLAMetadataBuilder``), recording."""
+    return recording(import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder)
+
+
+def read_back(meta, step: int) -> RecordedMeta:
+    """What the kernels read of real metadata now, at step ``step``'s forward: MLA's (``mla.read_back``),
+    or ``AscendMetadata``'s: the host lists, the table, the slots, and whether cached context is read at
+    all (the attention state)."""
+    if mla.is_mla(meta):
+        return mla.read_back(meta, step)
     built = meta.recorded
     lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
     device = meta.block_tables.device

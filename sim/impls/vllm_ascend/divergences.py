@@ -110,11 +110,13 @@ DIVERGENCES = table(
         "AscendMLAMetadataBuilder.build_decode_metadata (mla_v1.py: get_cos_and_sin_mla(..., use_cache=True))",
         "each draft step's attention metadata holds its own positions' cos and sin until its forward",
         "every build writes its decode cos/sin into the one global _cos_mla / _sin_mla buffer and hands a view "
-        "of it; _propose builds every step before the first forward, so each step's MLA decode rotates with the "
-        "last built step's positions (the SFA builder's like defect was fixed by vllm-ascend #10878). The gate "
-        "drives the GQA family; the MLA builder is run on its own, on two draft steps",
+        "of it; _propose builds every step before the first forward, so with K >= 2 every step but the last "
+        "rotates its decode rows (the first pass: its first B rows) at the last step's positions, its KV "
+        "written so (the SFA builder's like defect was fixed by vllm-ascend #10878)",
         "test_mla_builder.py::test_draft_steps_share_the_mla_cos_sin_buffer",
         kind=Kind.DEFECT,
+        rule={"rope_from_last_build": True},
+        setting={"draft_attn": "mla"},
     ),
     Divergence(
         "rejection-kernels-read-before-their-buffer",
@@ -165,6 +167,10 @@ PIECEWISE = (
 GROUPS_EAGER = (
     "a draft of several attention groups runs eagerly here: its full graphs would capture the tiny "
     "attention's task per layer, and the recording draft captures one layer's"
+)
+MLA_EAGER = (
+    "an MLA draft runs eagerly, one attention group, here: its full graphs would need the MLA impl's "
+    "update_graph_params, which the tiny attention does not model yet"
 )
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),

@@ -48,6 +48,7 @@ __all__ = [
     "AscendTinyMtp",
     "TinyAttentionBackend",
     "TinyIndexerBackend",
+    "TinyMlaBackend",
 ]
 
 INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backend (a sparse indexer's key cache)
@@ -88,6 +89,20 @@ class TinyIndexerBackend(TinyAttentionBackend):
     @staticmethod
     def get_name() -> str:
         return "TINY_INDEXER"
+
+
+class TinyMlaBackend(TinyAttentionBackend):
+    """The draft layer's backend in the MLA family: its metadata builder is the checkout's
+    ``AscendMLAMetadataBuilder``, recording (``builders.mla_builder``; what the tiny attention reads of
+    it: ``mla.read_back``)."""
+
+    @staticmethod
+    def get_builder_cls():
+        return builders.mla_builder()
+
+    @staticmethod
+    def get_name() -> str:
+        return "TINY_MLA"
 
 
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
@@ -154,9 +169,8 @@ class AscendTinyMtp(VllmTinyMtp):
         """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""
         return self._read(context.attn_metadata[LAYER])
 
-    @staticmethod
-    def _read(meta):
-        return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta)
+    def _read(self, meta):
+        return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta, self.calls + 1)
 
     def slots(self, context, attn) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)

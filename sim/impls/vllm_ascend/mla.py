@@ -1,0 +1,130 @@
+"""The MLA family: vllm-ascend's ``AscendMLAMetadataBuilder`` builds the draft's metadata, and the tiny
+attention reads what the MLA kernels read of it.
+
+A DeepSeek MTP layer is MLA attention. Its backend's builder (``mla_v1.AscendMLAMetadataBuilder``, the
+checkout's, recording: ``builders.mla_builder``) splits each forward's requests into decodes (at most
+``num_speculative_tokens + 1`` query tokens, first in the batch) and prefills, and hands each part its
+own host lists and table: ``decode.seq_lens_list`` / ``decode.actual_seq_lengths_q`` /
+``decode.block_table``, ``prefill.actual_seq_lengths_q`` / ``prefill.block_table`` and, for a prefill
+with tokens before its rows, the chunked context's ``chunk_seq_lens``; the slots for all rows.
+``read_back`` assembles exactly those into the core's ``AttentionMeta``.
+
+MLA applies RoPE inside the attention: the model's ``positions`` argument is not what rotates the
+queries and keys, the metadata's ``decode.cos`` / ``decode.sin`` and ``prefill.cos`` / ``prefill.sin``
+rows are (gathered by ``get_cos_and_sin_mla`` from vllm-ascend's rotary tables). ``install_rotary``
+fills those tables with the tiny model's RoPE (``cos`` and ``sin`` of ``position * base ** (-i / half)``,
+what ``sim.models.tiny.rope`` computes), so a row's cos and sin name exactly one position;
+``read_back`` reads that position back from the rows (``rope_positions``), the tiny model rotates by
+it, and each call's record carries it (``StepRecord.rope_positions``), compared with the reference's.
+A builder that hands a step another step's rotation (vllm-ascend's ``mla-draft-cos-sin-shared``: every
+step's decode cos/sin is a view of one global buffer, and ``_propose`` builds every step before the
+first forward) rotates by the other step's positions, and the record says which.
+
+Stubbed, for plumbing only: the MLA layer's ``prefill_backend`` (vLLM's builder keeps it; vllm-ascend's
+never calls it) is None.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.metadata_checks import COMPUTED, MetadataMismatch, RecordedMeta
+from sim.impls.kit.tiny_config import MAX_MODEL_LEN
+from sim.models.tiny import _freqs
+
+ROPE_BASE = 50.0  # sim.models.tiny.TinyConfig.rope_base
+
+
+def rotary_tables(half: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tiny model's RoPE as vllm-ascend's rotary tables: cos and sin of every position below
+    ``MAX_MODEL_LEN``, [positions, half], computed as ``sim.models.tiny.rope`` computes a row."""
+    angles = torch.arange(MAX_MODEL_LEN).to(torch.float32)[:, None] * _freqs(half, ROPE_BASE, torch.device("cpu"))
+    return angles.cos(), angles.sin()
+
+
+def install_rotary(vllm_config, device: torch.device) -> None:
+    """vllm-ascend's rotary caches as a DeepSeek model's rotary embedding leaves them, holding the tiny
+    model's RoPE (``rotary_tables``): ``_cos_cache`` / ``_sin_cache`` (what ``get_cos_and_sin_mla``
+    gathers from) and the ``_cos_mla`` / ``_sin_mla`` buffers of ``set_cos_and_sin`` (once)."""
+    rotary = import_ascend("vllm_ascend.ops.rotary_embedding")
+    half = vllm_config.model_config.hf_text_config.qk_rope_head_dim
+    if rotary._cos_mla is None:
+        scheduler = vllm_config.scheduler_config
+        rotary.set_cos_and_sin(vllm_config, scheduler.max_num_seqs, 1, torch.float32, device)
+    cos, sin = rotary_tables(half)
+    rotary._record_cos_and_sin_cache(cos.to(device), sin.to(device))
+
+
+def rope_positions(cos: torch.Tensor, sin: torch.Tensor, step: int) -> torch.Tensor:
+    """The position whose RoPE each row's ``cos`` and ``sin`` are ([N, ..., half] each), int64 [N]; a
+    row that is no position's (a builder handing rows it never gathered) fails by name."""
+    n = cos.shape[0]
+    table_cos, table_sin = rotary_tables(cos.shape[-1])
+    rows_cos, rows_sin = cos.reshape(n, -1).cpu(), sin.reshape(n, -1).cpu()
+    match = (rows_cos[:, None, :] == table_cos[None]).all(-1) & (rows_sin[:, None, :] == table_sin[None]).all(-1)
+    found = match.any(dim=1)
+    if not bool(found.all()):
+        rows = torch.nonzero(~found).flatten().tolist()
+        raise MetadataMismatch(f"step {step}: the MLA cos/sin of rows {rows} are the RoPE of no position")
+    return match.to(torch.int8).argmax(dim=1)
+
+
+def _query_offsets(cumulative: list[int], start: int) -> list[int]:
+    return [start + int(q) for q in cumulative]
+
+
+def read_back(meta, step: int) -> RecordedMeta:
+    """What the MLA kernels read of a real ``AscendMLAMetadata`` now: per request, its query rows and the
+    keys it attends to (decodes: ``seq_lens_list``; prefills: the chunked context's lengths plus their
+    own rows), the decode and prefill tables, the slots, and the positions each row is rotated at."""
+    decode, prefill = meta.decode, meta.prefill
+    nd, ndt = int(meta.num_decodes), int(meta.num_decode_tokens)
+    device = meta.slot_mapping.device
+    qsl, lens, tables, cos, sin = [0], [], [], [], []
+    if decode is not None:
+        qsl += _query_offsets(decode.actual_seq_lengths_q[:nd], 0)
+        lens += [int(n) for n in decode.seq_lens_list[:nd]]
+        tables.append(decode.block_table[:nd])
+        cos.append(decode.cos[:ndt])
+        sin.append(decode.sin[:ndt])
+    if prefill is not None:
+        queries = [b - a for a, b in zip([0, *prefill.actual_seq_lengths_q], prefill.actual_seq_lengths_q)]
+        qsl += _query_offsets(prefill.actual_seq_lengths_q, ndt)
+        context = prefill.chunked_context
+        before = context.chunk_seq_lens.sum(dim=0).tolist() if context is not None else [0] * len(queries)
+        lens += [int(c) + q for c, q in zip(before, queries)]
+        tables.append(prefill.block_table)
+        cos.append(prefill.cos)
+        sin.append(prefill.sin)
+    built = meta.recorded
+    return RecordedMeta(
+        query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
+        seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
+        block_table=torch.cat(tables),
+        slot_mapping=meta.slot_mapping,
+        seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
+        built=built,
+        num_computed_tokens=built.views.get(COMPUTED),
+        own_rows_only=False,  # MLA's kernels read the cached context whatever the attention state
+        rope_positions=rope_positions(torch.cat(cos), torch.cat(sin), step),
+    )
+
+
+def held(meta) -> dict:
+    """What an ``AscendMLAMetadata``'s kernels keep views of until the forward (checked unchanged then):
+    the slots, the tables and host lists of each part. Not its cos and sin: the defect that shares them
+    across steps is modelled (``rope_positions`` are compared with the reference's)."""
+    out = {"metadata.slot_mapping": meta.slot_mapping, "metadata.block_tables": meta.block_tables}
+    if meta.decode is not None:
+        for name in ("block_table", "seq_lens_list", "actual_seq_lengths_q"):
+            out[f"metadata.decode.{name}"] = getattr(meta.decode, name)
+    if meta.prefill is not None:
+        for name in ("block_table", "actual_seq_lengths_q"):
+            out[f"metadata.prefill.{name}"] = getattr(meta.prefill, name)
+    return out
+
+
+def is_mla(meta) -> bool:
+    """Whether ``meta`` is MLA metadata (decode and prefill parts) rather than ``AscendMetadata``."""
+    return hasattr(meta, "decode") and hasattr(meta, "prefill")
