@@ -20,7 +20,7 @@ from rich.table import Table
 from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
 from sim.serving.run import RunReport, run_scenario
-from sim.serving.scenario import ACCEPT_POLICIES, GRAPH_MODES, METHODS, Scenario, default_scenario
+from sim.serving.scenario import ACCEPT_POLICIES, DRAFT_ATTNS, GRAPH_MODES, METHODS, Scenario, default_scenario
 from sim.serving.terminal import console, print_report, print_sweep
 
 DEFAULTS = {f.name: f.default for f in fields(Scenario)}
@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mrope", action="store_true", help="a multimodal model: image prompts, M-RoPE [3, T] positions")
     run.add_argument(
         "--method", choices=METHODS, default="mtp", help="draft method (eagle3 combines aux hidden states)"
+    )
+    run.add_argument(
+        "--attn", choices=DRAFT_ATTNS, default="gqa", help="the draft layer's attention (mla: its RoPE in the metadata)"
     )
     run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")
@@ -279,6 +282,7 @@ def cmd_run(args) -> int:
             graph_mode=args.graph_mode,
             mrope=args.mrope,
             method=args.method,
+            draft_attn=args.attn,
             **_tp_fields(args),
         )
         for seed in seeds

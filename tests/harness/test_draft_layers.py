@@ -84,3 +84,24 @@ def test_a_run_of_two_draft_groups_on_an_implementation_of_one_is_refused_by_nam
     assert core().refuses(dataclasses.replace(scenario, draft_attn_groups=1), "sim") is None
     with pytest.raises(ValueError, match="draft_attn_groups=2: core lacks"):
         run_scenario(scenario, SimDevice(), core())
+
+
+def test_a_scenario_names_a_draft_attention_family_it_cannot_have():
+    with pytest.raises(ValueError, match="draft_attn='sfa': expected one of"):
+        Scenario(draft_attn="sfa")
+    with pytest.raises(ValueError, match="draft_attn='mla' with mrope=True, draft_attn_groups=1"):
+        Scenario(draft_attn="mla", mrope=True)
+    with pytest.raises(ValueError, match="draft_attn='mla' with mrope=False, draft_attn_groups=2"):
+        Scenario(draft_attn="mla", draft_attn_groups=2)
+
+
+def test_a_run_of_an_mla_draft_on_an_implementation_without_its_builder_is_refused_by_name():
+    from devices.sim.device import SimDevice
+
+    scenario = Scenario(draft_attn="mla")
+    assert "lacks an MLA draft layer" in core().refuses(scenario, "sim")
+    assert core().refuses(dataclasses.replace(scenario, draft_attn="gqa"), "sim") is None
+    with pytest.raises(ValueError, match="draft_attn='mla': core lacks"):
+        run_scenario(scenario, SimDevice(), core())
+    with pytest.raises(ValueError, match="draft_attn='mla': the core's draft model rotates by its rows' positions"):
+        run_scenario(scenario, SimDevice())

@@ -171,3 +171,35 @@ def test_the_batch_bound_is_over_the_lengths_the_steps_advance_from():
     assert reference.step(case, 2, rules=bound).seq_lens == [15]  # lowered: 12 + 3
     assert reference.step(case, 2, rules=dataclasses.replace(bound, padded_seq_lens_lowered=False)).seq_lens == [17]
     assert reference.step(case, 2).seq_lens == [13]  # the spec: 12 + 2 - 1
+
+
+def test_an_mla_draft_rotates_at_the_last_steps_positions_under_the_shared_cos_sin():
+    """vllm-ascend's ``mla-draft-cos-sin-shared`` with K = 3: two decodes (4 rows each, all accepted:
+    last positions 7 and 13) and a 6-token prefill after them (last position 5). Steps 2 and 3 are at
+    8, 14, 6 and 9, 15, 7; every call but the last rotates its decode rows at step 3's, the first pass its
+    first three rows only (B = 3, the prefill's request among them), which are request 0's; the
+    prefill's rows and the last step keep their own. A GQA draft, or K = 1, changes nothing."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=3, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=64,
+                         max_num_reqs=4, hidden_size=32)  # fmt: skip
+    decodes = [RequestCase([1, 2, 3, 4], c, 4, 3, [1, 2, 3, 4], False, [0, 1, 2, 3]) for c in (4, 10)]
+    prefill = RequestCase([5] * 6, 0, 6, 0, [5, -1, -1, -1], False, [4, 5])
+    case = BatchCase(cfg, [*decodes, prefill], seed=0)
+    shared = Rules(rope_from_last_build=True, draft_attn="mla")
+    own = [4, 5, 6, 7, 10, 11, 12, 13, 0, 1, 2, 3, 4, 5]
+    assert reference.rope_positions(case, 1) == own
+    assert reference.rope_positions(case, 1, rules=shared) == [9, 15, 7, *own[3:]]
+    assert reference.rope_positions(case, 2) == [8, 14, 6] and reference.rope_positions(case, 3) == [9, 15, 7]
+    assert reference.rope_positions(case, 2, rules=shared) == [9, 15, 7]
+    assert reference.rope_positions(case, 3, rules=shared) == [9, 15, 7]
+    assert reference.rope_positions(case, 1, rules=dataclasses.replace(shared, draft_attn="gqa")) == own
+    one = BatchCase(dataclasses.replace(cfg, num_spec_tokens=1), case.requests, seed=0)
+    assert reference.rope_positions(one, 1, rules=shared) == reference.rope_positions(one, 1)
+
+
+def test_the_draft_attention_family_is_named():
+    with pytest.raises(ValueError, match="draft_attn='sfa'"):
+        Rules(draft_attn="sfa")

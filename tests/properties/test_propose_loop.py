@@ -17,7 +17,15 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_implementation, check_scenario
 from tests.checks.example_budget import share
-from tests.checks.modes import GRAPH_ONLY, MODES, NEEDS_GRAPHS, PADDING, USES_DRAFT_ATTN_GROUPS, USES_FULL_GRAPHS
+from tests.checks.modes import (
+    GRAPH_ONLY,
+    MODES,
+    NEEDS_GRAPHS,
+    PADDING,
+    USES_DRAFT_ATTN_GROUPS,
+    USES_FULL_GRAPHS,
+    USES_MLA_DRAFT,
+)
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -28,6 +36,7 @@ pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call p
 EAGER = share(2)
 GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
+MLA = share(8)  # likewise: an MLA draft changes the builder and the rotation, the loop is the one above
 
 
 def _check(device, impl, scenario, padded, mode, name, **fields):
@@ -62,6 +71,17 @@ def test_a_draft_of_two_attention_groups_matches_reference(device, impl, padded,
     one KV-cache group) attends in each layer with that step's metadata: the state advances once per
     step, whatever the number of groups."""
     _check(device, impl, scenario, padded, "eager", request.node.name, draft_attn_groups=2)
+
+
+@pytest.mark.parametrize("padded", PADDING)
+@USES_MLA_DRAFT
+@MLA
+@given(scenario=scenarios())
+def test_an_mla_draft_matches_reference(device, impl, padded, scenario, request):
+    """An MLA draft layer (a DeepSeek MTP layer's), its metadata built by the implementation's MLA builder:
+    each call's decode and prefill lengths, tables and slots, the positions its RoPE is given in the
+    metadata (cos and sin), and the drafts."""
+    _check(device, impl, scenario, padded, "eager", request.node.name, draft_attn="mla")
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
@@ -150,6 +170,13 @@ def test_capture_sizes_with_gaps_match_reference(device, impl, request):
 def test_a_typical_serving_run_of_two_draft_attention_groups_matches_reference(device, impl, request):
     """``TYPICAL`` with a draft of two attention groups, seconds into the gate."""
     check_implementation(impl, dataclasses.replace(TYPICAL, draft_attn_groups=2), device, request.node.name)
+
+
+@pytest.mark.order(0)
+@USES_MLA_DRAFT
+def test_a_typical_serving_run_of_an_mla_draft_matches_reference(device, impl, request):
+    """``TYPICAL`` with an MLA draft layer, seconds into the gate."""
+    check_implementation(impl, dataclasses.replace(TYPICAL, draft_attn="mla"), device, request.node.name)
 
 
 @pytest.mark.order(0)  # graph bugs are the largest class upstream: fail them seconds in, not after every eager run

@@ -15,6 +15,7 @@ from tests.impls.vllm_ascend import graph_breaks as graph
 from tests.impls.vllm_ascend import handoff_breaks as handoff
 from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
+from tests.impls.vllm_ascend import mla_breaks as mla
 from tests.impls.vllm_ascend import rejection_breaks as reject
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
@@ -24,6 +25,7 @@ POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runne
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
+MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -53,6 +55,7 @@ VARIANTS = {
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
+    "mla-rope-of-the-next-position": (MLA_BUILDER + "build_decode_metadata", mla.rope_of_the_next_position),
     "greedy-keeps-the-first-mismatch": (REJECT_SAMPLE, reject.keeps_the_first_mismatch),
     "bonus-after-a-rejection": (REJECT_SAMPLE, reject.bonus_after_a_rejection),
     "accepts-every-random-draft": (REJECT_SAMPLE, reject.accepts_every_draft),
@@ -96,6 +99,10 @@ FIXES = {
             (UPDATE, fixes.advanced_once_per_group_step(from_the_step_before=True)),
         ),
     ),
+    "mla-cos-sin-of-each-draft-step": (
+        "mla-draft-cos-sin-shared",
+        ((MLA_BUILDER + "build_for_drafting", fixes.cos_sin_of_each_draft_step),),
+    ),
     "predecessor-loads-masked": (
         "rejection-kernels-read-before-their-buffer",
         ((REJECT_KERNELS, fixes.predecessor_loads_masked),),
@@ -103,10 +110,6 @@ FIXES = {
 }
 # The known defects no fix variant is kept for, and why.
 NO_FIX = {
-    "mla-draft-cos-sin-shared": (
-        "the gate's draft attention is the GQA family; the MLA builder runs on its own in test_mla_builder.py, "
-        "whose pin fails the day a checkout hands each draft step cos/sin of its own (as SFA's use_cache=False)"
-    ),
     "overflow-seq-len-restart": (
         "the spec gives seq_len 1 where a step's position reaches max_model_len; the step update's host "
         "mirror knows seq_len only, and in padded mode (seq_lens not lowered) the position is not seq_len - 1, "
@@ -135,10 +138,16 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             if target == REJECT_KERNELS:
                 fixing(monkeypatch)
                 continue
+            if target.startswith(MLA_BUILDER):
+                change_mla_builder(target, fixing, monkeypatch)
+                continue
             cls = shared.defining_class(configured(2, 16, 64, 8), target)
             monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
         return
     target, breaking = known[name]
+    if target is not None and target.startswith(MLA_BUILDER):
+        change_mla_builder(target, breaking, monkeypatch)
+        return
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
@@ -163,6 +172,15 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     cls = shared.defining_class(configured(2, 16, 64, 8), target)
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
+
+
+def change_mla_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Change the method ``target`` names (``MLA_BUILDER`` + its name) of the checkout's MLA builder."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    cls = import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder
+    method = target.removeprefix(MLA_BUILDER)
+    monkeypatch.setattr(cls, method, changing(getattr(cls, method)))
 
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,11 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   which evaluates the load for request 0 too. The checkout's kernel file is recompiled with that edit
   and the sampler given its kernels (``use_edited_module``).
 
+- ``cos_sin_of_each_draft_step``: ``mla-draft-cos-sin-shared``, as the SFA builder's fix (#10878) has its
+  draft steps do: the MLA builder's ``build_for_drafting`` gathers each step's decode cos and sin afresh
+  (``get_cos_and_sin_mla(..., use_cache=False)``), so no draft step writes the global buffer an earlier
+  step's metadata holds (the first pass, built by ``build``, keeps its cached rows).
+
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
 
@@ -36,6 +41,7 @@ import inspect
 from tests.impls.fixes import edited, use_edited_module
 
 KERNELS, SAMPLER = "vllm_ascend.ops.triton.reject_sample", "vllm_ascend.sample.rejection_sampler"
+MLA = "vllm_ascend.attention.mla_v1"
 # tl.where(i == 0, 0, tl.load(ptr + i - 1[, mask])): the predecessor load evaluated for i == 0 as well
 PREDECESSOR_LOAD = r"tl\.where\((\w+) == 0, 0, tl\.load\((\w+) \+ \1 - 1(?:, (\w+))?\)\)"
 
@@ -163,3 +169,20 @@ def predecessor_loads_masked(monkeypatch) -> None:
 
     kernels, sampler = (import_ascend(m) for m in (KERNELS, SAMPLER))
     use_edited_module(monkeypatch, kernels, sampler, PREDECESSOR_LOAD, _masked_predecessor)
+
+
+def cos_sin_of_each_draft_step(build_for_drafting):
+    """The MLA builder's ``build_for_drafting`` whose decode cos and sin are gathered afresh (no cache)."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    @functools.wraps(build_for_drafting)
+    def wrapper(self, *args, **kwargs):
+        module = import_ascend(MLA)
+        cached = module.get_cos_and_sin_mla
+        module.get_cos_and_sin_mla = lambda positions, use_cache=False: cached(positions)
+        try:
+            return build_for_drafting(self, *args, **kwargs)
+        finally:
+            module.get_cos_and_sin_mla = cached
+
+    return wrapper

@@ -28,10 +28,12 @@ from tests.properties.test_propose_loop import TYPICAL
 
 FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
 GROUPS = dataclasses.replace(TYPICAL, **DIVERGENCES["draft-state-advanced-per-group"].setting)
+MLA = dataclasses.replace(TYPICAL, **DIVERGENCES["mla-draft-cos-sin-shared"].setting)
 SERVED = {  # a fix -> the runs where its defect decides what attention is given, per mode
     "seq-lens-lowered": {"eager": TYPICAL, "full": FULL},
     "num-computed-from-seq-lens": {"eager": TYPICAL, "full": FULL},
     "state-advanced-once-per-step": {"eager": GROUPS},  # several draft groups run eagerly (divergences.GROUPS_EAGER)
+    "mla-cos-sin-of-each-draft-step": {"eager": MLA},  # an MLA draft runs eagerly (divergences.MLA_EAGER)
 }
 HALF_FIXES = {  # a half fix -> the defect it half fixes, the run that shows it, what its failure names
     "seq-lens-lowered-on-the-device-only": (

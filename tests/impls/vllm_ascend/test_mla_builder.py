@@ -1,11 +1,11 @@
 """vllm-ascend's MLA metadata builder (``mla_v1.AscendMLAMetadataBuilder``) on draft steps, built as
 ``_propose`` builds them: every step's metadata before the first forward.
 
-The gate's draft attention is the GQA family (``builders``); the MLA builder runs here on its own,
-the checkout's code on the common metadata of two consecutive draft steps, with vllm-ascend's rotary
-caches holding the tiny model's RoPE (cos and sin of ``position * 50 ** (-i / 8)``). What the
-decode attention of a step is handed must still be its own at its forward: it is not
-(``mla-draft-cos-sin-shared``).
+The gate drives the MLA builder in whole serving runs of an MLA draft (``Scenario.draft_attn='mla'``,
+``sim.impls.vllm_ascend.mla``); here it runs on its own, the checkout's code on the common metadata of
+two consecutive draft steps, with vllm-ascend's rotary caches holding the tiny model's RoPE (cos and
+sin of ``position * 50 ** (-i / 8)``). What the decode attention of a step is handed must still be its
+own at its forward: it is not (``mla-draft-cos-sin-shared``).
 """
 
 from __future__ import annotations

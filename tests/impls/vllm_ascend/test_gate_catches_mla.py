@@ -1,0 +1,37 @@
+"""The gate catches an MLA builder handing an MLA draft's attention what its kernels must not read.
+
+An MLA draft (``Scenario.draft_attn='mla'``) has its metadata built by the checkout's
+``AscendMLAMetadataBuilder``, and the tiny attention reads what the MLA kernels read of it
+(``sim.impls.vllm_ascend.mla``): the decode part's host lengths and table, the prefill part's query
+offsets and chunked context, the slots, and the RoPE its cos and sin carry. Each break
+(``mla_breaks``) must fail the serving runs by name (the trace comparison: step, field, both values).
+A correct builder written otherwise passes: the checkout's with ``mla-draft-cos-sin-shared`` fixed
+(``test_defect_fixes.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.impls.kit.ascend.importing import import_ascend
+from tests.checks.e2e_checks import check_implementation
+from tests.impls.vllm_ascend import mla_breaks
+from tests.properties.test_propose_loop import TYPICAL
+
+MLA = dataclasses.replace(TYPICAL, draft_attn="mla")
+BREAKS = [
+    ("build_decode_metadata", mla_breaks.rope_of_the_next_position, r"step \d rope positions\[\d+:\].*: got \["),
+    ("build_decode_metadata", mla_breaks.decode_lengths_one_short, r"step \d seq_lens\[\d+:\].*: got \["),
+    ("build_chunked_metadata", mla_breaks.prefill_context_dropped, r"first pass seq_lens\[\d+:\].*: got \["),
+]
+
+
+@pytest.mark.parametrize(("method", "breaking", "match"), BREAKS, ids=[b.__name__ for _, b, _ in BREAKS])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+def test_a_broken_mla_builder_fails_by_name(monkeypatch, device, impl, method, breaking, match, padded):
+    cls = import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
+    with pytest.raises(AssertionError, match=match):
+        check_implementation(impl, dataclasses.replace(MLA, padded=padded), device, f"mla-{breaking.__name__}")
