@@ -62,16 +62,28 @@ def backends(attn: str = "gqa") -> dict:
     return {**BACKENDS, LAYER: FAMILIES[attn]}
 
 
+class UnusedPrefillBackend:
+    """What vLLM's MLA builder keeps of an MLA layer's prefill kernels (from 0.27 on a clone of it per
+    builder); vllm-ascend's MLA builder never calls it."""
+
+    def clone(self):
+        return self
+
+
 @functools.cache
 def _layer_class(backend):
     base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
 
     class DraftAttention(base):
-        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec.
-        ``prefill_backend``: what vLLM's MLA builder keeps of an MLA layer (vllm-ascend's never calls
-        it): none here."""
+        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec,
+        and its ``impl`` (the backend's) with the layer's head count, which vLLM's MLA builder reads
+        from 0.27 on (``get_num_attention_heads_from_layers``), and the ``prefill_backend`` it keeps."""
 
-        prefill_backend = None
+        prefill_backend = UnusedPrefillBackend()
+
+        def __init__(self, num_heads: int):
+            super().__init__()
+            self.impl = backend.get_impl_cls()(num_heads)
 
         def get_attn_backend(self):
             return backend
@@ -86,10 +98,11 @@ def register_draft_layers(vllm_config, layers=(LAYER,), attn: str = "gqa") -> No
     """The draft's attention layers in ``vllm_config``'s static forward context (once each), ``LAYER``
     of the attention family ``attn``."""
     context = vllm_config.compilation_config.static_forward_context
+    num_heads = vllm_config.model_config.get_num_attention_heads(vllm_config.parallel_config)
     for name in layers:
         cls = _layer_class(backends(attn)[name])
         if not isinstance(context.get(name), cls):
-            context[name] = cls()
+            context[name] = cls(num_heads)
 
 
 def kv_cache_config(block_size: int, hidden_size: int, layers=(LAYER,)):

@@ -20,8 +20,8 @@ A builder that hands a step another step's rotation (vllm-ascend's ``mla-draft-c
 step's decode cos/sin is a view of one global buffer, and ``_propose`` builds every step before the
 first forward) rotates by the other step's positions, and the record says which.
 
-Stubbed, for plumbing only: the MLA layer's ``prefill_backend`` (vLLM's builder keeps it; vllm-ascend's
-never calls it) is None.
+Stubbed, for plumbing only: the MLA layer's ``prefill_backend`` (vLLM's builder keeps it, or a clone;
+vllm-ascend's never calls it), ``attn_setup.UnusedPrefillBackend``.
 """
 
 from __future__ import annotations

@@ -82,7 +82,11 @@ def captured_task(meta, num_tokens: int, layer: str):
 
 
 class TinyAttentionImpl:
-    """The impl class vllm-ascend's ``update_full_graph_params`` asks the draft backend for."""
+    """The impl class vllm-ascend's ``update_full_graph_params`` asks the draft backend for; a draft
+    layer's instance holds its head count, as vLLM's builders read it."""
+
+    def __init__(self, num_heads: int):
+        self.num_heads = num_heads
 
     @staticmethod
     def update_graph_params(
