@@ -57,12 +57,14 @@ def _run(impl: Implementation, scenario: Scenario, device, rules, stop: bool = T
 
 
 def smallest_case(impl: Implementation, divergence: Divergence, device, k: int = 3) -> Scenario | None:
-    """The first workload (fewest requests, then seed, padded then unpadded) where the spec differs."""
+    """The first workload (fewest requests, then seed, padded then unpadded) where the spec differs, in
+    the configuration the divergence needs to show (its ``setting``: an MLA draft, two draft groups)."""
     spec = spec_for(impl.rules, divergence)
     for n in SIZES:
         for seed in SEEDS:
             for padded in (True, False):
                 scenario = default_scenario(seed, n, num_spec_tokens=k, block_size=4, padded=padded)
+                scenario = dataclasses.replace(scenario, **divergence.setting)
                 report = _run(impl, scenario, device, spec)
                 if report.mismatches:
                     return dataclasses.replace(scenario, max_iterations=report.mismatches[0].iteration + 1)
@@ -88,6 +90,6 @@ def explain(impl_name: str, divergence_id: str, device, seed: int = 0) -> Explan
         case,
         under_spec,
         under_rules,
-        _run(impl, workload, device, impl.rules, stop=False),
-        _run(core, workload, device, core.rules, stop=False),
+        _run(impl, dataclasses.replace(workload, **d.setting), device, impl.rules, stop=False),
+        _run(core, workload, device, core.rules, stop=False),  # the setting changes no draft of the spec's
     )

@@ -6,7 +6,7 @@ An MLA draft (``Scenario.draft_attn='mla'``) has its metadata built by the check
 offsets and chunked context, the slots, and the RoPE its cos and sin carry. Each break
 (``mla_breaks``) must fail the serving runs by name (the trace comparison: step, field, both values).
 A correct builder written otherwise passes: the checkout's with ``mla-draft-cos-sin-shared`` fixed
-(``test_defect_fixes.py``).
+(``test_defect_fixes.py``). ``python -m sim explain`` finds the defect's case in an MLA draft.
 """
 
 from __future__ import annotations
@@ -35,3 +35,18 @@ def test_a_broken_mla_builder_fails_by_name(monkeypatch, device, impl, method, b
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
     with pytest.raises(AssertionError, match=match):
         check_implementation(impl, dataclasses.replace(MLA, padded=padded), device, f"mla-{breaking.__name__}")
+
+
+def test_explain_finds_the_shared_cos_sin_in_an_mla_draft(impl, device):
+    """``python -m sim explain mla-draft-cos-sin-shared``: its smallest case is an MLA draft (the
+    divergence's setting), where the spec names the rotation each step was given."""
+    from sim.explain import smallest_case
+    from sim.impls.divergence import spec_for
+    from sim.impls.vllm_ascend.divergences import DIVERGENCES
+    from sim.serving.run import run_scenario
+
+    divergence = DIVERGENCES["mla-draft-cos-sin-shared"]
+    case = smallest_case(impl, divergence, device)
+    assert case is not None and case.draft_attn == "mla"
+    report = run_scenario(case, device, impl, rules=spec_for(impl.rules, divergence), stop_at_first_mismatch=False)
+    assert any("rope positions" in m.what for m in report.mismatches), [str(m) for m in report.mismatches[:3]]
