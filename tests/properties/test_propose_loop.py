@@ -73,15 +73,17 @@ def test_a_draft_of_two_attention_groups_matches_reference(device, impl, padded,
     _check(device, impl, scenario, padded, "eager", request.node.name, draft_attn_groups=2)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("padded", PADDING)
 @USES_MLA_DRAFT
 @MLA
 @given(scenario=scenarios())
-def test_an_mla_draft_matches_reference(device, impl, padded, scenario, request):
+def test_an_mla_draft_matches_reference(device, impl, padded, mode, scenario, request):
     """An MLA draft layer (a DeepSeek MTP layer's), its metadata built by the implementation's MLA builder:
     each call's decode and prefill lengths, tables and slots, the positions its RoPE is given in the
-    metadata (cos and sin), and the drafts."""
-    _check(device, impl, scenario, padded, "eager", request.node.name, draft_attn="mla")
+    metadata (cos and sin), and the drafts; eagerly and in each graph mode (padded to captured sizes,
+    what a replay reads of the metadata it was captured with)."""
+    _check(device, impl, scenario, padded, mode, request.node.name, draft_attn="mla")
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
@@ -173,10 +175,14 @@ def test_a_typical_serving_run_of_two_draft_attention_groups_matches_reference(d
 
 
 @pytest.mark.order(0)
+@pytest.mark.parametrize("mode", MODES)
 @USES_MLA_DRAFT
-def test_a_typical_serving_run_of_an_mla_draft_matches_reference(device, impl, request):
-    """``TYPICAL`` with an MLA draft layer, seconds into the gate."""
-    check_implementation(impl, dataclasses.replace(TYPICAL, draft_attn="mla"), device, request.node.name)
+def test_a_typical_serving_run_of_an_mla_draft_matches_reference(device, impl, mode, request):
+    """``TYPICAL`` with an MLA draft layer, eagerly and in each graph mode (capturing at two sizes),
+    seconds into the gate."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(TYPICAL, draft_attn="mla", graph_mode=mode, capture_sizes=sizes)
+    check_implementation(impl, scenario, device, request.node.name)
 
 
 @pytest.mark.order(0)  # graph bugs are the largest class upstream: fail them seconds in, not after every eager run

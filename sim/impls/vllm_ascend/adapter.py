@@ -163,7 +163,8 @@ class AscendProposer(EagerAdapter):
     model split over them (``AscendTinyMtp``); eager only.
 
     ``draft_attn="mla"``: the draft layer is MLA attention, its metadata built by the checkout's
-    ``AscendMLAMetadataBuilder`` and read as the MLA kernels read it, RoPE included (``mla``); eager only.
+    ``AscendMLAMetadataBuilder`` and read as the MLA kernels read it, RoPE included (``mla``); one
+    attention group.
 
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
@@ -197,10 +198,9 @@ class AscendProposer(EagerAdapter):
             )
         if draft_attn not in DRAFT_ATTNS:
             raise ValueError(f"draft_attn={draft_attn!r}: expected one of {DRAFT_ATTNS}")
-        if draft_attn != "gqa" and (self.mode != "eager" or draft_attn_groups > 1):
+        if draft_attn != "gqa" and draft_attn_groups > 1:
             raise ValueError(
-                f"draft_attn={draft_attn!r} with mode={self.mode!r}, draft_attn_groups={draft_attn_groups}: "
-                f"{divergences.MLA_EAGER}"
+                f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: {divergences.MLA_ONE_GROUP}"
             )
         self.layers, self.attn = DRAFT_LAYERS[draft_attn_groups], draft_attn
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
@@ -214,7 +214,7 @@ class AscendProposer(EagerAdapter):
         self.graphed = None
         if self.mode == "full":
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
-            self.graphed = configured_graph(cfg, sizes)
+            self.graphed = configured_graph(cfg, sizes, self.attn)
         self._captured = False
 
     def _ascend(self):

@@ -173,9 +173,9 @@ def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple
     return remember_fresh(graph_proposer(hidden_size, num_spec_tokens, capture_sizes))
 
 
-def configured_graph(cfg, capture_sizes):
-    """The full-graph proposer for ``cfg``'s hidden size and draft count at ``capture_sizes``, as
-    built: its draft newly wrapped (no graph captured: a run captures its own), the draft graph
+def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
+    """The full-graph proposer for ``cfg``'s hidden size and draft count at ``capture_sizes``, its draft
+    layer of the attention family ``attn``, as built: its draft newly wrapped (no graph captured: a run captures its own), the draft graph
     params set empty for its capture sizes as the runner sets them before capturing, its buffers
     fresh. One full-graph proposer is in use at a time (vllm-ascend's draft graph params are global)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", cfg.max_model_len, cfg.num_spec_tokens, MAX_SPEC_TOKENS)
@@ -188,7 +188,7 @@ def configured_graph(cfg, capture_sizes):
     )
     acl._draft_graph_params = None
     acl.set_draft_graph_params(sizes)
-    attn_setup.initialize(proposer, cfg.block_size)
+    attn_setup.initialize(proposer, cfg.block_size, attn=attn)
     proposer.max_model_len = cfg.max_model_len
     proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

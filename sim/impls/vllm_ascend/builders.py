@@ -120,12 +120,12 @@ def mla_builder() -> type:
     return recording(import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder)
 
 
-def read_back(meta, step: int) -> RecordedMeta:
-    """What the kernels read of real metadata now, at step ``step``'s forward: MLA's (``mla.read_back``),
+def read_back(meta) -> RecordedMeta:
+    """What the kernels read of real metadata now: MLA's (``mla.read_back``),
     or ``AscendMetadata``'s: the host lists, the table, the slots, and whether cached context is read at
     all (the attention state)."""
     if mla.is_mla(meta):
-        return mla.read_back(meta, step)
+        return mla.read_back(meta)
     built = meta.recorded
     lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
     device = meta.block_tables.device

@@ -168,10 +168,7 @@ GROUPS_EAGER = (
     "a draft of several attention groups runs eagerly here: its full graphs would capture the tiny "
     "attention's task per layer, and the recording draft captures one layer's"
 )
-MLA_EAGER = (
-    "an MLA draft runs eagerly, one attention group, here: its full graphs would need the MLA impl's "
-    "update_graph_params, which the tiny attention does not model yet"
-)
+MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
     Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),

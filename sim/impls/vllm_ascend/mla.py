@@ -14,8 +14,11 @@ queries and keys, the metadata's ``decode.cos`` / ``decode.sin`` and ``prefill.c
 rows are (gathered by ``get_cos_and_sin_mla`` from vllm-ascend's rotary tables). ``install_rotary``
 fills those tables with the tiny model's RoPE (``cos`` and ``sin`` of ``position * base ** (-i / half)``,
 what ``sim.models.tiny.rope`` computes), so a row's cos and sin name exactly one position;
-``read_back`` reads that position back from the rows (``rope_positions``), the tiny model rotates by
-it, and each call's record carries it (``StepRecord.rope_positions``), compared with the reference's.
+``read_back`` reads that position back from the rows (``rope_positions``, -1 for rows that are no
+position's), the tiny model rotates by it, and each call's record carries it
+(``StepRecord.rope_positions``), compared with the reference's. In a captured draft graph the decode
+kernel is handed its lists as the MLA backend's ``update_graph_params`` hands them (``kernel_lists``)
+and the rotation is read from the captured cos/sin at each replay.
 A builder that hands a step another step's rotation (vllm-ascend's ``mla-draft-cos-sin-shared``: every
 step's decode cos/sin is a view of one global buffer, and ``_propose`` builds every step before the
 first forward) rotates by the other step's positions, and the record says which.
@@ -26,21 +29,24 @@ vllm-ascend's never calls it), ``attn_setup.UnusedPrefillBackend``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.metadata_checks import COMPUTED, MetadataMismatch, RecordedMeta
+from sim.impls.kit.metadata_checks import COMPUTED, RecordedMeta
 from sim.impls.kit.tiny_config import MAX_MODEL_LEN
 from sim.models.tiny import _freqs
 
 ROPE_BASE = 50.0  # sim.models.tiny.TinyConfig.rope_base
 
 
-def rotary_tables(half: int) -> tuple[torch.Tensor, torch.Tensor]:
+@functools.cache
+def rotary_tables(half: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The tiny model's RoPE as vllm-ascend's rotary tables: cos and sin of every position below
     ``MAX_MODEL_LEN``, [positions, half], computed as ``sim.models.tiny.rope`` computes a row."""
     angles = torch.arange(MAX_MODEL_LEN).to(torch.float32)[:, None] * _freqs(half, ROPE_BASE, torch.device("cpu"))
-    return angles.cos(), angles.sin()
+    return angles.cos().to(device or "cpu"), angles.sin().to(device or "cpu")
 
 
 def install_rotary(vllm_config, device: torch.device) -> None:
@@ -56,25 +62,32 @@ def install_rotary(vllm_config, device: torch.device) -> None:
     rotary._record_cos_and_sin_cache(cos.to(device), sin.to(device))
 
 
-def rope_positions(cos: torch.Tensor, sin: torch.Tensor, step: int) -> torch.Tensor:
-    """The position whose RoPE each row's ``cos`` and ``sin`` are ([N, ..., half] each), int64 [N]; a
-    row that is no position's (a builder handing rows it never gathered) fails by name."""
+def rope_positions(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The position whose RoPE each row's ``cos`` and ``sin`` are ([N, ..., half] each), int64 [N], -1
+    for a row that is no position's (a builder handing rows it never gathered); on the rows' device,
+    with no host read, so that a captured graph computes it at every replay."""
     n = cos.shape[0]
-    table_cos, table_sin = rotary_tables(cos.shape[-1])
-    rows_cos, rows_sin = cos.reshape(n, -1).cpu(), sin.reshape(n, -1).cpu()
+    table_cos, table_sin = rotary_tables(cos.shape[-1], cos.device)
+    rows_cos, rows_sin = cos.reshape(n, -1), sin.reshape(n, -1)
     match = (rows_cos[:, None, :] == table_cos[None]).all(-1) & (rows_sin[:, None, :] == table_sin[None]).all(-1)
-    found = match.any(dim=1)
-    if not bool(found.all()):
-        rows = torch.nonzero(~found).flatten().tolist()
-        raise MetadataMismatch(f"step {step}: the MLA cos/sin of rows {rows} are the RoPE of no position")
-    return match.to(torch.int8).argmax(dim=1)
+    return torch.where(match.any(dim=1), match.to(torch.int8).argmax(dim=1), -1)
+
+
+def kernel_lists(meta) -> tuple[list[int], list[int], torch.Tensor]:
+    """(``seq_lens_list``, ``actual_seq_lengths_q``, block table) the MLA decode kernel of a captured
+    draft graph is handed, as the draft branch of vllm-ascend's ``AscendMLAImpl.update_graph_params``
+    hands them: the decode part's, the lengths padded with 0 to the query offsets' count."""
+    decode = meta.decode
+    queries = [int(q) for q in decode.actual_seq_lengths_q]
+    lens = [int(n) for n in decode.seq_lens_list]
+    return lens + [0] * (len(queries) - len(lens)), queries, decode.block_table
 
 
 def _query_offsets(cumulative: list[int], start: int) -> list[int]:
     return [start + int(q) for q in cumulative]
 
 
-def read_back(meta, step: int) -> RecordedMeta:
+def read_back(meta) -> RecordedMeta:
     """What the MLA kernels read of a real ``AscendMLAMetadata`` now: per request, its query rows and the
     keys it attends to (decodes: ``seq_lens_list``; prefills: the chunked context's lengths plus their
     own rows), the decode and prefill tables, the slots, and the positions each row is rotated at."""
@@ -107,7 +120,7 @@ def read_back(meta, step: int) -> RecordedMeta:
         built=built,
         num_computed_tokens=built.views.get(COMPUTED),
         own_rows_only=False,  # MLA's kernels read the cached context whatever the attention state
-        rope_positions=rope_positions(torch.cat(cos), torch.cat(sin), step),
+        rope_positions=rope_positions(torch.cat(cos), torch.cat(sin)),
     )
 
 

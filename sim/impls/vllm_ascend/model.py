@@ -39,7 +39,7 @@ from sim.impls.kit.vllm_model import (
     with_padding_rows,
 )
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import builders, tiny_attention
+from sim.impls.vllm_ascend import builders, mla, tiny_attention
 
 __all__ = [
     "INDEXER_LAYER",
@@ -94,7 +94,7 @@ class TinyIndexerBackend(TinyAttentionBackend):
 class TinyMlaBackend(TinyAttentionBackend):
     """The draft layer's backend in the MLA family: its metadata builder is the checkout's
     ``AscendMLAMetadataBuilder``, recording (``builders.mla_builder``; what the tiny attention reads of
-    it: ``mla.read_back``)."""
+    it: ``mla.read_back``, in a captured graph ``mla.kernel_lists`` and the captured cos/sin)."""
 
     @staticmethod
     def get_builder_cls():
@@ -169,8 +169,9 @@ class AscendTinyMtp(VllmTinyMtp):
         """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""
         return self._read(context.attn_metadata[LAYER])
 
-    def _read(self, meta):
-        return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta, self.calls + 1)
+    @staticmethod
+    def _read(meta):
+        return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta)
 
     def slots(self, context, attn) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)
@@ -205,8 +206,11 @@ class AscendTinyMtp(VllmTinyMtp):
         n = input_ids.shape[0]
         seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
         slots = rows_of_slots(self.slots(context, attn), n)[:n]
-        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        if mla.is_mla(attn):  # MLA rotates by the captured cos/sin, what the builds before each replay wrote
+            live["rope"] = mla.rope_positions(attn.decode.cos[:n], attn.decode.sin[:n])
+            positions = torch.cat([live["rope"].to(positions.dtype), positions[live["rope"].shape[0] :]])
+        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live["bound"] = bound
         live = {name: t.clone() for name, t in live.items()}  # copies the replay rewrites in place
         if not graph.after_replay:
@@ -239,4 +243,5 @@ class AscendTinyMtp(VllmTinyMtp):
             query_start_loc=live["qsl"][: reqs + 1],
             sample_indices=self.sample_indices if call == 1 else torch.arange(reqs),
             padding_slots=live["slots"][real:rows],
+            rope_positions=live["rope"][:real] if "rope" in live else None,
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import mla
 
 _lib = torch.library.Library("ascend_sim", "DEF")
 _lib.define(
@@ -58,8 +59,12 @@ fia_host_params = torch.ops.ascend_sim.fia_host_params.default
 
 def host_params(meta, rows: int, width: int):
     """(seq_lens, query_start_loc, block_table, seq_len_bound) of ``meta`` as the kernel reads them
-    in a forward of ``rows`` rows, the table ``width`` columns wide."""
-    return fia_host_params(list(meta.seq_lens_list), list(meta.actual_seq_lengths_q), meta.block_tables, rows, width)
+    in a forward of ``rows`` rows, the table ``width`` columns wide (MLA's: ``mla.kernel_lists``)."""
+    if mla.is_mla(meta):
+        seq_lens, queries, table = mla.kernel_lists(meta)
+    else:
+        seq_lens, queries, table = list(meta.seq_lens_list), list(meta.actual_seq_lengths_q), meta.block_tables
+    return fia_host_params(seq_lens, queries, table, rows, width)
 
 
 def captured_task(meta, num_tokens: int, layer: str):

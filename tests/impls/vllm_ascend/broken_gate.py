@@ -99,9 +99,13 @@ FIXES = {
             (UPDATE, fixes.advanced_once_per_group_step(from_the_step_before=True)),
         ),
     ),
-    "mla-cos-sin-of-each-draft-step": (
+    "mla-cos-sin-of-each-draft-step": (None, ((MLA_BUILDER + "build_for_drafting", fixes.cos_sin_of_each_draft_step),)),
+    "mla-cos-sin-buffer-per-draft-step": (
         "mla-draft-cos-sin-shared",
-        ((MLA_BUILDER + "build_for_drafting", fixes.cos_sin_of_each_draft_step),),
+        (
+            (MLA_BUILDER + "build_for_drafting", fixes.cos_sin_buffer_per_draft_step),
+            ("dummy_run", fixes.capture_builds_each_draft_step),
+        ),
     ),
     "predecessor-loads-masked": (
         "rejection-kernels-read-before-their-buffer",

@@ -25,10 +25,17 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   which evaluates the load for request 0 too. The checkout's kernel file is recompiled with that edit
   and the sampler given its kernels (``use_edited_module``).
 
-- ``cos_sin_of_each_draft_step``: ``mla-draft-cos-sin-shared``, as the SFA builder's fix (#10878) has its
+- ``cos_sin_of_each_draft_step``: ``mla-draft-cos-sin-shared`` as the SFA builder's fix (#10878) has its
   draft steps do: the MLA builder's ``build_for_drafting`` gathers each step's decode cos and sin afresh
   (``get_cos_and_sin_mla(..., use_cache=False)``), so no draft step writes the global buffer an earlier
-  step's metadata holds (the first pass, built by ``build``, keeps its cached rows).
+  step's metadata holds (the first pass, built by ``build``, keeps its cached rows). A half fix: right
+  eagerly, but a captured draft graph reads the tensors its capture was handed, and the dummy run
+  captures every step on the global buffer (``build_for_graph_capture``), which the steps no longer
+  write: under full graphs steps 2..K rotate at the first pass's first rows' positions.
+- ``cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: the whole fix. Each draft
+  step's decode cos and sin are gathered afresh and copied into a graph-stable buffer of that step's
+  own (as #10878 gave SFA's lengths per-step buffers), and the dummy run captures steps 2..K through
+  ``build_for_drafting`` (as its ``use_compress`` branch already does), so a capture holds those buffers.
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -37,6 +44,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+
+import torch
 
 from tests.impls.fixes import edited, use_edited_module
 
@@ -186,3 +195,39 @@ def cos_sin_of_each_draft_step(build_for_drafting):
             module.get_cos_and_sin_mla = cached
 
     return wrapper
+
+
+def cos_sin_buffer_per_draft_step(build_for_drafting):
+    """The MLA builder's ``build_for_drafting`` whose decode cos and sin are gathered afresh into a
+    buffer each draft step owns (shaped as the global one), written in place at every build."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    fresh = cos_sin_of_each_draft_step(build_for_drafting)
+
+    @functools.wraps(build_for_drafting)
+    def wrapper(self, common_attn_metadata, draft_index, *args, **kwargs):
+        meta = fresh(self, common_attn_metadata, draft_index, *args, **kwargs)
+        if meta.decode is None:
+            return meta
+        rotary = import_ascend("vllm_ascend.ops.rotary_embedding")
+        buffers = self.__dict__.setdefault("_fix_draft_cos_sin", {})
+        if draft_index not in buffers:  # allocated as the builder's own buffers are, outside inference mode
+            with torch.inference_mode(False):
+                buffers[draft_index] = (torch.empty_like(rotary._cos_mla), torch.empty_like(rotary._sin_mla))
+        n = meta.decode.cos.shape[0]
+        for name, buffer in zip(("cos", "sin"), buffers[draft_index]):
+            buffer[:n].copy_(getattr(meta.decode, name))
+            setattr(meta.decode, name, buffer[:n])
+        return meta
+
+    return wrapper
+
+
+# The dummy run builds every step's capture metadata with build_for_graph_capture, unless the drafter
+# compresses its KV; the fix builds steps 2..K with build_for_drafting always (the same text in 0.23.0 and main).
+_CAPTURE_STEPS = "if not self.use_compress or draft_index == 0:"
+
+
+def capture_builds_each_draft_step(dummy_run):
+    """``dummy_run`` whose capture builds steps 2..K's metadata with ``build_for_drafting``."""
+    return edited(inspect.unwrap(dummy_run), (_CAPTURE_STEPS, "if draft_index == 0:"))
