@@ -10,10 +10,11 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from sim.oracle.rules import DRAFT_ATTNS
+
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle3")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
-DRAFT_ATTNS = ("gqa", "mla")  # sim.oracle.rules.DRAFT_ATTNS
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import divergences, early_copies, generation, graphs, handoff
+from sim.impls.vllm_ascend import attn_setup, divergences, early_copies, generation, graphs, handoff
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, AscendTinyMtp
 
@@ -138,7 +138,6 @@ FULL_UNPADDED = (
 
 
 DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}  # attention groups -> the draft's layers, sorted
-DRAFT_ATTNS = ("gqa", "mla")  # the attention families of the draft layer (attn_setup.FAMILIES)
 
 
 def runner_wide(batch: VerifiedBatch, cfg: ProposerConfig) -> VerifiedBatch:
@@ -196,8 +195,8 @@ class AscendProposer(EagerAdapter):
             raise ValueError(
                 f"mode={self.mode!r} with draft_attn_groups={draft_attn_groups}: {divergences.GROUPS_EAGER}"
             )
-        if draft_attn not in DRAFT_ATTNS:
-            raise ValueError(f"draft_attn={draft_attn!r}: expected one of {DRAFT_ATTNS}")
+        if draft_attn not in attn_setup.FAMILIES:
+            raise ValueError(f"draft_attn={draft_attn!r}: expected one of {sorted(attn_setup.FAMILIES)}")
         if draft_attn != "gqa" and draft_attn_groups > 1:
             raise ValueError(
                 f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: {divergences.MLA_ONE_GROUP}"
@@ -208,9 +207,8 @@ class AscendProposer(EagerAdapter):
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton = triton
         self.model = AscendTinyMtp(model, [name for name in self.layers if name != LAYER])
-        start_fresh(
-            _proposer(cfg, self.layers, self.attn)
-        )  # one proposer serves every run: each starts from its state as built
+        # one proposer serves every run: each starts from its state as built
+        start_fresh(_proposer(cfg, self.layers, self.attn))
         self.graphed = None
         if self.mode == "full":
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
