@@ -20,7 +20,6 @@ site-packages on the path, the vLLM of the version and the commit installed in f
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import shutil
@@ -47,7 +46,6 @@ RUN_ENV = {
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
 }
-PACKAGING = ("setup.py", "pyproject.toml", "requirements.txt", checkout.TAG_FILE)  # a change reinstalls the commit
 
 
 class BisectError(SystemExit):
@@ -120,9 +118,7 @@ class Envs:
     def install(self, python: Path, tree: Path) -> None:
         """The commit checked out in ``tree`` installed in ``python``'s env (editable, as vllm-ascend's CPU
         jobs do), unless the same tree with the same packaging is installed there already."""
-        digest = hashlib.sha256(
-            b"".join((tree / f).read_bytes() for f in PACKAGING if (tree / f).is_file())
-        ).hexdigest()
+        digest = checkout.packaging_digest(tree)
         if self.installed.get(python) == f"{tree}:{digest}":
             return
         self._pip(python, "--no-deps", "--no-build-isolation", "-e", str(tree), env=checkout.BUILD_ENV)

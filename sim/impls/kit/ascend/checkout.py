@@ -34,6 +34,7 @@ install, and tox's ``PYTHONPYCACHEPREFIX`` for the test runs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import subprocess
@@ -61,6 +62,7 @@ RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-rele
 TAG_FILE = ".github/vllm-release-tag.commit"
 DOCS_CONF = "docs/source/conf.py"  # names the vLLM on branches older than the tag file
 SRC_VAR = "VLLM_ASCEND_SRC"
+PACKAGING = ("setup.py", "pyproject.toml", "requirements.txt", TAG_FILE)  # what decides how a checkout installs
 BUILD_ENV = {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -70,6 +72,13 @@ class CheckoutError(SystemExit):
     def __init__(self, message: str):
         print(f"vllm_ascend checkout: {message}", file=sys.stderr)
         super().__init__(2)
+
+
+def packaging_digest(tree: Path, *more: Path) -> str:
+    """A digest of what decides how the checkout ``tree`` installs (its ``PACKAGING`` files) and of the
+    files ``more`` (a closure): equal digests install the same."""
+    files = [tree / name for name in PACKAGING] + list(more)
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()
 
 
 def paired_vllm(src: Path) -> str:

@@ -30,15 +30,7 @@ def _pip(*args: str, env: dict | None = None) -> None:
     subprocess.run(cmd, check=True, env={**os.environ, **(env or {})})
 
 
-def _editable_vllm_ascend() -> bool:
-    """Whether the vllm-ascend installed now is an editable checkout (its ``direct_url.json`` says so)."""
-    from importlib import metadata
-
-    try:
-        raw = metadata.distribution("vllm-ascend").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return False
-    return bool(raw and json.loads(raw).get("dir_info", {}).get("editable"))
+RECORD = Path(sys.prefix) / "mtp-checkout-install.json"  # the checkout installed here, on the index's vLLM
 
 
 def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False) -> None:
@@ -55,13 +47,20 @@ def install(src: str | None, vllm_src: str | None = None, any_commit: bool = Fal
         _pip("-r", str(ROOT / CLOSURES[vllm]))
         _pip("--no-deps", f"vllm=={vllm}")
         vllm_source.forget()
-        force = ["--force-reinstall"] if _editable_vllm_ascend() else []  # a checkout installed by an earlier run
+        editable = vllm_source.editable_path("vllm-ascend") is not None
+        force = ["--force-reinstall"] if editable else []  # a checkout installed by an earlier run
         _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
+        RECORD.unlink(missing_ok=True)
         return
     tree = Path(src).resolve()
     if not tree.is_dir():
         raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
     vllm = checkout.paired_vllm(tree)
+    wanted = {"tree": str(tree), "vllm": vllm, "digest": checkout.packaging_digest(tree, ROOT / CLOSURES[vllm])}
+    if not vllm_src and installed_already(wanted):
+        print(f"{SRC_VAR}={tree}: installed here already, on vLLM {vllm}, its packaging unchanged", flush=True)
+        return
+    RECORD.unlink(missing_ok=True)
     if vllm_src:  # checked before anything is installed
         source = vllm_source.check(vllm_src, tree, vllm, any_commit)
         _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
@@ -71,6 +70,25 @@ def install(src: str | None, vllm_src: str | None = None, any_commit: bool = Fal
         _pip("--no-deps", f"vllm=={vllm}")
         vllm_source.forget()
     _pip("--no-deps", "--no-build-isolation", "-e", str(tree), env=BUILD_ENV)
+    if not vllm_src:
+        RECORD.write_text(json.dumps(wanted) + "\n")
+
+
+def installed_already(wanted: dict) -> bool:
+    """Whether this env holds the checkout ``wanted`` names as the recipe installs it, nothing since:
+    its record says so (the same tree, vLLM and packaging digest: the closure and the checkout's
+    packaging files), vLLM is that release (no source tree recorded), and vllm-ascend is that tree,
+    editable. A pull request's second run then skips the installs (Python files are read live)."""
+    from importlib import metadata
+
+    try:
+        recorded = json.loads(RECORD.read_text())
+        version = metadata.version("vllm")
+    except (OSError, ValueError, metadata.PackageNotFoundError):
+        return False
+    from_source = vllm_source.record_path().exists()
+    tree = vllm_source.editable_path("vllm-ascend")
+    return recorded == wanted and version == wanted["vllm"] and not from_source and tree == wanted["tree"]
 
 
 def main() -> None:

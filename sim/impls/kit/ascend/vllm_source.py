@@ -153,7 +153,7 @@ def forget(prefix: str = sys.prefix) -> None:
     record_path(prefix).unlink(missing_ok=True)
 
 
-def _editable_path(dist: str) -> str | None:
+def editable_path(dist: str) -> str | None:
     """The source directory of an editable install of ``dist`` (its ``direct_url.json``), else None."""
     try:
         raw = metadata.distribution(dist).read_text("direct_url.json")
@@ -175,7 +175,7 @@ def recorded(prefix: str = sys.prefix) -> Source | None:
         version = metadata.version("vllm")
     except (OSError, ValueError, TypeError, metadata.PackageNotFoundError):
         return None
-    if source.version != version or source.closure not in CLOSURES or _editable_path("vllm") != source.path:
+    if source.version != version or source.closure not in CLOSURES or editable_path("vllm") != source.path:
         return None
     return source
 
