@@ -151,10 +151,12 @@ EDGES = {
 
 
 @pytest.mark.order(0)
+@pytest.mark.parametrize("attn", ["gqa", pytest.param("mla", marks=USES_MLA_DRAFT)])
 @pytest.mark.parametrize("edge", list(EDGES))
-def test_a_serving_run_at_an_edge_matches_reference(device, impl, edge, request):
-    """Each of ``EDGES``, padded, eagerly: seconds into the gate, before any drawn run."""
-    check_implementation(impl, EDGES[edge], device, request.node.name)
+def test_a_serving_run_at_an_edge_matches_reference(device, impl, edge, attn, request):
+    """Each of ``EDGES``, padded, eagerly, with each draft attention (an MLA draft's rotation runs into
+    ``max_model_len`` too): seconds into the gate, before any drawn run."""
+    check_implementation(impl, dataclasses.replace(EDGES[edge], draft_attn=attn), device, request.node.name)
 
 
 @pytest.mark.order(0)
