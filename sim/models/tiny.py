@@ -44,10 +44,15 @@ def _freqs(half: int, base: float, device: torch.device) -> torch.Tensor:
     return base ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
 
 
+def rope_angles(positions: torch.Tensor, half: int, base: float) -> torch.Tensor:
+    """[N, half] rotary angles of [N] positions: position times ``base ** (-i / half)``."""
+    return positions.to(torch.float32)[:, None] * _freqs(half, base, positions.device)[None, :]
+
+
 def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
     """Rotary embedding of [N, heads, d] at [N] positions."""
     half = x.shape[-1] // 2
-    angles = positions.to(torch.float32)[:, None] * _freqs(half, base, x.device)[None, :]
+    angles = rope_angles(positions.to(x.device), half, base)
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)

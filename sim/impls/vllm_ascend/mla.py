@@ -36,16 +36,14 @@ import torch
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import COMPUTED, RecordedMeta
 from sim.impls.kit.tiny_config import MAX_MODEL_LEN
-from sim.models.tiny import _freqs
-
-ROPE_BASE = 50.0  # sim.models.tiny.TinyConfig.rope_base
+from sim.models.tiny import TinyConfig, rope_angles
 
 
 @functools.cache
 def rotary_tables(half: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The tiny model's RoPE as vllm-ascend's rotary tables: cos and sin of every position below
     ``MAX_MODEL_LEN``, [positions, half], computed as ``sim.models.tiny.rope`` computes a row."""
-    angles = torch.arange(MAX_MODEL_LEN).to(torch.float32)[:, None] * _freqs(half, ROPE_BASE, torch.device("cpu"))
+    angles = rope_angles(torch.arange(MAX_MODEL_LEN), half, TinyConfig.rope_base)
     return angles.cos().to(device or "cpu"), angles.sin().to(device or "cpu")
 
 
