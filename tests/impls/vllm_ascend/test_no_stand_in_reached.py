@@ -46,17 +46,19 @@ def stand_ins_touched(run) -> list[str]:
     return calls + [f"made {m}" for m in made]
 
 
-def _serving_runs(impl, device):
+def _serving_runs(impl, device, attn: str = "gqa"):
     """Padded and unpadded eagerly, and padded in full-graph mode (the graph API is ``fake_npu_graphs``'
-    recorder, not a stand-in)."""
+    recorder, not a stand-in), with a draft layer of the attention family ``attn`` (its builder's)."""
     for padded, mode in ((True, "eager"), (False, "eager"), (True, "full")):
         scenario = default_scenario(seed=3, num_requests=8)
-        scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode)
-        check_implementation(impl, scenario, device, f"no-stand-in-{padded}-{mode}")
+        scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode, draft_attn=attn)
+        check_implementation(impl, scenario, device, f"no-stand-in-{attn}-{padded}-{mode}")
 
 
-def test_a_serving_run_touches_no_stand_in(impl, device):
-    assert stand_ins_touched(functools.partial(_serving_runs, impl, device)) == []
+@pytest.mark.parametrize("attn", ["gqa", "mla"])
+def test_a_serving_run_touches_no_stand_in(impl, device, attn):
+    """With either draft attention: the GQA builder's runs, or the MLA builder's (its cos/sin included)."""
+    assert stand_ins_touched(functools.partial(_serving_runs, impl, device, attn)) == []
 
 
 def test_a_stand_in_touched_is_seen(impl, device, monkeypatch):
