@@ -175,6 +175,8 @@ def misplaced_writes(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
 def _misrotated_prefix(case: BatchCase, padded: bool, rules: Rules, accepted: list[int]) -> set[int]:
     """The slots of the first pass's rows of an accepted position that it rotates at another position
     (``Rules.rope_from_last_build``): their KV is no later first pass's to rewrite."""
+    if not rules.rotates_at_last_build:
+        return set()
     first = reference.first_pass(case, padded, rules)
     rope = reference.rope_positions(case, 1, padded, rules)
     out = set()

@@ -90,7 +90,7 @@ def is_modelled(rules: Rules, padded: bool) -> bool:
         or rules.step_seq_lens != "advance"
         or rules.state_step(2) != 2
         or rules.overflow_position == "restart"
-        or (rules.rope_from_last_build and rules.draft_attn == "mla")
+        or rules.rotates_at_last_build
     )
 
 
@@ -171,13 +171,13 @@ class _Cache:
         return dense_attention(q, keys, vals, torch.tensor([seq_len - 1]), model.scale, model.recency)
 
 
-def _first_pass_writes(model: TinyMtp, call: CallInputs, rules: Rules, cache: _Cache) -> None:
+def _first_pass_writes(
+    model: TinyMtp, call: CallInputs, rules: Rules, cache: _Cache, first: reference.RefFirstPass, rope: list[int]
+) -> None:
     """Every kept first-pass row's KV at its table slot: the prefix's from scratch, a rejected row's
     from its first-pass input id and the target's hidden state at that row."""
-    case, padded = call.case, call.padded
-    first = reference.first_pass(case, padded, rules)
+    case = call.case
     ids = first.input_ids
-    rope = reference.rope_positions(case, 1, padded, rules)
     stale = len(ids) - 1 if rules.stale_last_row and len(ids) - 1 not in first.sample_indices else None
     unwritten = rules.unwritten_first_pass_rows(first.query_start_loc, first.sample_indices)
     row = 0
@@ -228,9 +228,9 @@ def defect_drafts(model: TinyMtp, call: CallInputs, rules: Rules, tolerance: flo
     mml, k = case.config.max_model_len, case.config.num_spec_tokens
     requests = [_Request(model, call, r) for r in range(len(case.requests))]
     cache = _Cache(call, requests)
-    _first_pass_writes(model, call, rules, cache)
     first = reference.first_pass(case, call.padded, rules)
     rope = reference.rope_positions(case, 1, call.padded, rules)
+    _first_pass_writes(model, call, rules, cache, first, rope)
     for r, state in enumerate(requests):
         q = state.q[-1:]
         at = rope[first.sample_indices[r]]

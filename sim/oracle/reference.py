@@ -129,7 +129,7 @@ def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = 
         own = [flat[i] for i in first.token_indices]
     else:
         own = step(case, j, padded, rules).positions
-    if not (rules.rope_from_last_build and rules.draft_attn == "mla") or k < 2 or j == k:
+    if not rules.rotates_at_last_build or k < 2 or j == k:
         return own
     last = step(case, k, padded, rules).positions
     if j > 1:

@@ -144,6 +144,12 @@ class Rules:
             out.append((tuple(deciding), spec))
         return out
 
+    @property
+    def rotates_at_last_build(self) -> bool:
+        """Whether calls are rotated at the last step built's positions: ``rope_from_last_build`` on a
+        draft whose metadata carries its rotation (MLA)."""
+        return self.rope_from_last_build and self.draft_attn == "mla"
+
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""
         return seq_len if padded and not self.padded_seq_lens_lowered else accepted

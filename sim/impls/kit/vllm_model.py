@@ -108,10 +108,9 @@ def step_record(
     )
 
 
-def rotated_positions(attn: AttentionMeta, positions: torch.Tensor) -> torch.Tensor:
-    """The positions the model rotates each row at: those the metadata carries (MLA's), the model's
-    own past them (padding rows) or where it carries none."""
-    rope = getattr(attn, "rope_positions", None)
+def rotated_positions(rope: torch.Tensor | None, positions: torch.Tensor) -> torch.Tensor:
+    """The positions the model rotates each row at: ``rope``, those the metadata carries (MLA's), the
+    model's own past them (padding rows) or where it carries none (None)."""
     if rope is None:
         return positions
     rope = rope.to(positions.device, positions.dtype)[: positions.shape[0]]
@@ -177,12 +176,11 @@ class VllmTinyMtp(nn.Module):
         # rows past query_start_loc[-1] are padding (vllm-ascend runs MTP steps at the first pass's row
         # count); vLLM never pads here
         meta = with_padding_rows(attn, slots[:n], n)
-        out = self.run(context, input_ids, rotated_positions(attn, positions), hidden_states, meta)
+        recorded = isinstance(attn, RecordedMeta)
+        computed, rope = (attn.num_computed_tokens, attn.rope_positions) if recorded else (None, None)
+        out = self.run(context, input_ids, rotated_positions(rope, positions), hidden_states, meta)
         self.calls += 1
         if self.trace is not None:
-            computed, rope = (
-                (attn.num_computed_tokens, attn.rope_positions) if isinstance(attn, RecordedMeta) else (None, None)
-            )
             bound = int(attn.seq_len_bound[0])
             self.trace.append(
                 step_record(

@@ -35,6 +35,7 @@ from sim.impls.kit.vllm_model import (
     SnapshotAttnGroup,
     VllmTinyMtp,
     logit_view,
+    rotated_positions,
     rows_of_slots,
     with_padding_rows,
 )
@@ -209,7 +210,7 @@ class AscendTinyMtp(VllmTinyMtp):
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
         if mla.is_mla(attn):  # MLA rotates by the captured cos/sin, what the builds before each replay wrote
             live["rope"] = mla.rope_positions(attn.decode.cos[:n], attn.decode.sin[:n])
-            positions = torch.cat([live["rope"].to(positions.dtype), positions[live["rope"].shape[0] :]])
+            positions = rotated_positions(live["rope"], positions)
         out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live["bound"] = bound
         live = {name: t.clone() for name, t in live.items()}  # copies the replay rewrites in place
