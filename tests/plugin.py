@@ -182,6 +182,12 @@ def pytest_runtest_setup(item):
                 pytest.skip(f"device {device.name} lacks {capability}")
 
 
+def pytest_runtest_teardown(item):
+    """A test's queued device work ends with it: an accelerator's asynchronous error (a device-side
+    assert) is reported at the teardown of the test that caused it, not at some later test's kernel."""
+    item.config.mtp_device.synchronize()
+
+
 class GateSession:
     """What the session compared, summed from every test's report (on the controller under xdist: the
     reports carry it), and the known defects it found fixed."""

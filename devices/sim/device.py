@@ -66,6 +66,9 @@ class SimDevice:
     supports_graphs = True
     supports_param_update = True
     poisons_unsynced_copies = True
+    # An index out of range raises IndexError and the process goes on (an accelerator's device-side
+    # assert ends every later kernel of the process instead).
+    survives_bad_indices = True
     max_ranks = 64  # PCP ranks are CPU processes
 
     def __init__(self, intra_op_threads: int = 1) -> None:

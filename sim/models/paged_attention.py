@@ -3,6 +3,12 @@
 Static shapes (the context window is ``max_blocks * block_size``) and no
 data-dependent indexing mean no host sync, so the same code runs inside a
 graph capture. Slot -1 writes to a trash row past the real slots.
+
+A slot past the cache (a wrong slot mapping or block table) is never indexed: on an accelerator that
+is a device-side assert, which ends every later kernel of the process, and a gate that runs many
+cases in one process must name the case and go on. Such a slot reads and writes the trash row, the
+largest one is recorded on the device, and ``check_bounds`` raises ``IndexError`` for it after the
+call, on every device alike.
 """
 
 from __future__ import annotations
@@ -21,9 +27,30 @@ class PagedKvCache:
         shape = (self.num_slots + 1, num_heads, head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.out_of_range = torch.full((), -1, device=device, dtype=torch.int64)  # the largest slot past the cache
+
+    def rows(self, slots: torch.Tensor) -> torch.Tensor:
+        """The cache rows of ``slots``: the trash row for a negative slot and for one past the cache
+        (recorded for ``check_bounds``)."""
+        slots = slots.to(torch.int64)
+        past = slots >= self.num_slots
+        if slots.numel():
+            worst = torch.where(past, slots, -1).amax()
+            torch.maximum(self.out_of_range, worst, out=self.out_of_range)
+        return torch.where((slots < 0) | past, self.num_slots, slots)
+
+    def check_bounds(self) -> None:
+        """``IndexError`` naming the largest slot past the cache read or written since the last check."""
+        worst = int(self.out_of_range)
+        if worst >= 0:
+            self.out_of_range.fill_(-1)
+            raise IndexError(
+                f"KV cache slot {worst} is past the cache's {self.num_slots} slots: a slot mapping or block table"
+                " out of range (an accelerator stops at a device-side assert there)"
+            )
 
     def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        rows = torch.where(slots < 0, torch.full_like(slots, self.num_slots), slots)
+        rows = self.rows(slots)
         self.k.index_copy_(0, rows, k)
         self.v.index_copy_(0, rows, v)
 
@@ -32,6 +59,7 @@ class PagedKvCache:
         other = object.__new__(PagedKvCache)
         other.block_size, other.num_slots = self.block_size, self.num_slots
         other.k, other.v = self.k.clone(), self.v.clone()
+        other.out_of_range = self.out_of_range  # one record for the layers of one model
         return other
 
     def fill_(self, value: float) -> None:
@@ -69,7 +97,7 @@ def paged_attention(
     window = attn.block_table.shape[1] * bs
     pos = torch.arange(window, device=q.device)
     blocks = attn.block_table.to(torch.int64)[req][:, pos // bs]  # [N, W]
-    slots = torch.where(blocks >= 0, blocks * bs + pos % bs, torch.full_like(blocks, cache.num_slots))
+    slots = cache.rows(torch.where(blocks >= 0, blocks * bs + pos % bs, -1))
     visible = (pos[None, :] <= ctx_pos[:, None]) & (blocks >= 0) & (pos[None, :] < attn.seq_len_bound)
     if attn.own_rows_only:
         visible &= pos[None, :] >= (ctx_pos - (rows - qsl[req]))[:, None]

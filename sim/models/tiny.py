@@ -100,7 +100,7 @@ class TinyMtp(nn.Module):
         self.lm_head = w(cfg.vocab_size, h, scale=3.0)
         self.cache = cache
         self.scale = cfg.attn_sharpness / cfg.head_dim**0.5
-        self.recency = torch.tensor(cfg.recency, dtype=torch.float32)
+        self.register_buffer("recency", torch.tensor(cfg.recency, dtype=torch.float32), persistent=False)
         if cfg.eagle3:  # drawn last, so the other weights do not depend on the method
             self.fc = w(h, 3 * h)
 
@@ -146,7 +146,7 @@ class TinyMtp(nn.Module):
         else:
             kv = attn.kv_gather(torch.stack([k, v], dim=1))  # K and V in one collective
             self.cache.write(attn.kv_gather(attn.slot_mapping), kv[:, 0], kv[:, 1])
-        out = self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency.to(q.device)))
+        out = self.block_output(x, paged_attention(q, self.cache, attn, self.scale, self.recency))
         return out if sp is None else sp.shard(out)
 
     def forward_layers(self, input_ids, positions, hidden_states, layers) -> torch.Tensor:
@@ -165,7 +165,7 @@ class TinyMtp(nn.Module):
         outs = []
         for (cache, attn), lo, hi in zip(layers, bounds, bounds[1:]):
             cache.write(attn.slot_mapping, k, v)
-            outs.append(paged_attention(q, cache, attn, self.scale, self.recency.to(q.device))[:, lo:hi])
+            outs.append(paged_attention(q, cache, attn, self.scale, self.recency)[:, lo:hi])
         return self.block_output(x, torch.cat(outs, dim=1))
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
