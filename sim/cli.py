@@ -84,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--method", choices=METHODS, default="mtp", help="draft method (eagle3 combines aux hidden states)"
     )
     run.add_argument(
-        "--attn", choices=DRAFT_ATTNS, default="gqa", help="the draft layer's attention (mla: its RoPE in the metadata)"
+        "--attn",
+        choices=DRAFT_ATTNS,
+        default="gqa",
+        help="the draft layer's attention (mla, sfa: its RoPE in the metadata)",
     )
     run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")

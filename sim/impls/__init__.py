@@ -22,7 +22,7 @@ from pathlib import Path
 
 from devices.plugins import load_factory
 from sim.impls.divergence import Kind, rules_of
-from sim.impls.features import Feature, used
+from sim.impls.features import DRAFT_ATTN_FEATURES, Feature, used
 from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
@@ -116,8 +116,9 @@ class Implementation:
                 Feature.DRAFT_ATTN_GROUPS,
                 f"draft_attn_groups={scenario.draft_attn_groups}",
             ),
-            (scenario.draft_attn != "gqa", Feature.MLA_DRAFT, f"draft_attn={scenario.draft_attn!r}"),
         ]
+        if scenario.draft_attn in DRAFT_ATTN_FEATURES:
+            selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))
         for needed, feature, chosen in selected:
             reason = self.lacking({feature}, device) if needed else None
             if reason is not None:
@@ -153,6 +154,7 @@ def core() -> Implementation:
         lacks={
             Feature.DRAFT_ATTN_GROUPS: "the core's draft model is one attention layer (mtp.model.DraftModel)",
             Feature.MLA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
+            Feature.SFA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
         },
     )
 

@@ -21,9 +21,11 @@ class Feature(enum.Enum):
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
     MLA_DRAFT = "an MLA draft layer, its metadata (RoPE included) built by the implementation's MLA builder (Scenario.draft_attn)"
+    SFA_DRAFT = "an SFA draft layer, its metadata (RoPE included) built by the implementation's SFA builder (Scenario.draft_attn)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)
+DRAFT_ATTN_FEATURES = {"mla": Feature.MLA_DRAFT, "sfa": Feature.SFA_DRAFT}  # a draft family's feature (not GQA's)
 
 
 def used(features) -> frozenset[Feature]:

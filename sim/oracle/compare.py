@@ -130,6 +130,16 @@ def compare_trace(
     return out
 
 
+def replays_graph(case: BatchCase, padded: bool, captured: dict[str, list[int]] | None, rules: Rules) -> bool:
+    """Whether a call of ``case`` replays captured draft graphs: a first-pass size captured holds its
+    first pass's rows (a graph is dispatched by them), and (under ``graphs_uniform_decode_only``) its
+    batch is a uniform decode."""
+    if rules.graphs_uniform_decode_only and not is_uniform_decode(case):
+        return False
+    rows = len(reference.first_pass(case, padded, rules).token_indices)
+    return any(size >= rows for size in (captured or {}).get(Phase.FIRST, []))
+
+
 def is_uniform_decode(case: BatchCase) -> bool:
     """Every request verifies ``num_spec_tokens`` drafts: ``num_spec_tokens + 1`` query tokens each."""
     k = case.config.num_spec_tokens

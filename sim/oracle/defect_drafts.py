@@ -91,6 +91,7 @@ def is_modelled(rules: Rules, padded: bool) -> bool:
         or rules.state_step(2) != 2
         or rules.overflow_position == "restart"
         or rules.rotates_at_last_build
+        or rules.rotates_steps_at_first_pass
     )
 
 

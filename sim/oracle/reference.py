@@ -121,7 +121,9 @@ def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = 
     row's own, unless ``rules.rope_from_last_build`` holds for an MLA draft of two drafts or more: then
     every call but the last rotates its decode rows at the last step's positions (request i's at row i):
     steps 2..K-1 all of them, the first pass its first B rows among those before its first prefill (the
-    MLA builder's decodes: requests of at most ``num_spec_tokens + 1`` kept rows, from the first)."""
+    MLA builder's decodes: requests of at most ``num_spec_tokens + 1`` kept rows, from the first); and
+    unless ``rules.graph_steps_rope_of_first_pass`` holds (for a call that replays a graph): then every
+    step 2..K rotates row i at the first pass's row i's position."""
     k = case.config.num_spec_tokens
     first = first_pass(case, padded, rules)
     if j == 1:
@@ -129,6 +131,8 @@ def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = 
         own = [flat[i] for i in first.token_indices]
     else:
         own = step(case, j, padded, rules).positions
+        if rules.rotates_steps_at_first_pass:
+            return rope_positions(case, 1, padded, rules)[: len(own)]
     if not rules.rotates_at_last_build or k < 2 or j == k:
         return own
     last = step(case, k, padded, rules).positions

@@ -18,7 +18,8 @@ OVERFLOW_POSITIONS = ("zero", "restart", "clamp")
 OVERFLOW_SEQ_LENS = ("one", "with-position", "own-restart", "clamp")
 # What later draft steps' attention is told as seq_len, beyond the overflow axis.
 STEP_SEQ_LENS = ("advance", "advance-twice", "batch-bound")
-DRAFT_ATTNS = ("gqa", "mla")  # the draft layer's attention family: GQA reads its rows' positions, MLA its metadata's
+# the draft layer's attention family: GQA reads its rows' positions, MLA and SFA (MLA with a sparse indexer) its metadata's
+DRAFT_ATTNS = ("gqa", "mla", "sfa")
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,14 @@ class Rules:
         ``mla-draft-cos-sin-shared``: every step's cos/sin a view of one buffer, every step built before
         the first forward): the first pass's first B rows (of those before its first prefill request)
         get the last step's positions of requests 0..B-1, and steps 2..K-1 the last step's positions.
-    draft_attn: the attention family of the draft layer, ``gqa`` or ``mla`` (a fact of the configuration
-        run, not a divergence: it decides nothing unless ``rope_from_last_build``).
+    graph_steps_rope_of_first_pass: in a call that replays a captured draft graph (``for_call``), with an
+        SFA draft (its builder's draft steps gather their cos/sin afresh), every draft step 2..K rotates row i at the
+        position the first pass's row i is rotated at (vllm-ascend's ``sfa-draft-cos-sin-of-capture``: the
+        dummy run captures the steps on the global cos/sin buffer, which only the first pass's build
+        writes; each step's own cos/sin, gathered afresh, is never read by the graph).
+    draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
+        configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or
+        ``graph_steps_rope_of_first_pass``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -110,6 +117,7 @@ class Rules:
     state_advances_per_group: bool = False
     draft_attn_groups: int = 1
     rope_from_last_build: bool = False
+    graph_steps_rope_of_first_pass: bool = False
     draft_attn: str = "gqa"
     graphs_uniform_decode_only: bool = False
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
@@ -149,6 +157,18 @@ class Rules:
         """Whether calls are rotated at the last step built's positions: ``rope_from_last_build`` on a
         draft whose metadata carries its rotation (MLA)."""
         return self.rope_from_last_build and self.draft_attn == "mla"
+
+    @property
+    def rotates_steps_at_first_pass(self) -> bool:
+        """Whether draft steps 2..K rotate at the first pass's rows' positions: ``graph_steps_rope_of_first_pass``
+        on an SFA draft, in a call that replays a graph."""
+        return self.graph_steps_rope_of_first_pass and self.draft_attn == "sfa"
+
+    def for_call(self, replays_graph: bool) -> Rules:
+        """These rules for one call: what holds only when a captured graph runs it is dropped when it does not."""
+        if replays_graph or not self.graph_steps_rope_of_first_pass:
+            return self
+        return dataclasses.replace(self, graph_steps_rope_of_first_pass=False)
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""

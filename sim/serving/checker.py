@@ -21,6 +21,7 @@ from sim.oracle.compare import (
     compare_trace,
     first_pass_slots,
     misplaced_writes,
+    replays_graph,
 )
 from sim.oracle.defect_drafts import is_modelled
 from sim.oracle.governed import decides, governed_values
@@ -51,8 +52,9 @@ class RunChecker:
             iteration, drafts, proposer, self.ref_model, self.target, self.scenario, self.tolerance,
             self.kv and self.kv.state,
         )  # fmt: skip
-        followed, got, mismatches = call.against(self.rules)
-        in_effect = followed_rules(self.rules, followed)
+        rules = self.rules.for_call(replays_graph(iteration.case, padded, call.captured, self.rules))
+        followed, got, mismatches = call.against(rules)
+        in_effect = followed_rules(rules, followed)
         report.mismatches += mismatches
         report.followed.update(followed)
         report.steps_compared += len(proposer.trace)

@@ -47,7 +47,9 @@ class Scenario:
     between them). An implementation that builds one group only lacks it (``Feature.DRAFT_ATTN_GROUPS``).
     draft_attn: the attention family of the draft layer: ``gqa``, or ``mla`` (a DeepSeek MTP layer's: its
     metadata, built by the implementation's MLA builder, carries the RoPE its queries and keys are rotated
-    with). An implementation without an MLA builder lacks it (``Feature.MLA_DRAFT``).
+    with), or ``sfa`` (a DeepSeek V3.2 / GLM-5 MTP layer's: MLA with a sparse indexer, its metadata built
+    by the implementation's SFA builder, its lengths device tensors). An implementation without the
+    family's builder lacks it (``Feature.MLA_DRAFT``, ``Feature.SFA_DRAFT``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -97,10 +99,10 @@ class Scenario:
             )
         if self.draft_attn not in DRAFT_ATTNS:
             raise ValueError(f"draft_attn={self.draft_attn!r}: expected one of {DRAFT_ATTNS}")
-        if self.draft_attn == "mla" and (self.mrope or self.draft_attn_groups > 1):
+        if self.draft_attn != "gqa" and (self.mrope or self.draft_attn_groups > 1):
             raise ValueError(
-                f"draft_attn='mla' with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}: an MLA "
-                "draft is one layer rotated at one position per row"
+                f"draft_attn={self.draft_attn!r} with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}:"
+                " an MLA or SFA draft is one layer rotated at one position per row"
             )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(

@@ -20,6 +20,7 @@ USES_FULL_GRAPHS = pytest.mark.uses(Feature.FULL_GRAPHS)
 USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
 USES_DRAFT_ATTN_GROUPS = pytest.mark.uses(Feature.DRAFT_ATTN_GROUPS)
 USES_MLA_DRAFT = pytest.mark.uses(Feature.MLA_DRAFT)
+USES_SFA_DRAFT = pytest.mark.uses(Feature.SFA_DRAFT)
 
 # One parameter per mode, for a test that runs a fixed case in each.
 MODES = [

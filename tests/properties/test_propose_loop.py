@@ -25,6 +25,7 @@ from tests.checks.modes import (
     USES_DRAFT_ATTN_GROUPS,
     USES_FULL_GRAPHS,
     USES_MLA_DRAFT,
+    USES_SFA_DRAFT,
 )
 from tests.strategies.scenarios import scenarios
 
@@ -37,6 +38,9 @@ EAGER = share(2)
 GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 MLA = share(8)  # likewise: an MLA draft changes the builder and the rotation, the loop is the one above
+SFA = share(8)  # likewise: an SFA draft's kernels read device tensors
+# The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
+SFA_BLOCK = 128
 
 
 def _check(device, impl, scenario, padded, mode, name, **fields):
@@ -86,6 +90,18 @@ def test_an_mla_draft_matches_reference(device, impl, padded, mode, scenario, re
     _check(device, impl, scenario, padded, mode, request.node.name, draft_attn="mla")
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padded", PADDING)
+@USES_SFA_DRAFT
+@SFA
+@given(scenario=scenarios())
+def test_an_sfa_draft_matches_reference(device, impl, padded, mode, scenario, request):
+    """An SFA draft layer (a DeepSeek V3.2 / GLM-5 MTP layer's), its metadata built by the implementation's
+    SFA builder, at 128-token blocks: the lengths, table, slots and rotation its kernels read as device
+    tensors at the forward (in a graph, at each replay), and the drafts."""
+    _check(device, impl, scenario, padded, mode, request.node.name, draft_attn="sfa", block_size=SFA_BLOCK)
+
+
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
 @NEEDS_GRAPHS
 @USES_FULL_GRAPHS
@@ -114,6 +130,8 @@ def test_a_typical_serving_run_matches_reference(device, impl, request):
     single-call property."""
     check_implementation(impl, TYPICAL, device, request.node.name)
 
+
+TYPICAL_SFA = dataclasses.replace(TYPICAL, draft_attn="sfa", block_size=SFA_BLOCK)
 
 # Fixed runs at the edges upstream's reports name: seven drafts per step running into max_model_len
 # (a slot buffer sized for fewer drafts, #14114); drafts stepping into the last block of a request's
@@ -160,6 +178,13 @@ def test_a_serving_run_at_an_edge_matches_reference(device, impl, edge, attn, re
 
 
 @pytest.mark.order(0)
+@USES_SFA_DRAFT
+def test_an_sfa_draft_at_blocks_of_128_matches_reference(device, impl, request):
+    """``EDGES``' 128-token blocks with an SFA draft (the blocks its kernels take), eagerly."""
+    check_implementation(impl, dataclasses.replace(EDGES["blocks-of-128"], draft_attn="sfa"), device, request.node.name)
+
+
+@pytest.mark.order(0)
 @NEEDS_GRAPHS
 @USES_FULL_GRAPHS
 def test_capture_sizes_with_gaps_match_reference(device, impl, request):
@@ -184,6 +209,16 @@ def test_a_typical_serving_run_of_an_mla_draft_matches_reference(device, impl, m
     seconds into the gate."""
     sizes = None if mode == "eager" else (2, 8)
     scenario = dataclasses.replace(TYPICAL, draft_attn="mla", graph_mode=mode, capture_sizes=sizes)
+    check_implementation(impl, scenario, device, request.node.name)
+
+
+@pytest.mark.order(0)
+@pytest.mark.parametrize("mode", MODES)
+@USES_SFA_DRAFT
+def test_a_typical_serving_run_of_an_sfa_draft_matches_reference(device, impl, mode, request):
+    """``TYPICAL_SFA``, eagerly and in each graph mode (capturing at two sizes), seconds into the gate."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(TYPICAL_SFA, graph_mode=mode, capture_sizes=sizes)
     check_implementation(impl, scenario, device, request.node.name)
 
 

@@ -30,9 +30,14 @@ GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated b
 
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
-    device with the reason ``eager_only``, and a draft of several attention groups and an MLA draft
-    unless ``more`` says otherwise (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``)."""
-    lacking = {Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER, Feature.MLA_DRAFT: GQA_DRAFT, **(more or {})}
+    device with the reason ``eager_only``, and a draft of several attention groups and an MLA or SFA
+    draft unless ``more`` says otherwise (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``)."""
+    lacking = {
+        Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
+        Feature.MLA_DRAFT: GQA_DRAFT,
+        Feature.SFA_DRAFT: GQA_DRAFT,
+        **(more or {}),
+    }
     if host_sync is not None:
         lacking[Feature.HOST_SYNC_COUNT] = host_sync
     lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))

@@ -37,7 +37,13 @@ import torch
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend import mla
-from sim.impls.vllm_ascend.model import INDEXER_LAYER, TinyAttentionBackend, TinyIndexerBackend, TinyMlaBackend
+from sim.impls.vllm_ascend.model import (
+    INDEXER_LAYER,
+    TinyAttentionBackend,
+    TinyIndexerBackend,
+    TinyMlaBackend,
+    TinySfaBackend,
+)
 
 TARGET_LAYER = "model.layers.0.self_attn.attn"  # the target's attention layer, KV-cache group 0
 KV_CACHE_GROUPS = 2  # the target's, the draft's
@@ -52,7 +58,8 @@ def _spec(block_size: int, hidden_size: int):
 
 
 BACKENDS = {LAYER: TinyAttentionBackend, INDEXER_LAYER: TinyIndexerBackend}  # each draft layer's backend (GQA)
-FAMILIES = {"gqa": TinyAttentionBackend, "mla": TinyMlaBackend}  # the backend of ``LAYER`` per attention family
+# the backend of ``LAYER`` per attention family
+FAMILIES = {"gqa": TinyAttentionBackend, "mla": TinyMlaBackend, "sfa": TinySfaBackend}
 
 
 def backends(attn: str = "gqa") -> dict:
@@ -127,15 +134,23 @@ def kernel_block_sizes(config, attn: str = "gqa") -> list[list[int]]:
 def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") -> None:
     """``proposer.initialize_attn_backend`` as the runner calls it, for ``block_size``-token blocks,
     after the draft's layer names ``load_model`` would have found (the layers the tiny draft adds:
-    ``layers``, sorted as ``load_model`` sorts them), ``LAYER`` of the attention family ``attn`` (MLA:
-    vllm-ascend's rotary tables hold the tiny model's RoPE, ``mla.install_rotary``)."""
+    ``layers``, sorted as ``load_model`` sorts them), ``LAYER`` of the attention family ``attn`` (MLA and
+    SFA: vllm-ascend's rotary tables hold the tiny model's RoPE, ``mla.install_rotary``)."""
+    if attn == "sfa":
+        kernel = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFABackend.get_supported_kernel_block_sizes()
+        if not any(block_size % k == 0 for k in kernel):
+            raise ValueError(
+                f"draft_attn='sfa' with block_size={block_size}: the checkout's SFA kernels take blocks of {kernel}"
+                " tokens (AscendSFABackend.get_supported_kernel_block_sizes)"
+            )
     register_draft_layers(proposer.vllm_config, layers, attn)
-    if attn == "mla":
+    if attn != "gqa":  # MLA and SFA rotate by vllm-ascend's tables
         mla.install_rotary(proposer.vllm_config, proposer.device)
     proposer._draft_attn_layer_names = set(layers)
     proposer.attn_layer_names = sorted(layers)
     config = kv_cache_config(block_size, proposer.hidden_size, layers)
-    with drafting(proposer.vllm_config, proposer.num_speculative_tokens):
+    current = import_ascend("vllm.config").set_current_vllm_config  # as a worker builds them (SFA's reads it)
+    with drafting(proposer.vllm_config, proposer.num_speculative_tokens), current(proposer.vllm_config):
         proposer.initialize_attn_backend(config, kernel_block_sizes(config, attn)[0])
 
 

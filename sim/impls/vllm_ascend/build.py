@@ -71,6 +71,23 @@ class _BlockTableView:
     def get_device_tensor(self) -> torch.Tensor:
         return self.table
 
+    def hold(self, table: torch.Tensor) -> torch.Tensor:
+        """``table``'s rows written into this persistent table (-1 elsewhere), as the runner's input
+        preparation writes its requests' rows, and the view of them it hands on."""
+        n, width = table.shape[0], self.table.shape[1]
+        if table.shape[1] > width and (table[:, width:] >= 0).any():
+            raise ValueError(f"block table of {table.shape[1]} columns: the runner's holds {width}")
+        self.table.fill_(-1)
+        self.table[:n, : table.shape[1]] = table[:, :width]
+        return self.table[:n]
+
+
+def block_tables(device: torch.device, block_size: int, max_model_len: int) -> list[_BlockTableView]:
+    """The runner's per-group tables (``input_batch.block_table``) for ``block_size``-token draft blocks:
+    each group's as wide as ``max_model_len`` needs at the group's block size."""
+    groups = attn_setup.kv_cache_config(block_size, 1).kv_cache_groups
+    return [_BlockTableView(device, -(-max_model_len // g.kv_cache_spec.block_size)) for g in groups]
+
 
 class GraphRunnerView(RunnerView):
     """``RunnerView`` of a runner with ACL graphs: what the full-graph path reads besides.
@@ -92,11 +109,10 @@ class GraphRunnerView(RunnerView):
         self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
         self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
-        max_blocks = -(-tiny_config.MAX_MODEL_LEN // 16) + 1
         self.input_batch = SimpleNamespace(
             lora_id_to_lora_request={},
             num_computed_tokens_cpu_tensor=torch.zeros(MAX_REQS, dtype=torch.int32),
-            block_table=[_BlockTableView(device, max_blocks) for _ in range(attn_setup.KV_CACHE_GROUPS)],
+            block_table=block_tables(device, 16, tiny_config.MAX_MODEL_LEN),  # sized per run: configured_graph
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some
         for name in ("group_len", "group_key_idx", "group_key_cache_idx"):  # main's, handed to the builders
@@ -108,6 +124,13 @@ class GraphRunnerView(RunnerView):
         self.attn_state = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.SpecDecoding
 
     _pad_query_start_loc_for_fia = runner_source.RunnerMethod("_pad_query_start_loc_for_fia")
+
+    def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
+        """The draft group's persistent table holding ``table``'s rows, and the view of them the runner
+        hands its drafter: what a dummy run captured its metadata on, so a kernel that reads the table as
+        a device tensor (SFA's) reads this call's at every replay, as on an NPU."""
+        return self.input_batch.block_table[self.drafter.kv_cache_gid].hold(table)
+
     _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
 
     def _use_aclgraph(self) -> bool:
@@ -189,6 +212,7 @@ def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
     acl._draft_graph_params = None
     acl.set_draft_graph_params(sizes)
     attn_setup.initialize(proposer, cfg.block_size, attn=attn)
+    proposer.runner.input_batch.block_table = block_tables(proposer.device, cfg.block_size, cfg.max_model_len)
     proposer.max_model_len = cfg.max_model_len
     proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

@@ -35,7 +35,7 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
-from sim.impls.vllm_ascend import mla
+from sim.impls.vllm_ascend import mla, sfa
 
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
 
@@ -76,11 +76,13 @@ def recording(real_cls: type) -> type:
 
     class Recording(real_cls):
         _step: int | None = 1  # the first pass's build; build_for_drafting says its step
+        _building = False  # inside a recorded build (GQA's and MLA's build_for_drafting call build, SFA's not)
 
         def build_for_drafting(self, common_attn_metadata, draft_index, *args, **kwargs):
             self._step = draft_index + 1
             try:
-                return super().build_for_drafting(common_attn_metadata, draft_index, *args, **kwargs)
+                build = super().build_for_drafting
+                return self._recorded(build, common_attn_metadata, common_attn_metadata, draft_index, *args, **kwargs)
             finally:
                 self._step = 1
 
@@ -92,10 +94,20 @@ def recording(real_cls: type) -> type:
                 self._step = 1
 
         def build(self, common_prefix_len, common_attn_metadata, *args, **kwargs):
-            cad = common_attn_metadata
+            build = super().build
+            return self._recorded(build, common_attn_metadata, common_prefix_len, common_attn_metadata, *args, **kwargs)
+
+        def _recorded(self, build, cad, *args, **kwargs):
+            """``build(*args, **kwargs)``'s metadata of ``cad``, its mirrors checked first and its views kept."""
+            if self._building:
+                return build(*args, **kwargs)
             check_mirrors(cad, self._step)
-            with unpinned_host_memory():
-                meta = super().build(common_prefix_len, cad, *args, **kwargs)
+            self._building = True
+            try:
+                with unpinned_host_memory():
+                    meta = build(*args, **kwargs)
+            finally:
+                self._building = False
             meta.recorded = Built(self._step, {**held_views(cad), **_held(meta)})
             return meta
 
@@ -107,6 +119,8 @@ def _held(meta) -> dict:
     """What the metadata's kernels keep views of until the forward: its own tensors and host lists."""
     if mla.is_mla(meta):
         return mla.held(meta)
+    if sfa.is_sfa(meta):
+        return sfa.held(meta)
     return {f"metadata.{name}": getattr(meta, name) for name in _HELD}
 
 
@@ -120,12 +134,19 @@ def mla_builder() -> type:
     return recording(import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder)
 
 
+def sfa_builder() -> type:
+    """The checkout's SFA builder (``sfa_v1.AscendSFAMetadataBuilder``), recording."""
+    return recording(import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder)
+
+
 def read_back(meta) -> RecordedMeta:
-    """What the kernels read of real metadata now: MLA's (``mla.read_back``),
+    """What the kernels read of real metadata now: MLA's (``mla.read_back``), SFA's (``sfa.read_back``),
     or ``AscendMetadata``'s: the host lists, the table, the slots, and whether cached context is read at
     all (the attention state)."""
     if mla.is_mla(meta):
         return mla.read_back(meta)
+    if sfa.is_sfa(meta):
+        return sfa.read_back(meta)
     built = meta.recorded
     lens, qsl = list(meta.seq_lens_list), [0, *meta.actual_seq_lengths_q]
     device = meta.block_tables.device

@@ -119,6 +119,21 @@ DIVERGENCES = table(
         setting={"draft_attn": "mla"},
     ),
     Divergence(
+        "sfa-draft-cos-sin-of-capture",
+        "AscendSFAMetadataBuilder._build (sfa_v1.py: get_cos_and_sin_mla(..., use_cache=draft_index is None)), "
+        "the dummy run's build_for_graph_capture",
+        "each draft step's forward rotates its rows at their own positions, in a captured graph as eagerly",
+        "under full graphs (the merged draft graph) the dummy run builds every step through "
+        "build_for_graph_capture, whose cos/sin are views of the global _cos_mla / _sin_mla buffer; a real "
+        "call's draft steps gather theirs afresh (use_cache=False, vllm-ascend #10878) and never write that "
+        "buffer, which holds the first pass's rows: in a call that replays a graph, steps 2..K rotate row i at "
+        "the first pass's row i's position, their queries and the KV they write (eagerly right)",
+        "test_sfa_builder.py::test_graph_steps_rotate_at_the_first_pass",
+        kind=Kind.DEFECT,
+        rule={"graph_steps_rope_of_first_pass": True},
+        setting={"draft_attn": "sfa", "block_size": 128, "graph_mode": "full", "padded": True},  # full graphs: padded
+    ),
+    Divergence(
         "rejection-kernels-read-before-their-buffer",
         "vllm_ascend/ops/triton/reject_sample.py: rejection_greedy_sample_triton, rejection_random_sample_kernel, "
         "sample_recovered_tokens_kernel, expand_kernel",

@@ -87,6 +87,7 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
     n = batch.num_tokens
     cad = interop.to_ascend_metadata(batch)
     cad.attn_state = runner.attn_state  # as the runner's _build_attention_metadata hands it
+    cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
     return dict(
         valid_sampled_token_ids=sampled.padded if sampled.is_padded else steps.unpadded_lists(sampled),
         sampling_metadata=GREEDY,

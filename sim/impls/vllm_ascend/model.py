@@ -40,7 +40,7 @@ from sim.impls.kit.vllm_model import (
     with_padding_rows,
 )
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import builders, mla, tiny_attention
+from sim.impls.vllm_ascend import builders, mla, sfa, tiny_attention
 
 __all__ = [
     "INDEXER_LAYER",
@@ -50,6 +50,7 @@ __all__ = [
     "TinyAttentionBackend",
     "TinyIndexerBackend",
     "TinyMlaBackend",
+    "TinySfaBackend",
 ]
 
 INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backend (a sparse indexer's key cache)
@@ -104,6 +105,20 @@ class TinyMlaBackend(TinyAttentionBackend):
     @staticmethod
     def get_name() -> str:
         return "TINY_MLA"
+
+
+class TinySfaBackend(TinyAttentionBackend):
+    """The draft layer's backend in the SFA family: its metadata builder is the checkout's
+    ``AscendSFAMetadataBuilder``, recording (``builders.sfa_builder``; what the tiny attention reads of
+    it: ``sfa.read_back``, in a captured graph ``sfa.kernel_tensors`` and the captured cos/sin)."""
+
+    @staticmethod
+    def get_builder_cls():
+        return builders.sfa_builder()
+
+    @staticmethod
+    def get_name() -> str:
+        return "TINY_SFA"
 
 
 class AscendSnapshotAttnGroup(SnapshotAttnGroup):
@@ -205,11 +220,15 @@ class AscendTinyMtp(VllmTinyMtp):
         context = import_vllm("vllm.forward_context").get_forward_context()
         attn = context.attn_metadata[LAYER]
         n = input_ids.shape[0]
-        seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
+        if sfa.is_sfa(attn):  # the SFA kernels read device tensors, what the builds before each replay wrote
+            seq_lens, qsl, table, bound = sfa.kernel_tensors(attn, n)
+        else:
+            seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
         slots = rows_of_slots(self.slots(context, attn), n)[:n]
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
-        if mla.is_mla(attn):  # MLA rotates by the captured cos/sin, what the builds before each replay wrote
-            live["rope"] = mla.rope_positions(attn.decode.cos[:n], attn.decode.sin[:n])
+        rotation = attn.decode if mla.is_mla(attn) else attn if sfa.is_sfa(attn) else None
+        if rotation is not None:  # MLA and SFA rotate by the captured cos/sin
+            live["rope"] = mla.rope_positions(rotation.cos[:n], rotation.sin[:n])
             positions = rotated_positions(live["rope"], positions)
         out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live["bound"] = bound

@@ -17,6 +17,7 @@ from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
 from tests.impls.vllm_ascend import mla_breaks as mla
 from tests.impls.vllm_ascend import rejection_breaks as reject
+from tests.impls.vllm_ascend import sfa_breaks as sfa
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
@@ -26,6 +27,8 @@ HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execu
 ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
+SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
+BUILDER_MODULES = {MLA_BUILDER: "vllm_ascend.attention.mla_v1", SFA_BUILDER: "vllm_ascend.attention.sfa_v1"}
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -56,6 +59,8 @@ VARIANTS = {
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
     "mla-rope-of-the-next-position": (MLA_BUILDER + "build_decode_metadata", mla.rope_of_the_next_position),
+    "sfa-lengths-shared-across-steps": (SFA_BUILDER + "_build", sfa.lengths_shared_across_steps),
+    "sfa-draft-rope-from-the-cache": (SFA_BUILDER + "_build", sfa.draft_rope_from_the_cache),
     "greedy-keeps-the-first-mismatch": (REJECT_SAMPLE, reject.keeps_the_first_mismatch),
     "bonus-after-a-rejection": (REJECT_SAMPLE, reject.bonus_after_a_rejection),
     "accepts-every-random-draft": (REJECT_SAMPLE, reject.accepts_every_draft),
@@ -107,6 +112,13 @@ FIXES = {
             ("dummy_run", fixes.capture_builds_each_draft_step),
         ),
     ),
+    "sfa-cos-sin-buffer-per-draft-step": (
+        "sfa-draft-cos-sin-of-capture",
+        (
+            (SFA_BUILDER + "build_for_drafting", fixes.sfa_cos_sin_buffer_per_draft_step),
+            ("dummy_run", fixes.capture_builds_each_draft_step),
+        ),
+    ),
     "predecessor-loads-masked": (
         "rejection-kernels-read-before-their-buffer",
         ((REJECT_KERNELS, fixes.predecessor_loads_masked),),
@@ -142,15 +154,15 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             if target == REJECT_KERNELS:
                 fixing(monkeypatch)
                 continue
-            if target.startswith(MLA_BUILDER):
-                change_mla_builder(target, fixing, monkeypatch)
+            if target.startswith(tuple(BUILDER_MODULES)):
+                change_builder(target, fixing, monkeypatch)
                 continue
             cls = shared.defining_class(configured(2, 16, 64, 8), target)
             monkeypatch.setattr(cls, target, fixing(getattr(cls, target)))
         return
     target, breaking = known[name]
-    if target is not None and target.startswith(MLA_BUILDER):
-        change_mla_builder(target, breaking, monkeypatch)
+    if target is not None and target.startswith(tuple(BUILDER_MODULES)):
+        change_builder(target, breaking, monkeypatch)
         return
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
@@ -178,12 +190,13 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
 
 
-def change_mla_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Change the method ``target`` names (``MLA_BUILDER`` + its name) of the checkout's MLA builder."""
+def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Change the method ``target`` names (a key of ``BUILDER_MODULES``, the class's name and a dot, then
+    the method's) of the checkout's MLA or SFA builder."""
     from sim.impls.kit.ascend.importing import import_ascend
 
-    cls = import_ascend("vllm_ascend.attention.mla_v1").AscendMLAMetadataBuilder
-    method = target.removeprefix(MLA_BUILDER)
+    class_name, _, method = target.partition(".")
+    cls = getattr(import_ascend(BUILDER_MODULES[class_name + "."]), class_name)
     monkeypatch.setattr(cls, method, changing(getattr(cls, method)))
 
 

@@ -36,6 +36,8 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   step's decode cos and sin are gathered afresh and copied into a graph-stable buffer of that step's
   own (as #10878 gave SFA's lengths per-step buffers), and the dummy run captures steps 2..K through
   ``build_for_drafting`` (as its ``use_compress`` branch already does), so a capture holds those buffers.
+- ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-draft-cos-sin-of-capture``
+  fixed the same way on the SFA builder (its draft steps already gather afresh).
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -197,27 +199,45 @@ def cos_sin_of_each_draft_step(build_for_drafting):
     return wrapper
 
 
+def _cos_sin_into_step_buffers(builder, rotation, draft_index: int) -> None:
+    """``rotation``'s cos and sin (a metadata part holding them) copied into buffers draft step
+    ``draft_index`` of ``builder`` owns (shaped as the global one), written in place at every build."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    rotary = import_ascend("vllm_ascend.ops.rotary_embedding")
+    buffers = builder.__dict__.setdefault("_fix_draft_cos_sin", {})
+    if draft_index not in buffers:  # allocated as the builder's own buffers are, outside inference mode
+        with torch.inference_mode(False):
+            buffers[draft_index] = (torch.empty_like(rotary._cos_mla), torch.empty_like(rotary._sin_mla))
+    n = rotation.cos.shape[0]
+    for name, buffer in zip(("cos", "sin"), buffers[draft_index]):
+        buffer[:n].copy_(getattr(rotation, name))
+        setattr(rotation, name, buffer[:n])
+
+
 def cos_sin_buffer_per_draft_step(build_for_drafting):
     """The MLA builder's ``build_for_drafting`` whose decode cos and sin are gathered afresh into a
     buffer each draft step owns (shaped as the global one), written in place at every build."""
-    from sim.impls.kit.ascend.importing import import_ascend
-
     fresh = cos_sin_of_each_draft_step(build_for_drafting)
 
     @functools.wraps(build_for_drafting)
     def wrapper(self, common_attn_metadata, draft_index, *args, **kwargs):
         meta = fresh(self, common_attn_metadata, draft_index, *args, **kwargs)
-        if meta.decode is None:
-            return meta
-        rotary = import_ascend("vllm_ascend.ops.rotary_embedding")
-        buffers = self.__dict__.setdefault("_fix_draft_cos_sin", {})
-        if draft_index not in buffers:  # allocated as the builder's own buffers are, outside inference mode
-            with torch.inference_mode(False):
-                buffers[draft_index] = (torch.empty_like(rotary._cos_mla), torch.empty_like(rotary._sin_mla))
-        n = meta.decode.cos.shape[0]
-        for name, buffer in zip(("cos", "sin"), buffers[draft_index]):
-            buffer[:n].copy_(getattr(meta.decode, name))
-            setattr(meta.decode, name, buffer[:n])
+        if meta.decode is not None:
+            _cos_sin_into_step_buffers(self, meta.decode, draft_index)
+        return meta
+
+    return wrapper
+
+
+def sfa_cos_sin_buffer_per_draft_step(build_for_drafting):
+    """The SFA builder's ``build_for_drafting`` whose cos and sin (gathered afresh, as the checkout's
+    are) land in a buffer each draft step owns, written in place at every build."""
+
+    @functools.wraps(build_for_drafting)
+    def wrapper(self, common_attn_metadata, draft_index, *args, **kwargs):
+        meta = build_for_drafting(self, common_attn_metadata, draft_index, *args, **kwargs)
+        _cos_sin_into_step_buffers(self, meta, draft_index)
         return meta
 
     return wrapper

@@ -31,11 +31,13 @@ FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
 GROUPS = dataclasses.replace(TYPICAL, **DIVERGENCES["draft-state-advanced-per-group"].setting)
 MLA = dataclasses.replace(TYPICAL, **DIVERGENCES["mla-draft-cos-sin-shared"].setting)
 MLA_FULL = dataclasses.replace(FULL, **DIVERGENCES["mla-draft-cos-sin-shared"].setting)
+SFA_FULL = dataclasses.replace(FULL, **DIVERGENCES["sfa-draft-cos-sin-of-capture"].setting)
 SERVED = {  # a fix -> the runs where its defect decides what attention is given, per mode
     "seq-lens-lowered": {"eager": TYPICAL, "full": FULL},
     "num-computed-from-seq-lens": {"eager": TYPICAL, "full": FULL},
     "state-advanced-once-per-step": {"eager": GROUPS},  # several draft groups run eagerly (divergences.GROUPS_EAGER)
     "mla-cos-sin-buffer-per-draft-step": {"eager": MLA, "full": MLA_FULL},
+    "sfa-cos-sin-buffer-per-draft-step": {"full": SFA_FULL},  # eagerly the defect decides nothing
 }
 HALF_FIXES = {  # a half fix -> the defect it half fixes, the run that shows it, what its failure names
     "seq-lens-lowered-on-the-device-only": (
@@ -94,7 +96,7 @@ def test_serving_runs_of_a_fix_pass_following_the_spec(name, mode, monkeypatch, 
 
 @pytest.mark.parametrize("name", list(SERVED))
 def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, impl, device):
-    scenario = SERVED[name]["eager"]
+    scenario = next(iter(SERVED[name].values()))  # eager where the defect decides anything eagerly
     spec = spec_for(RULES, _fix(name, monkeypatch, impl, device, scenario)[0])
     report = _run(scenario, impl, device, spec)
     assert report.ok, [str(m) for m in report.mismatches[:4]]

@@ -15,6 +15,7 @@ import pytest
 
 from sim.serving.scenario import default_scenario
 from tests.checks.e2e_checks import check_implementation
+from tests.properties.test_propose_loop import SFA_BLOCK
 
 
 def stand_ins_touched(run) -> list[str]:
@@ -52,12 +53,15 @@ def _serving_runs(impl, device, attn: str = "gqa"):
     for padded, mode in ((True, "eager"), (False, "eager"), (True, "full")):
         scenario = default_scenario(seed=3, num_requests=8)
         scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode, draft_attn=attn)
+        if attn == "sfa":  # the SFA kernels' blocks
+            scenario = dataclasses.replace(scenario, block_size=SFA_BLOCK)
         check_implementation(impl, scenario, device, f"no-stand-in-{attn}-{padded}-{mode}")
 
 
-@pytest.mark.parametrize("attn", ["gqa", "mla"])
+@pytest.mark.parametrize("attn", ["gqa", "mla", "sfa"])
 def test_a_serving_run_touches_no_stand_in(impl, device, attn):
-    """With either draft attention: the GQA builder's runs, or the MLA builder's (its cos/sin included)."""
+    """With each draft attention: the GQA builder's runs, the MLA builder's or the SFA builder's (their
+    cos/sin included)."""
     assert stand_ins_touched(functools.partial(_serving_runs, impl, device, attn)) == []
 
 

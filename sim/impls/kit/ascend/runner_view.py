@@ -43,6 +43,12 @@ class RunnerView:
     _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
+
+    def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
+        """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
+        eager runner's metadata is built from it at each call, so where it lives decides nothing)."""
+        return table
+
     use_dcp = runner_source.RunnerMethod("use_dcp", prop=True)  # main's
 
     def __init__(self, device: torch.device, vllm_config=None):
