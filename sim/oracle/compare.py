@@ -118,6 +118,7 @@ def compare_trace(
         want = reference.step(case, rec.step, padded, rules)
         out += _first_diff(f"step {rec.step} positions", it, rec.positions, want.positions)
         out += _first_diff(f"step {rec.step} seq_lens", it, rec.seq_lens, want.seq_lens)
+        out += _first_diff(f"step {rec.step} query_start_loc", it, rec.query_start_loc, want.query_start_loc)
         out += _first_diff(f"step {rec.step} slot_mapping", it, rec.slot_mapping, want.slot_mapping)
     for rec in trace:
         if rec.rope_positions is not None:  # the metadata carries the rotation (MLA): the positions it names

@@ -38,6 +38,7 @@ who reports them. Nothing here reads a proposer's trace or outputs.
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 import torch
@@ -92,6 +93,7 @@ def is_modelled(rules: Rules, padded: bool) -> bool:
         or rules.overflow_position == "restart"
         or rules.rotates_at_last_build
         or rules.rotates_steps_at_first_pass
+        or rules.steps_read_first_pass_lengths
     )
 
 
@@ -259,9 +261,19 @@ def defect_drafts(model: TinyMtp, call: CallInputs, rules: Rules, tolerance: flo
                 cache.written[slot] = UNDEFINED if state.tied else (k1[0], v1[0])
         for r, state in enumerate(requests):
             x, q = queries[r] if queries[r] is not None else (None, None)
-            out = None if q is None else cache.attend(model, r, q, meta.seq_lens[r])
+            req, seen = _row_context(meta, r)
+            out = None if q is None else cache.attend(model, req, q, seen)
             _draft(model, state, j, x, out, mml, tolerance)
     return [DefectDrafts(s.drafts, s.undefined, s.after_tie) for s in requests]
+
+
+def _row_context(meta: reference.RefStep, row: int) -> tuple[int, int]:
+    """(the request whose keys step row ``row`` attends to, how many of them), as a kernel reads the
+    step's query offsets and key lengths: row n of request r is its query ``n - qsl[r]`` of ``q_r``,
+    at context position ``seq_len[r] - q_r + n - qsl[r]`` (one row per request: its own, seq_len)."""
+    qsl = meta.query_start_loc
+    r = bisect.bisect_right(qsl, row) - 1
+    return r, meta.seq_lens[r] - (qsl[r + 1] - qsl[r]) + (row - qsl[r]) + 1
 
 
 def _draft(model: TinyMtp, state: _Request, j: int, x, attn_out, mml: int, tolerance: float) -> None:

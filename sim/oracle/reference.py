@@ -34,6 +34,7 @@ class RefStep(NamedTuple):
     positions: list[int]
     seq_lens: list[int]
     slot_mapping: list[int]
+    query_start_loc: list[int]  # one query row per request, unless the rules say otherwise
 
 
 def next_token(req: RequestCase, vocab_size: int) -> tuple[int, int]:
@@ -93,7 +94,7 @@ def max_query_len(case: BatchCase, padded: bool, rules: Rules = CORE) -> int:
 def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> RefStep:
     """Metadata of draft step ``j`` (2-based) for every request (``padded`` matters only under ``rules``)."""
     cfg = case.config
-    out = RefStep([], [], [])
+    out = RefStep([], [], [], list(range(len(case.requests) + 1)))
     bases = []  # each request's host length the steps advance from: the target's, or lowered by its rejections
     for req in case.requests:
         accepted = req.seq_len - rejected(req, next_token(req, cfg.vocab_size)[1])
@@ -113,6 +114,10 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
                 cfg.max_model_len,
             )
         )
+    if rules.steps_read_first_pass_lengths:  # the first pass's offsets and lengths, where the step's own should be
+        first = first_pass(case, padded, rules)
+        out.seq_lens[:] = first.seq_lens
+        out.query_start_loc[:] = first.query_start_loc
     return out
 
 

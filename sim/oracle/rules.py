@@ -85,9 +85,12 @@ class Rules:
         get the last step's positions of requests 0..B-1, and steps 2..K-1 the last step's positions.
     graph_steps_rope_of_first_pass: in a call that replays a captured draft graph (``for_call``), with an
         SFA draft (its builder's draft steps gather their cos/sin afresh), every draft step 2..K rotates row i at the
-        position the first pass's row i is rotated at (vllm-ascend's ``sfa-draft-cos-sin-of-capture``: the
+        position the first pass's row i is rotated at (vllm-ascend's ``sfa-graph-steps-replay-the-first-pass``: the
         dummy run captures the steps on the global cos/sin buffer, which only the first pass's build
         writes; each step's own cos/sin, gathered afresh, is never read by the graph).
+    graph_steps_lengths_of_first_pass: likewise, every draft step 2..K reads the first pass's query offsets
+        and key lengths (vllm-ascend main's SFA builder, which copies every build's lengths into its own
+        buffers: the captured steps read the non-draft ones, which only the first pass's build writes).
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
         configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or
         ``graph_steps_rope_of_first_pass``).
@@ -118,6 +121,7 @@ class Rules:
     draft_attn_groups: int = 1
     rope_from_last_build: bool = False
     graph_steps_rope_of_first_pass: bool = False
+    graph_steps_lengths_of_first_pass: bool = False
     draft_attn: str = "gqa"
     graphs_uniform_decode_only: bool = False
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
@@ -164,11 +168,17 @@ class Rules:
         on an SFA draft, in a call that replays a graph."""
         return self.graph_steps_rope_of_first_pass and self.draft_attn == "sfa"
 
+    @property
+    def steps_read_first_pass_lengths(self) -> bool:
+        """Whether draft steps 2..K read the first pass's query offsets and key lengths:
+        ``graph_steps_lengths_of_first_pass`` on an SFA draft, in a call that replays a graph."""
+        return self.graph_steps_lengths_of_first_pass and self.draft_attn == "sfa"
+
     def for_call(self, replays_graph: bool) -> Rules:
         """These rules for one call: what holds only when a captured graph runs it is dropped when it does not."""
-        if replays_graph or not self.graph_steps_rope_of_first_pass:
+        if replays_graph:
             return self
-        return dataclasses.replace(self, graph_steps_rope_of_first_pass=False)
+        return dataclasses.replace(self, graph_steps_rope_of_first_pass=False, graph_steps_lengths_of_first_pass=False)
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""

@@ -87,10 +87,12 @@ def test_a_run_of_two_draft_groups_on_an_implementation_of_one_is_refused_by_nam
 
 
 def test_a_scenario_names_a_draft_attention_family_it_cannot_have():
-    with pytest.raises(ValueError, match="draft_attn='sfa': expected one of"):
-        Scenario(draft_attn="sfa")
+    with pytest.raises(ValueError, match="draft_attn='gdn': expected one of"):
+        Scenario(draft_attn="gdn")
     with pytest.raises(ValueError, match="draft_attn='mla' with mrope=True, draft_attn_groups=1"):
         Scenario(draft_attn="mla", mrope=True)
+    with pytest.raises(ValueError, match="draft_attn='sfa' with mrope=False, draft_attn_groups=2"):
+        Scenario(draft_attn="sfa", draft_attn_groups=2)
     with pytest.raises(ValueError, match="draft_attn='mla' with mrope=False, draft_attn_groups=2"):
         Scenario(draft_attn="mla", draft_attn_groups=2)
 

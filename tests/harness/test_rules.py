@@ -201,5 +201,36 @@ def test_an_mla_draft_rotates_at_the_last_steps_positions_under_the_shared_cos_s
 
 
 def test_the_draft_attention_family_is_named():
-    with pytest.raises(ValueError, match="draft_attn='sfa'"):
-        Rules(draft_attn="sfa")
+    with pytest.raises(ValueError, match="draft_attn='gdn'"):
+        Rules(draft_attn="gdn")
+
+
+def test_sfa_graph_steps_replay_the_first_pass():
+    """vllm-ascend's ``sfa-graph-steps-replay-the-first-pass`` with K = 3 on two decodes (4 rows each, all
+    accepted: last positions 7 and 13): in a replayed call steps 2 and 3 rotate rows 0 and 1 at the
+    first pass's rows 0 and 1 (positions 4, 5), and with the lengths rule read the first pass's query
+    offsets and key lengths; a call that does not replay a graph (``for_call(False)``), a GQA draft,
+    or the spec keep each step's own."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=3, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=64,
+                         max_num_reqs=4, hidden_size=32)  # fmt: skip
+    decodes = [RequestCase([1, 2, 3, 4], c, 4, 3, [1, 2, 3, 4], False, [0, 1, 2, 3]) for c in (4, 10)]
+    case = BatchCase(cfg, decodes, seed=0)
+    replayed = Rules(graph_steps_rope_of_first_pass=True, graph_steps_lengths_of_first_pass=True, draft_attn="sfa")
+    first = reference.first_pass(case, True, replayed)
+    assert reference.rope_positions(case, 2) == [8, 14] and reference.step(case, 2).seq_lens == [9, 15]
+    assert reference.rope_positions(case, 2, rules=replayed) == reference.rope_positions(case, 3, rules=replayed)
+    assert reference.rope_positions(case, 3, rules=replayed) == [4, 5]
+    step = reference.step(case, 3, rules=replayed)
+    assert (step.seq_lens, step.query_start_loc) == (first.seq_lens, first.query_start_loc) == ([8, 14], [0, 4, 8])
+    assert (
+        step.positions == reference.step(case, 3).positions
+        and step.slot_mapping == reference.step(case, 3).slot_mapping
+    )
+    for other in (replayed.for_call(False), dataclasses.replace(replayed, draft_attn="gqa"), Rules(draft_attn="sfa")):
+        assert reference.rope_positions(case, 3, rules=other) == [9, 15]
+        assert reference.step(case, 3, rules=other).query_start_loc == [0, 1, 2]
+    assert replayed.for_call(True) is replayed

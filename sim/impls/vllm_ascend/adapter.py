@@ -290,6 +290,6 @@ class AscendProposer(EagerAdapter):
 
 def implementation() -> Implementation:
     """The ``vllm_ascend`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
-    return factory.implementation(
-        "vllm_ascend", unavailable_reason, AscendOps(), AscendProposer, divergences, describe=describe
-    )
+    reason = unavailable_reason()  # before the generation is asked
+    table = divergences.in_force(generation.name()) if reason is None else divergences
+    return factory.implementation("vllm_ascend", lambda: reason, AscendOps(), AscendProposer, table, describe=describe)

@@ -9,10 +9,30 @@ its reason (``LACKS``).
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
 from sim.impls.kit.host_reads import prepare_inputs_padded_reads
+
+SFA_GRAPH_STEPS = Divergence(
+    "sfa-graph-steps-replay-the-first-pass",
+    "the dummy run's build_for_graph_capture of every draft step; AscendSFAMetadataBuilder._build "
+    "(sfa_v1.py: get_cos_and_sin_mla(..., use_cache=draft_index is None))",
+    "each draft step's forward reads its own metadata, in a captured graph as eagerly",
+    "under full graphs (the merged draft graph) the dummy run builds every step as a first pass "
+    "(build_for_graph_capture: draft_index None), so the captured kernels read the buffers a first pass's "
+    "build writes; a real call's draft steps write their own (cos/sin gathered afresh, vllm-ascend #10878), "
+    "which no replay reads: in a call that replays a graph, steps 2..K rotate row i at the first pass's "
+    "row i's position, their queries and the KV they write (eagerly right)",
+    "test_sfa_builder.py::test_graph_steps_replay_the_first_pass",
+    kind=Kind.DEFECT,
+    rule={"graph_steps_rope_of_first_pass": True},
+    setting={"draft_attn": "sfa", "block_size": 128, "graph_mode": "full", "padded": True},  # full graphs: padded
+)
+
 
 DIVERGENCES = table(
     Divergence(
@@ -118,21 +138,7 @@ DIVERGENCES = table(
         rule={"rope_from_last_build": True},
         setting={"draft_attn": "mla"},
     ),
-    Divergence(
-        "sfa-draft-cos-sin-of-capture",
-        "AscendSFAMetadataBuilder._build (sfa_v1.py: get_cos_and_sin_mla(..., use_cache=draft_index is None)), "
-        "the dummy run's build_for_graph_capture",
-        "each draft step's forward rotates its rows at their own positions, in a captured graph as eagerly",
-        "under full graphs (the merged draft graph) the dummy run builds every step through "
-        "build_for_graph_capture, whose cos/sin are views of the global _cos_mla / _sin_mla buffer; a real "
-        "call's draft steps gather theirs afresh (use_cache=False, vllm-ascend #10878) and never write that "
-        "buffer, which holds the first pass's rows: in a call that replays a graph, steps 2..K rotate row i at "
-        "the first pass's row i's position, their queries and the KV they write (eagerly right)",
-        "test_sfa_builder.py::test_graph_steps_rotate_at_the_first_pass",
-        kind=Kind.DEFECT,
-        rule={"graph_steps_rope_of_first_pass": True},
-        setting={"draft_attn": "sfa", "block_size": 128, "graph_mode": "full", "padded": True},  # full graphs: padded
-    ),
+    SFA_GRAPH_STEPS,
     Divergence(
         "rejection-kernels-read-before-their-buffer",
         "vllm_ascend/ops/triton/reject_sample.py: rejection_greedy_sample_triton, rejection_random_sample_kernel, "
@@ -167,6 +173,29 @@ DIVERGENCES = table(
         kind=Kind.DESIGN,
     ),
 )
+
+
+# What a generation has otherwise (``in_force``): main's SFA builder, since vllm-ascend #13958 (2026-08-13),
+# copies every build's lengths into buffers of its own, so a replayed step reads the first pass's lengths too.
+MAIN = {
+    SFA_GRAPH_STEPS.id: dataclasses.replace(
+        SFA_GRAPH_STEPS,
+        impl=SFA_GRAPH_STEPS.impl.replace(
+            "at the first pass's row i's position,",
+            "at the first pass's row i's position and reads the first pass's query offsets and key lengths "
+            "(main's builder copies every build's lengths into its own buffers, the first pass's into those a "
+            "replayed step reads: vllm-ascend #13958),",
+        ),
+        rule={"graph_steps_rope_of_first_pass": True, "graph_steps_lengths_of_first_pass": True},
+    ),
+}
+
+
+def in_force(generation: str) -> SimpleNamespace:
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0`` or
+    ``main``): the entries as that generation has them, and the rules that model them."""
+    kept = {**DIVERGENCES, **(MAIN if generation == "main" else {})}
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
 
 
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.

@@ -12,6 +12,8 @@ itself what it takes:
   0.23.0 reads the attribute.
 - the runner's ``propose_draft_token_ids`` asks ``use_cp`` (0.23.0) or ``use_dcp`` (main):
   both are the runner's own properties, compiled from source (``build.RunnerView``).
+- the SFA builder: main's copies every build's lengths into its own buffers (``name``: which
+  divergence table applies, ``divergences.in_force``).
 
 What differs at import (vLLM 0.27's ``PIN_MEMORY``, main's ``triton.experimental.gluon``
 stand-ins) is absorbed by ``importing.prepare``.
@@ -20,8 +22,23 @@ stand-ins) is absorbed by ``importing.prepare``.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
+
+# What main's SFA builder does at every build since vllm-ascend #13958, and 0.23.0's does not.
+_SFA_LENGTHS_COPIED = "actual_seq_lengths_key[:num_reqs].copy_("
+
+
+@functools.cache
+def name() -> str:
+    """``0.23.0`` or ``main``: whose divergence table applies (``divergences.in_force``), by what the
+    checkout's SFA builder does: main's copies every build's key lengths into buffers of its own
+    (``_build``), 0.23.0's hands views of the common metadata's."""
+    builder = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder
+    return "main" if _SFA_LENGTHS_COPIED in inspect.getsource(builder._build) else "0.23.0"
 
 
 def update_step(p, draft_index: int, cad, batch_size: int, positions, mode, attn_group):

@@ -113,7 +113,7 @@ FIXES = {
         ),
     ),
     "sfa-cos-sin-buffer-per-draft-step": (
-        "sfa-draft-cos-sin-of-capture",
+        "sfa-graph-steps-replay-the-first-pass",
         (
             (SFA_BUILDER + "build_for_drafting", fixes.sfa_cos_sin_buffer_per_draft_step),
             ("dummy_run", fixes.capture_builds_each_draft_step),

@@ -36,7 +36,7 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   step's decode cos and sin are gathered afresh and copied into a graph-stable buffer of that step's
   own (as #10878 gave SFA's lengths per-step buffers), and the dummy run captures steps 2..K through
   ``build_for_drafting`` (as its ``use_compress`` branch already does), so a capture holds those buffers.
-- ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-draft-cos-sin-of-capture``
+- ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-graph-steps-replay-the-first-pass``
   fixed the same way on the SFA builder (its draft steps already gather afresh).
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).

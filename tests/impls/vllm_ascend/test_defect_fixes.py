@@ -20,7 +20,8 @@ import pytest
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.metadata_checks import MetadataMismatch
-from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
+from sim.impls.vllm_ascend import divergences, generation
+from sim.impls.vllm_ascend.divergences import DIVERGENCES
 from sim.serving.checker import DEFECT, SPEC
 from sim.serving.run import run_scenario
 from tests.impls.fixes import assert_max_query_len_fix_holds, skip_unless_present
@@ -31,7 +32,7 @@ FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(4, 8))
 GROUPS = dataclasses.replace(TYPICAL, **DIVERGENCES["draft-state-advanced-per-group"].setting)
 MLA = dataclasses.replace(TYPICAL, **DIVERGENCES["mla-draft-cos-sin-shared"].setting)
 MLA_FULL = dataclasses.replace(FULL, **DIVERGENCES["mla-draft-cos-sin-shared"].setting)
-SFA_FULL = dataclasses.replace(FULL, **DIVERGENCES["sfa-draft-cos-sin-of-capture"].setting)
+SFA_FULL = dataclasses.replace(FULL, **DIVERGENCES["sfa-graph-steps-replay-the-first-pass"].setting)
 SERVED = {  # a fix -> the runs where its defect decides what attention is given, per mode
     "seq-lens-lowered": {"eager": TYPICAL, "full": FULL},
     "num-computed-from-seq-lens": {"eager": TYPICAL, "full": FULL},
@@ -64,8 +65,13 @@ def _unchanged_vllm_ascend():
         pytest.skip(f"{broken_gate.ENV} changes vllm-ascend for the session; these tests change it themselves")
 
 
-def _run(scenario, impl, device, rules=RULES):
-    return run_scenario(scenario, device, impl, rules=rules)
+def _table():
+    """The harness's divergence table as the checkout's generation has it, whatever the session accepts."""
+    return divergences.in_force(generation.name())
+
+
+def _run(scenario, impl, device, rules=None):
+    return run_scenario(scenario, device, impl, rules=rules or _table().RULES)
 
 
 def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):
@@ -77,7 +83,7 @@ def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):
     if defect != "unpadded-max-query-len":  # a serving run shows it; the max_query_len fix applies twice alike
         skip_unless_present(defect, before)
     broken_gate.apply(name, monkeypatch)
-    return DIVERGENCES[defect], before
+    return _table().DIVERGENCES[defect], before
 
 
 @pytest.mark.parametrize(("name", "mode"), [(name, mode) for name, runs in SERVED.items() for mode in runs])
@@ -97,7 +103,7 @@ def test_serving_runs_of_a_fix_pass_following_the_spec(name, mode, monkeypatch, 
 @pytest.mark.parametrize("name", list(SERVED))
 def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, impl, device):
     scenario = next(iter(SERVED[name].values()))  # eager where the defect decides anything eagerly
-    spec = spec_for(RULES, _fix(name, monkeypatch, impl, device, scenario)[0])
+    spec = spec_for(_table().RULES, _fix(name, monkeypatch, impl, device, scenario)[0])
     report = _run(scenario, impl, device, spec)
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
@@ -105,8 +111,8 @@ def test_the_spec_of_a_fixed_defect_holds(name, monkeypatch, impl, device):
 def test_a_fixed_max_query_len_is_the_spec(monkeypatch, impl, device):
     """Handed to the builder at the first pass and compared in single calls only: the spec holds there,
     and the single-call check under the implementation's rules accepts it."""
-    spec = spec_for(RULES, _fix("max-query-len-compacted", monkeypatch, impl, device)[0])
-    assert_max_query_len_fix_holds(impl.ops, RULES, spec, device)
+    spec = spec_for(_table().RULES, _fix("max-query-len-compacted", monkeypatch, impl, device)[0])
+    assert_max_query_len_fix_holds(impl.ops, _table().RULES, spec, device)
 
 
 @pytest.mark.parametrize("name", list(HALF_FIXES))
