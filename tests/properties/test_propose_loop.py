@@ -37,10 +37,12 @@ pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call p
 EAGER = share(2)
 GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
-MLA = share(8)  # likewise: an MLA draft changes the builder and the rotation, the loop is the one above
-SFA = share(8)  # likewise: an SFA draft's kernels read device tensors
+FAMILY = share(8)  # likewise: an MLA or SFA draft changes the builder and the rotation, the loop is the one above
 # The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
 SFA_BLOCK = 128
+# The draft attention families besides GQA, each with the scenario fields it runs with.
+FAMILIES = [pytest.param("mla", marks=USES_MLA_DRAFT), pytest.param("sfa", marks=USES_SFA_DRAFT)]
+FAMILY_FIELDS = {"mla": {"draft_attn": "mla"}, "sfa": {"draft_attn": "sfa", "block_size": SFA_BLOCK}}
 
 
 def _check(device, impl, scenario, padded, mode, name, **fields):
@@ -79,27 +81,17 @@ def test_a_draft_of_two_attention_groups_matches_reference(device, impl, padded,
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("padded", PADDING)
-@USES_MLA_DRAFT
-@MLA
+@pytest.mark.parametrize("attn", FAMILIES)
+@FAMILY
 @given(scenario=scenarios())
-def test_an_mla_draft_matches_reference(device, impl, padded, mode, scenario, request):
-    """An MLA draft layer (a DeepSeek MTP layer's), its metadata built by the implementation's MLA builder:
-    each call's decode and prefill lengths, tables and slots, the positions its RoPE is given in the
-    metadata (cos and sin), and the drafts; eagerly and in each graph mode (padded to captured sizes,
-    what a replay reads of the metadata it was captured with)."""
-    _check(device, impl, scenario, padded, mode, request.node.name, draft_attn="mla")
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("padded", PADDING)
-@USES_SFA_DRAFT
-@SFA
-@given(scenario=scenarios())
-def test_an_sfa_draft_matches_reference(device, impl, padded, mode, scenario, request):
-    """An SFA draft layer (a DeepSeek V3.2 / GLM-5 MTP layer's), its metadata built by the implementation's
-    SFA builder, at 128-token blocks: the lengths, table, slots and rotation its kernels read as device
-    tensors at the forward (in a graph, at each replay), and the drafts."""
-    _check(device, impl, scenario, padded, mode, request.node.name, draft_attn="sfa", block_size=SFA_BLOCK)
+def test_a_draft_of_each_family_matches_reference(device, impl, attn, padded, mode, scenario, request):
+    """An MLA draft layer (a DeepSeek MTP layer's) or an SFA one (a DeepSeek V3.2 / GLM-5 MTP layer's, at
+    128-token blocks), its metadata built by the implementation's builder of that family: each call's
+    lengths, tables and slots as its kernels read them (MLA: the decode and prefill parts' host lists;
+    SFA: device tensors), the positions its RoPE is given in the metadata (cos and sin), and the drafts;
+    eagerly and in each graph mode (padded to captured sizes, what a replay reads of the metadata it
+    was captured with)."""
+    _check(device, impl, scenario, padded, mode, request.node.name, **FAMILY_FIELDS[attn])
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
@@ -131,7 +123,7 @@ def test_a_typical_serving_run_matches_reference(device, impl, request):
     check_implementation(impl, TYPICAL, device, request.node.name)
 
 
-TYPICAL_SFA = dataclasses.replace(TYPICAL, draft_attn="sfa", block_size=SFA_BLOCK)
+TYPICAL_SFA = dataclasses.replace(TYPICAL, **FAMILY_FIELDS["sfa"])
 
 # Fixed runs at the edges upstream's reports name: seven drafts per step running into max_model_len
 # (a slot buffer sized for fewer drafts, #14114); drafts stepping into the last block of a request's
@@ -203,22 +195,12 @@ def test_a_typical_serving_run_of_two_draft_attention_groups_matches_reference(d
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
-@USES_MLA_DRAFT
-def test_a_typical_serving_run_of_an_mla_draft_matches_reference(device, impl, mode, request):
-    """``TYPICAL`` with an MLA draft layer, eagerly and in each graph mode (capturing at two sizes),
+@pytest.mark.parametrize("attn", FAMILIES)
+def test_a_typical_serving_run_of_each_family_matches_reference(device, impl, attn, mode, request):
+    """``TYPICAL`` with an MLA or SFA draft layer, eagerly and in each graph mode (capturing at two sizes),
     seconds into the gate."""
     sizes = None if mode == "eager" else (2, 8)
-    scenario = dataclasses.replace(TYPICAL, draft_attn="mla", graph_mode=mode, capture_sizes=sizes)
-    check_implementation(impl, scenario, device, request.node.name)
-
-
-@pytest.mark.order(0)
-@pytest.mark.parametrize("mode", MODES)
-@USES_SFA_DRAFT
-def test_a_typical_serving_run_of_an_sfa_draft_matches_reference(device, impl, mode, request):
-    """``TYPICAL_SFA``, eagerly and in each graph mode (capturing at two sizes), seconds into the gate."""
-    sizes = None if mode == "eager" else (2, 8)
-    scenario = dataclasses.replace(TYPICAL_SFA, graph_mode=mode, capture_sizes=sizes)
+    scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=sizes, **FAMILY_FIELDS[attn])
     check_implementation(impl, scenario, device, request.node.name)
 
 
