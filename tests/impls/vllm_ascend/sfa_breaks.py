@@ -31,16 +31,16 @@ def lengths_shared_across_steps(_build):
 
 
 def draft_rope_from_the_cache(_build):
-    rotary = "vllm_ascend.attention.sfa_v1"
-
     @functools.wraps(_build)
     def wrapper(self, common_attn_metadata, draft_index=None):
-        module = __import__(rotary, fromlist=["get_cos_and_sin_mla"])
-        real = module.get_cos_and_sin_mla
-        module.get_cos_and_sin_mla = lambda positions, use_cache=False: real(positions, use_cache=True)
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        module = import_ascend("vllm_ascend.attention.sfa_v1")
+        gather = module.get_cos_and_sin_mla
+        module.get_cos_and_sin_mla = lambda positions, use_cache=False: gather(positions, use_cache=True)
         try:
             return _build(self, common_attn_metadata, draft_index)
         finally:
-            module.get_cos_and_sin_mla = real
+            module.get_cos_and_sin_mla = gather
 
     return wrapper
