@@ -12,6 +12,8 @@ checkout's ``.github/vllm-main-verified.commit`` names, on its release's closure
 ``build``: the proposer from a tiny local config and a plain runner, no weights, no hub.
 ``interop``: the core's metadata as vllm-ascend's types.
 ``model``: the tiny MTP model and a recording attention group behind vllm-ascend's interfaces.
+``builders``, ``attn_setup``: the checkout's own metadata builders, recording, set up as its runner sets
+them up; ``mla``, ``sfa``: what the MLA and SFA kernels read of their builders' metadata.
 ``generation``: what differs between generations, found by the methods' signatures.
 ``adapter``: ``--impl vllm_ascend``: steps 1-4 and the whole ``_propose`` loop by vllm-ascend's code.
 ``divergences``: where vllm-ascend differs from the core by design, each pinned by a test.
