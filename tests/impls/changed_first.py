@@ -29,7 +29,17 @@ AREAS = (
         ("test_step_one.py", "test_prepare.py", "test_steps.py", "test_propose.py", "test_core_properties.py"),
     ),
     ("vllm_ascend/compilation/", ("test_graphs.py", "test_npu_graphs.py", "graph_mode")),
-    ("vllm_ascend/attention/", ("test_attn_setup.py", "test_propose.py", "test_propose_loop.py")),
+    (
+        "vllm_ascend/attention/",
+        (
+            "test_attn_setup.py",
+            "test_mla_builder.py",
+            "test_gate_catches_mla.py",
+            "test_sfa_builder.py",
+            "test_propose.py",
+            "test_propose_loop.py",
+        ),
+    ),
     ("vllm_ascend/worker/model_runner_v1.py", ("test_handoff.py", "test_early_copies.py")),
     ("vllm_ascend/worker/v2/", ("vllm_ascend_mrv2/", "test_propose_loop.py")),
 )

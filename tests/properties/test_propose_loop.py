@@ -171,9 +171,12 @@ def test_a_serving_run_at_an_edge_matches_reference(device, impl, edge, attn, re
 
 @pytest.mark.order(0)
 @USES_SFA_DRAFT
-def test_an_sfa_draft_at_blocks_of_128_matches_reference(device, impl, request):
-    """``EDGES``' 128-token blocks with an SFA draft (the blocks its kernels take), eagerly."""
-    check_implementation(impl, dataclasses.replace(EDGES["blocks-of-128"], draft_attn="sfa"), device, request.node.name)
+@pytest.mark.parametrize("edge", list(EDGES))
+def test_a_serving_run_of_an_sfa_draft_at_an_edge_matches_reference(device, impl, edge, request):
+    """Each of ``EDGES`` with an SFA draft, at the 128-token blocks its kernels take (seven drafts per step
+    and drafts past ``max_model_len`` then fall in a request's one block), eagerly."""
+    scenario = dataclasses.replace(EDGES[edge], **FAMILY_FIELDS["sfa"])
+    check_implementation(impl, scenario, device, request.node.name)
 
 
 @pytest.mark.order(0)
