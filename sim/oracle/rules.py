@@ -11,6 +11,7 @@ properties still run on that implementation and catch everything else.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # What a draft step whose position reaches max_model_len gets, on two independent axes.
@@ -92,8 +93,8 @@ class Rules:
         and key lengths (vllm-ascend main's SFA builder, which copies every build's lengths into its own
         buffers: the captured steps read the non-draft ones, which only the first pass's build writes).
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
-        configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or
-        ``graph_steps_rope_of_first_pass``).
+        configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or one of
+        the ``graph_steps_*`` rules holds).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -174,9 +175,10 @@ class Rules:
         ``graph_steps_lengths_of_first_pass`` on an SFA draft, in a call that replays a graph."""
         return self.graph_steps_lengths_of_first_pass and self.draft_attn == "sfa"
 
-    def for_call(self, replays_graph: bool) -> Rules:
-        """These rules for one call: what holds only when a captured graph runs it is dropped when it does not."""
-        if replays_graph:
+    def for_call(self, replays_graph: Callable[[], bool]) -> Rules:
+        """These rules for one call: what holds only when a captured graph runs it is dropped unless
+        ``replays_graph()`` (asked only where the rules hold such a thing) says one does."""
+        if not (self.graph_steps_rope_of_first_pass or self.graph_steps_lengths_of_first_pass) or replays_graph():
             return self
         return dataclasses.replace(self, graph_steps_rope_of_first_pass=False, graph_steps_lengths_of_first_pass=False)
 

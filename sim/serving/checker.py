@@ -52,7 +52,7 @@ class RunChecker:
             iteration, drafts, proposer, self.ref_model, self.target, self.scenario, self.tolerance,
             self.kv and self.kv.state,
         )  # fmt: skip
-        rules = self.rules.for_call(replays_graph(iteration.case, padded, call.captured, self.rules))
+        rules = self.rules.for_call(lambda: replays_graph(iteration.case, padded, call.captured, self.rules))
         followed, got, mismatches = call.against(rules)
         in_effect = followed_rules(rules, followed)
         report.mismatches += mismatches

@@ -130,7 +130,7 @@ def run_scenario(
     for iteration, drafts, syncs in serve(
         sim, proposer, device, scenario, count_syncs, checker and checker.before_propose
     ):
-        model.cache.check_bounds()  # a slot past the cache: IndexError, as the sim's torch raises at once
+        model.cache.check_bounds()  # a slot past the cache: IndexError after the call, on every device
         if syncs is not None:
             report.host_syncs.update(syncs.counts)
         report.drafts.append(drafts)

@@ -230,7 +230,9 @@ def test_sfa_graph_steps_replay_the_first_pass():
         step.positions == reference.step(case, 3).positions
         and step.slot_mapping == reference.step(case, 3).slot_mapping
     )
-    for other in (replayed.for_call(False), dataclasses.replace(replayed, draft_attn="gqa"), Rules(draft_attn="sfa")):
+    not_replayed = replayed.for_call(lambda: False)
+    for other in (not_replayed, dataclasses.replace(replayed, draft_attn="gqa"), Rules(draft_attn="sfa")):
         assert reference.rope_positions(case, 3, rules=other) == [9, 15]
         assert reference.step(case, 3, rules=other).query_start_loc == [0, 1, 2]
-    assert replayed.for_call(True) is replayed
+    assert replayed.for_call(lambda: True) is replayed
+    assert Rules().for_call(lambda: pytest.fail("asked where no rule holds only in graphs")) == Rules()

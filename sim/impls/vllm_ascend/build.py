@@ -74,11 +74,11 @@ class _BlockTableView:
     def hold(self, table: torch.Tensor) -> torch.Tensor:
         """``table``'s rows written into this persistent table (-1 elsewhere), as the runner's input
         preparation writes its requests' rows, and the view of them it hands on."""
-        n, width = table.shape[0], self.table.shape[1]
-        if table.shape[1] > width and (table[:, width:] >= 0).any():
-            raise ValueError(f"block table of {table.shape[1]} columns: the runner's holds {width}")
+        (n, cols), width = table.shape, self.table.shape[1]
+        if cols > width and (table[:, width:] >= 0).any():
+            raise ValueError(f"block table of {cols} columns: the runner's holds {width}")
         self.table.fill_(-1)
-        self.table[:n, : table.shape[1]] = table[:, :width]
+        self.table[:n, : min(cols, width)] = table[:, :width]
         return self.table[:n]
 
 
