@@ -107,7 +107,9 @@ def run_scenario(
     ops = ops if ops is not None else getattr(impl, "ops", None)
     proposer_cls = proposer_cls or getattr(impl, "proposer_cls", MtpProposer)
     rules = rules if rules is not None else getattr(impl, "rules", CORE)
-    rules = dataclasses.replace(rules, draft_attn_groups=scenario.draft_attn_groups, draft_attn=scenario.draft_attn)
+    rules = dataclasses.replace(
+        rules, draft_attn_groups=scenario.draft_attn_groups, draft_attn=scenario.draft_attn, dp=scenario.dp
+    )
     divergences = [d for d in impl.in_force(device.name) if d.rule] if impl is not None else []
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)

@@ -50,6 +50,10 @@ class Scenario:
     with), or ``sfa`` (a DeepSeek V3.2 / GLM-5 MTP layer's: MLA with a sparse indexer, its metadata built
     by the implementation's SFA builder, its lengths device tensors). An implementation without the
     family's builder lacks it (``Feature.MLA_DRAFT``, ``Feature.SFA_DRAFT``).
+    dp: the data-parallel ranks this scenario's rank steps among (1: none). Each DP rank serves a batch of
+    its own and pads its draft forwards to the largest rank's (vLLM's DP padding), so its first pass may
+    run more rows than its batch has; what size, the ranks check together
+    (``sim.impls.vllm_ascend.data_parallel``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -76,6 +80,7 @@ class Scenario:
     capture_sizes: tuple[int, ...] | None = None
     draft_attn_groups: int = 1
     draft_attn: str = "gqa"
+    dp: int = 1
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -86,6 +91,8 @@ class Scenario:
             raise ValueError(f"graph_mode={self.graph_mode!r}: expected one of {GRAPH_MODES}")
         if self.tp < 1:
             raise ValueError(f"tp={self.tp!r}: a group has at least one rank")
+        if self.dp < 1:
+            raise ValueError(f"dp={self.dp!r}: a group has at least one rank")
         if (self.tp > 1) != (self.lmhead_tp or self.shared_expert_dp):
             raise ValueError(
                 f"tp={self.tp!r} with lmhead_tp={self.lmhead_tp!r}, shared_expert_dp={self.shared_expert_dp!r}:"

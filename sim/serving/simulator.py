@@ -139,7 +139,7 @@ class ServingSim:
         return k if self.sc.accept == "all" else 0
 
     def step(self, it: int) -> Iteration | None:
-        """Schedule and verify one iteration; None if nothing could be scheduled."""
+        """Schedule and verify one iteration (``last``, until the next); None if nothing could be scheduled."""
         self._admit(it)
         picked = self._schedule()
         if not picked:
@@ -190,7 +190,8 @@ class ServingSim:
         mrope = None
         if self.sc.mrope:
             mrope = [self._mrope(req, range(len(h) + k_max - 1)) for (req, _), h in zip(picked, histories)]
-        return Iteration(it, case, torch.cat(hiddens), rids, histories, compared, accepted, mrope)
+        self.last = Iteration(it, case, torch.cat(hiddens), rids, histories, compared, accepted, mrope)
+        return self.last
 
     def _mrope(self, req: RequestState, positions: range) -> list[list[int]] | None:
         """The request's M-RoPE rows at ``positions`` (its image drawn from the scenario seed and its id)."""

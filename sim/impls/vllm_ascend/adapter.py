@@ -279,8 +279,6 @@ class AscendProposer(EagerAdapter):
 
     def dummy_run(self, size: int) -> None:
         """vllm-ascend's ``dummy_run`` at ``size`` tokens, as its runner issues one (a rank with no requests)."""
-        if self.graphed is None:
-            return super().dummy_run(size)
         self.capture_all()
         before = self.model.calls
         self.model.trace = None

@@ -54,7 +54,12 @@ def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
 
 def dummy_run(p, num_tokens: int, capturing: bool = False) -> None:
     """The drafter's ``dummy_run`` as the runner issues it for ``num_tokens`` tokens (a uniform
-    decode, padded and dispatched by the runner's dispatcher)."""
+    decode, padded and dispatched by the runner's dispatcher; an eager runner's: no graph, no metadata)."""
+    if not hasattr(p.runner, "cudagraph_dispatcher"):
+        reqs = max(num_tokens // p.runner.uniform_decode_query_len, 1)
+        none = import_ascend("vllm.config").CUDAGraphMode.NONE
+        p.dummy_run(num_tokens=num_tokens, num_reqs=reqs, aclgraph_runtime_mode=none)
+        return
     mode, desc = p.runner.cudagraph_dispatcher.dispatch(num_tokens=num_tokens, uniform_decode=True)
     num_reqs = desc.num_reqs or max(num_tokens // p.runner.uniform_decode_query_len, 1)
     _dummy_batch(p, desc.num_tokens, num_reqs)

@@ -173,6 +173,7 @@ class AscendTinyMtp(VllmTinyMtp):
     """
 
     real: tuple[int, int] = (0, 0)
+    on_forward = None  # data-parallel runs: told each forward's context and row count (``data_parallel``)
 
     def __init__(self, tiny, more_layers=()):
         """``more_layers``: the draft's layers besides ``LAYER``, each with a paged cache of its own
@@ -209,6 +210,12 @@ class AscendTinyMtp(VllmTinyMtp):
         return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
 
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):
+        context = import_vllm("vllm.forward_context").get_forward_context()
+        if self.on_forward is not None:
+            self.on_forward(context, input_ids.shape[0])
+        if context.attn_metadata is None:  # an eager dummy run: no metadata, so no attention and no KV write
+            out = torch.zeros(input_ids.shape[0], self.tiny.cfg.hidden_size, device=input_ids.device)
+            return logit_view(out), out
         graph = fake_npu_graphs.capturing_graph()
         if graph is None:
             return super().forward(input_ids, positions, hidden_states, inputs_embeds, **kwargs)

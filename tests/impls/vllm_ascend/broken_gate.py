@@ -11,6 +11,7 @@ import pytest
 from tests.impls import fixes as shared
 from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.vllm_ascend import defect_fixes as fixes
+from tests.impls.vllm_ascend import dp_breaks as dp
 from tests.impls.vllm_ascend import graph_breaks as graph
 from tests.impls.vllm_ascend import handoff_breaks as handoff
 from tests.impls.vllm_ascend import metadata_breaks as meta
@@ -25,6 +26,7 @@ DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
+DP_SYNC = "NPUModelRunner._sync_metadata_across_dp"  # the runner's, as the drafter calls it
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -65,6 +67,8 @@ VARIANTS = {
     "bonus-after-a-rejection": (REJECT_SAMPLE, reject.bonus_after_a_rejection),
     "accepts-every-random-draft": (REJECT_SAMPLE, reject.accepts_every_draft),
     "greedy-kernel-lanes-past-the-batch": (REJECT_KERNELS, reject.greedy_lanes_past_the_batch),
+    "dp-draft-runs-its-own-size": (DP_SYNC, dp.draft_runs_its_own_size),
+    "dp-dummy-run-skips-the-sync": ("dummy_run", dp.dummy_run_skips_the_dp_sync),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -171,7 +175,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")
         monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
         return
-    if target in (POSITIONS, HANDOFF, ATTN_STATE):
+    if target in (POSITIONS, HANDOFF, ATTN_STATE, DP_SYNC):
         break_runner(target, breaking, monkeypatch)
         return
     if target == BUILDER:
@@ -202,8 +206,8 @@ def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> No
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
-    ``propose_draft_token_ids`` or ``_build_attn_state`` (on the adapter's runner view, which holds
-    vllm-ascend's)."""
+    ``propose_draft_token_ids``, ``_build_attn_state`` or ``_sync_metadata_across_dp`` (on the adapter's
+    runner view, which holds vllm-ascend's)."""
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
 
@@ -213,3 +217,12 @@ def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 pytest_configure = shared.session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))
+
+
+def apply_in_rank(name: str | None = None) -> None:
+    """A rank process's setup (``DpCase.setup``): the changed vllm-ascend ``name``, else the session's, if
+    any (``ENV``), applied in the rank too, for the rank's life."""
+    import os
+
+    if name or os.environ.get(ENV):
+        apply(name or os.environ[ENV], pytest.MonkeyPatch())

@@ -16,6 +16,7 @@ runner): the same adapter then runs on the real library.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -116,6 +117,26 @@ def _triton_ascend_extension() -> None:
     cann.extension = ext
     sys.modules["triton.language.extra.cann"] = cann
     sys.modules["triton.language.extra.cann.extension"] = ext
+
+
+@functools.cache
+def register_device_hooks() -> None:
+    """PrivateUse1 hooks for the renamed ``npu`` backend, saying no such device is here: what
+    ``torch.distributed.barrier`` asks of the accelerator (``torch._C._get_accelerator``) before it
+    picks the gloo group's CPU device. Registered where several ranks meet (``world``), once."""
+    import torch
+
+    class NoNpuHere(torch._C._acc.PrivateUse1Hooks):
+        def is_available(self) -> bool:
+            return False
+
+        def has_primary_context(self, dev_id) -> bool:
+            return False
+
+        def is_built(self) -> bool:
+            return False
+
+    torch._C._acc.register_python_privateuseone_hook(NoNpuHere())
 
 
 def install() -> bool:

@@ -54,13 +54,21 @@ def _imported_names() -> dict[str, tuple[str, str | None]]:
     return names
 
 
+def _module_function(name: str) -> ast.FunctionDef | None:
+    """The runner module's own top-level function ``name`` (e.g. ``_post_process_cudagraph_mode``)."""
+    return next((n for n in _tree().body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
 def _globals_of(func: ast.FunctionDef) -> dict:
-    """The module-level names ``func`` reads, imported as the runner's module imports them."""
+    """The module-level names ``func`` reads, imported as the runner's module imports them, or, for the
+    module's own top-level functions, compiled from its source as the methods are."""
     imported = _imported_names()
     loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     names = {}
     for name in sorted(loaded - set(dir(builtins))):
         if name not in imported:
+            if (own := _module_function(name)) is not None and own is not func:
+                names[name] = _compiled(own)
             continue
         module, attr = imported[name]
         try:
@@ -84,13 +92,17 @@ def runner_method(name: str):
     found = [n for n in _runner_class().body if isinstance(n, ast.FunctionDef) and n.name == name]
     if not found:
         raise LookupError(f"NPUModelRunner.{name}: not in {_source()}")
-    func = found[0]
+    return _compiled(found[0])
+
+
+def _compiled(func: ast.FunctionDef):
+    """``func``'s definition compiled with the module-level names it reads, undecorated."""
     func = ast.FunctionDef(**{**{f: getattr(func, f) for f in func._fields}, "decorator_list": []})
     module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
     names = _globals_of(func)
     flags = __future__.annotations.compiler_flag
-    exec(compile(module, str(_source()), "exec", flags=flags), names)  # noqa: S102 - vllm-ascend's own method
-    return names[name]
+    exec(compile(module, str(_source()), "exec", flags=flags), names)  # noqa: S102 - vllm-ascend's own code
+    return names[func.name]
 
 
 class RunnerMethod:

@@ -15,7 +15,9 @@ from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 
 
 class RunnerView:
-    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: one eager rank, no PCP/DCP, no LoRA.
+    """What ``AscendSpecDecodeBaseProposer`` reads of its runner: an eager rank, no PCP/DCP, no LoRA;
+    one data-parallel rank, or one of several where vLLM's parallel state has them
+    (``world.data_parallel_world``: ``_sync_metadata_across_dp`` is the runner's own).
 
     With ``vllm_config``, also what the runner's own ``propose_draft_token_ids`` reads (the
     runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
@@ -37,12 +39,14 @@ class RunnerView:
     valid_sampled_token_count_event = None  # set only under async scheduling
     num_rejected_tokens_event = None  # v0.26.0rc's: set only under async scheduling
     num_discarded_requests = 0
+    dp_size, dp_rank = 1, 0
 
     propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
     _build_attn_state = runner_source.RunnerMethod("_build_attn_state")
     _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
+    _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
 
     def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
         """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
@@ -65,6 +69,12 @@ class RunnerView:
             self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
             self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
             self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
+            parallel = vllm_config.parallel_config
+            self.dp_size, self.dp_rank = parallel.data_parallel_size, parallel.data_parallel_rank
+
+    @property
+    def ascend_config(self):
+        return import_ascend("vllm_ascend.ascend_config").get_ascend_config()
 
     @property
     def speculative_config(self):
@@ -80,9 +90,6 @@ class RunnerView:
 
     def _use_aclgraph(self) -> bool:
         return False
-
-    def _sync_metadata_across_dp(self, num_tokens: int, is_draft_model: bool = False):
-        return num_tokens, None, False  # one data-parallel rank
 
     def get_model(self):
         return self.model

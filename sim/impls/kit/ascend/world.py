@@ -1,6 +1,7 @@
 """Where a vllm-ascend proposer is built: its device (the NPU, or the simulated ``cpu:0``), the
-kit's tiny ``VllmConfig`` with vllm-ascend's config initialised from it, and vLLM's parallel state
-for one rank. Every vllm-ascend adapter builds its proposer in this world.
+kit's tiny ``VllmConfig`` with vllm-ascend's config initialised from it, and vLLM's parallel state:
+one rank's, or a data-parallel rank's among several (``data_parallel_world``). Every vllm-ascend
+adapter builds its proposer in this world.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 
 from devices.sim import early_reads
 from sim.impls.kit import tiny_config
+from sim.impls.kit.ascend import fake_torch_npu
 from sim.impls.kit.ascend.importing import import_ascend, prepare
 from sim.impls.kit.scratch import scratch
 
@@ -32,12 +34,42 @@ def recording(device: torch.device):
 
 def vllm_config(hidden_size: int):
     """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) on ``build_device()``,
-    with vllm-ascend's config initialised from it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
+    placed on this rank (``placed``), with vllm-ascend's config initialised from it; every per-step
+    buffer exists for ``MAX_SPEC_TOKENS``."""
     vllm_config = tiny_config.vllm_config(
         import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type
     )
+    placed(vllm_config)
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
     return vllm_config
+
+
+def placed(vllm_config) -> None:
+    """``vllm_config``'s parallel config told this rank's data-parallel place, where vLLM's parallel
+    state has several (``data_parallel_world``); one rank's otherwise."""
+    state = import_ascend("vllm.distributed.parallel_state")
+    if state._DP is not None and state._DP.world_size > 1:
+        parallel = vllm_config.parallel_config
+        parallel.data_parallel_size, parallel.data_parallel_rank = state._DP.world_size, state._DP.rank_in_group
+
+
+def data_parallel_world(rank: int, size: int) -> None:
+    """vLLM's parallel state for data-parallel rank ``rank`` of ``size`` (TP 1), on the process group
+    this process already belongs to (a ``sim.ranks`` pool's gloo group): vLLM's own
+    ``init_distributed_environment`` and ``ensure_model_parallel_initialized``, its DP group's
+    collectives over gloo. Before any proposer is built (``single_rank_world`` then finds it)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() != size:
+        raise ValueError(f"data_parallel_world(rank={rank}, size={size}): needs this process in a group of {size}")
+    fake_torch_npu.register_device_hooks()
+    config, state = import_ascend("vllm.config"), import_ascend("vllm.distributed.parallel_state")
+    vllm_config = tiny_config.vllm_config(config, 64, 1, build_device().type)
+    vllm_config.parallel_config.data_parallel_size, vllm_config.parallel_config.data_parallel_rank = size, rank
+    with config.set_current_vllm_config(vllm_config):
+        # the group exists: vLLM offsets the rank by the DP rank and joins it (no init method is used)
+        state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
+        state.ensure_model_parallel_initialized(1, 1)
 
 
 def single_rank_world(vllm_config) -> None:

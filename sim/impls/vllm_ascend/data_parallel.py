@@ -1,0 +1,265 @@
+"""vllm-ascend's drafter on data-parallel ranks: each rank serves its own batch (or none), in lockstep.
+
+In a DP deployment every rank steps together: a rank with requests runs its step, one without runs a
+dummy batch (``execute_dummy_batch``: the runner's ``_dummy_run``, which calls the drafter's
+``dummy_run``), and the engines agree each step whether any rank still has work (vLLM's
+``ParallelConfig.has_unfinished_dp``, an all-reduce over the DP group). Inside, the drafter syncs its
+token count with the other ranks (the runner's own ``_sync_metadata_across_dp``, compiled from the
+checkout; an all-reduce for a MoE draft such as DeepSeek's MTP layer) and runs its draft forwards
+padded to the largest (vLLM's DP padding), so that the MoE layers' collectives meet with equal sizes.
+
+Each rank is a process of a ``sim.ranks`` pool (gloo), with vLLM's parallel state for its DP place
+(``world.data_parallel_world``), running the checkout's drafter through the runner's hand-off as the
+single-rank gate does. The spec, per DP step:
+- a rank with requests drafts what the reference drafts for its batch, and its per-step metadata are
+  the reference's (the gate's checker under the implementation's rules, on that rank);
+- every rank's draft forwards run under the same DP view: the forward context's token count, its
+  ``num_tokens_across_dp`` and its graph mode are equal on every rank (on an NPU, a rank padded to
+  another size leaves the MoE all-to-all waiting, or mixes graph and eager, vllm-ascend #5786).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from sim.ranks.pool import RankError, RankPool, RankResult
+from sim.serving.scenario import Scenario
+
+SERVE = "sim.impls.vllm_ascend.data_parallel:serve_dp"
+DUMMY_TOKENS = 1  # a dummy batch's tokens: the worker's execute_dummy_batch runs decode_token_per_req
+
+
+@dataclass(frozen=True)
+class DraftForward:
+    """What one draft forward's context tells the model of data parallelism."""
+
+    rows: int  # the rows the model was handed
+    num_tokens: int  # the forward context's token count (the DP-padded size)
+    across_dp: tuple[int, ...] | None  # its num_tokens_across_dp, None on one rank
+    mode: str  # its graph mode (NONE: eager)
+
+    @classmethod
+    def of(cls, context, rows: int) -> DraftForward:
+        dp = context.dp_metadata
+        across = tuple(int(n) for n in dp.num_tokens_across_dp_cpu) if dp is not None else None
+        mode = getattr(context.cudagraph_runtime_mode, "name", str(context.cudagraph_runtime_mode))
+        return cls(rows, int(getattr(context, "num_tokens", rows) or 0), across, mode)
+
+    def view(self) -> tuple:
+        """What every rank must agree on (the rows may differ: a dummy run has its own)."""
+        return self.num_tokens, self.across_dp, self.mode
+
+    def __str__(self) -> str:
+        return f"{self.rows} rows, {self.num_tokens} tokens (across DP {list(self.across_dp or [])}, {self.mode})"
+
+
+@dataclass
+class DpCase:
+    """What the ranks run: per rank, the scenario it serves (a dict of ``Scenario``), or None for a
+    rank that has no requests (a dummy batch every step). ``setup``: e.g. a changed vllm-ascend applied in
+    each rank (a rank process keeps its setup: a pool serves cases of one setup)."""
+
+    scenarios: list[dict | None]
+    setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls once before serving
+
+
+@dataclass
+class DpRankResult(RankResult):
+    steps: list[list[DraftForward]] = field(default_factory=list)  # per DP step, its draft forwards
+    dummy: list[bool] = field(default_factory=list)  # per DP step: whether this rank ran a dummy batch
+    problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
+    needed: list[int] = field(default_factory=list)  # per DP step: the rows its first pass needs alone
+    sites: list[list[str]] = field(default_factory=list)  # per DP step: its DP collectives, by issuer
+
+
+_set_up: list = []  # this rank process's setup, made at its first case (a pool's ranks serve many)
+
+
+def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
+    """One DP rank's run of ``case`` (the pool's serve function)."""
+    from devices.plugins import import_object
+    from sim.impls.kit.ascend import world
+
+    try:
+        if not _set_up:
+            world.data_parallel_world(rank, size)
+            if case.setup:
+                import_object(case.setup[0])(*case.setup[1:])
+            _set_up.append(case.setup)
+        elif _set_up[0] != case.setup:
+            raise ValueError(f"setup={case.setup!r}: this rank process was set up with {_set_up[0]!r}")
+        return _serve(case, rank, device)
+    except RankError:
+        raise
+    except Exception as exc:
+        raise RankError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}", 0, "crash") from exc
+
+
+def _serve(case: DpCase, rank: int, device) -> DpRankResult:
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    rank_ = _Rank(case, rank, device)
+    dp_group = import_ascend("vllm.distributed.parallel_state").get_dp_group().cpu_group
+    with _named_collectives(dp_group, rank_.sites) as count:
+        try:
+            rank_.serve(dp_group)
+        except Exception as exc:
+            result = rank_.result
+            doing = "a dummy batch" if result.dummy and result.dummy[-1] else "requests"
+            raise RankError(
+                f"at DP step {len(result.dummy) - 1} ({doing}), after the DP collectives {rank_.sites}:"
+                f" {type(exc).__name__}: {exc}",
+                count[0],
+                "crash",
+            ) from exc
+    rank_.result.collectives = count[0]
+    return rank_.result
+
+
+class _Rank:
+    """One DP rank's serving: its scenario through the gate's run (checked against the reference), each
+    call one DP step; then, and throughout on a rank without requests, dummy batches while a peer has work."""
+
+    def __init__(self, case: DpCase, rank: int, device):
+        from sim.impls.vllm_ascend.adapter import implementation
+
+        self.case, self.device, self.impl = case, device, implementation()
+        self.result = DpRankResult(rank)
+        self.forwards: list[DraftForward] = []  # this step's draft forwards
+        self.sites: list[str] = []  # this step's collectives over the DP group, each named by its issuer
+        self.proposer = None
+
+    def serve(self, dp_group) -> None:
+        from sim.serving.run import run_scenario
+
+        self.dp_group = dp_group
+        spec = self.case.scenarios[self.result.rank]
+        if spec is not None:
+            self.scenario = dataclasses.replace(Scenario.from_dict(spec), dp=len(self.case.scenarios))
+            report = run_scenario(
+                self.scenario, self.device, self.impl, proposer_cls=self.make, on_iteration=self.on_iteration
+            )
+            self.result.drafts = report.drafts
+            self.result.problems = [str(m) for m in report.mismatches[:4]]
+        else:
+            self.make(*_idle_arguments(Scenario.from_dict(next(s for s in self.case.scenarios if s)), self.device))
+        while self.step(False):  # no requests (left) here: a dummy batch for each step of the others'
+            self.proposer.dummy_run(DUMMY_TOKENS)
+            self.result.needed.append(DUMMY_TOKENS)
+
+    def step(self, has_work: bool) -> bool:
+        """The engines' per-step agreement: whether any rank still has work (vLLM's own all-reduce)."""
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        result = self.result
+        if len(result.steps) < len(result.dummy):  # the step this rank was in is over
+            result.steps.append(list(self.forwards))
+            result.sites.append(list(self.sites))
+        self.forwards.clear()
+        self.sites.clear()
+        more = import_ascend("vllm.config").ParallelConfig.has_unfinished_dp(self.dp_group, has_work)
+        if more:
+            result.dummy.append(not has_work)
+        return more
+
+    def make(self, *args, **kwargs):
+        """The rank's proposer: the implementation's, each call of which is one DP step with requests."""
+        rank = self
+
+        class DpRank(self.impl.proposer_cls):
+            def propose(self, batch, sampled):
+                rank.step(True)
+                return super().propose(batch, sampled)
+
+        self.proposer = DpRank(*args, **kwargs)
+        self.proposer.model.on_forward = lambda context, rows: self.forwards.append(DraftForward.of(context, rows))
+        return self.proposer
+
+    def on_iteration(self, _report, sim, proposer) -> None:
+        """The rows this step's first pass must run on this rank alone (the reference's)."""
+        from sim.oracle.compare import first_pass_rows
+
+        captured = proposer.captured_sizes()
+        self.result.needed.append(first_pass_rows(sim.last.case, self.scenario.padded, captured, self.impl.rules)[0])
+
+
+@contextlib.contextmanager
+def _named_collectives(group, sites: list[str]):
+    """Every all-reduce over ``group`` named in ``sites`` by the functions that issued it (e.g.
+    ``dummy_run > _sync_metadata_across_dp``), and counted (``[count]``)."""
+    import torch.distributed as dist
+
+    original, count = dist.all_reduce, [0]
+
+    def all_reduce(tensor, *args, **kwargs):
+        if kwargs.get("group") is group:
+            caller = sys._getframe(1)
+            sites.append(f"{caller.f_back.f_code.co_name} > {caller.f_code.co_name}")
+            count[0] += 1
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = all_reduce
+    try:
+        yield count
+    finally:
+        dist.all_reduce = original
+
+
+def _idle_arguments(scenario: Scenario, device) -> tuple:
+    """A proposer's constructor arguments for a rank with no requests, the same config as its peers'."""
+    from sim.serving.run import build_models
+    from sim.serving.simulator import ServingSim
+
+    model, target = build_models(scenario, device.torch_device)
+    return ServingSim(scenario, target, None).config, model, device
+
+
+class DpPool(RankPool):
+    """``size`` DP ranks on the simulator, serving ``DpCase``s."""
+
+    def __init__(self, size: int, **timeouts):
+        super().__init__(size, SERVE, "sim", **timeouts)
+
+
+def check_dp(case: DpCase, pool: DpPool) -> list[str]:
+    """Problems found running ``case`` on ``pool``'s ranks: each rank's differences from the reference,
+    then the first DP step at which the ranks' draft forwards saw different DP views."""
+    results = pool.run(case)
+    problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
+    counts = {r.rank: len(r.steps) for r in results}
+    if len(set(counts.values())) > 1:
+        problems.append(f"ranks ran different numbers of DP steps: {counts}")
+    for i, per_rank in enumerate(zip(*(r.sites for r in results))):
+        if len({len(sites) for sites in per_rank}) > 1:
+            said = "; ".join(f"rank {r.rank}: {sites}" for r, sites in zip(results, per_rank))
+            problems.append(f"DP step {i}: the ranks issued different DP collectives: {said}")
+            break
+    for i, per_rank in enumerate(zip(*(r.steps for r in results))):
+        size = max(r.needed[i] for r in results)  # every rank's first pass padded to the largest's rows
+        want = DraftForward(size, size, (size,) * len(results), per_rank[0][0].mode if per_rank[0] else "NONE")
+        wrong = [
+            (r, forwards)
+            for r, forwards in zip(results, per_rank)
+            if not forwards or forwards[0].rows != size or any(f.view() != want.view() for f in forwards)
+        ]
+        if wrong:
+            said = "; ".join(
+                f"rank {r.rank}{' (dummy)' if r.dummy[i] else ''}: " + (", ".join(map(str, fs)) or "no draft forward")
+                for r, fs in wrong
+            )
+            needed = ", ".join(f"rank {r.rank} {r.needed[i]}" for r in results)
+            problems.append(f"DP step {i}: want every draft forward at {want} (rows needed: {needed}); got {said}")
+            break
+    return problems
+
+
+def scenarios_for(scenario: Scenario, size: int, idle: tuple[int, ...] = ()) -> list[dict | None]:
+    """``size`` ranks' scenarios: ``scenario`` reseeded per rank (other batches on each), None for ``idle`` ones."""
+    return [
+        None if r in idle else dataclasses.asdict(dataclasses.replace(scenario, seed=scenario.seed + r))
+        for r in range(size)
+    ]
