@@ -5,17 +5,20 @@ dummy batch (``execute_dummy_batch``: the runner's ``_dummy_run``, which calls t
 ``dummy_run``), and the engines agree each step whether any rank still has work (vLLM's
 ``ParallelConfig.has_unfinished_dp``, an all-reduce over the DP group). Inside, the drafter syncs its
 token count with the other ranks (the runner's own ``_sync_metadata_across_dp``, compiled from the
-checkout; an all-reduce for a MoE draft such as DeepSeek's MTP layer) and runs its draft forwards
-padded to the largest (vLLM's DP padding), so that the MoE layers' collectives meet with equal sizes.
+checkout; an all-reduce for a MoE draft such as DeepSeek's MTP layer) and, as its policy says, runs
+its draft forwards padded to the largest rank's (vLLM's DP padding) or at its own size.
 
 Each rank is a process of a ``sim.ranks`` pool (gloo), with vLLM's parallel state for its DP place
 (``world.data_parallel_world``), running the checkout's drafter through the runner's hand-off as the
 single-rank gate does. The spec, per DP step:
 - a rank with requests drafts what the reference drafts for its batch, and its per-step metadata are
-  the reference's (the gate's checker under the implementation's rules, on that rank);
-- every rank's draft forwards run under the same DP view: the forward context's token count, its
-  ``num_tokens_across_dp`` and its graph mode are equal on every rank (on an NPU, a rank padded to
-  another size leaves the MoE all-to-all waiting, or mixes graph and eager, vllm-ascend #5786).
+  the reference's (the gate's checker under the implementation's rules, on that rank; its first pass
+  may run padding rows, whose slots must be -1);
+- every rank issues as many collectives over the DP group (each named by who issued it);
+- every rank's draft forwards hold one ``num_tokens_across_dp`` and one graph mode, and each rank runs
+  its own entry of it, which is its own size or the largest rank's, never less than its own (on an NPU,
+  a rank that runs another size than its peers were told leaves a MoE all-to-all waiting or reading
+  past its rows; ranks in different graph modes, vllm-ascend #5786).
 """
 
 from __future__ import annotations
@@ -48,10 +51,6 @@ class DraftForward:
         across = tuple(int(n) for n in dp.num_tokens_across_dp_cpu) if dp is not None else None
         mode = getattr(context.cudagraph_runtime_mode, "name", str(context.cudagraph_runtime_mode))
         return cls(rows, int(getattr(context, "num_tokens", rows) or 0), across, mode)
-
-    def view(self) -> tuple:
-        """What every rank must agree on (the rows may differ: a dummy run has its own)."""
-        return self.num_tokens, self.across_dp, self.mode
 
     def __str__(self) -> str:
         return f"{self.rows} rows, {self.num_tokens} tokens (across DP {list(self.across_dp or [])}, {self.mode})"
@@ -239,22 +238,38 @@ def check_dp(case: DpCase, pool: DpPool) -> list[str]:
             problems.append(f"DP step {i}: the ranks issued different DP collectives: {said}")
             break
     for i, per_rank in enumerate(zip(*(r.steps for r in results))):
-        size = max(r.needed[i] for r in results)  # every rank's first pass padded to the largest's rows
-        want = DraftForward(size, size, (size,) * len(results), per_rank[0][0].mode if per_rank[0] else "NONE")
-        wrong = [
-            (r, forwards)
-            for r, forwards in zip(results, per_rank)
-            if not forwards or forwards[0].rows != size or any(f.view() != want.view() for f in forwards)
-        ]
-        if wrong:
-            said = "; ".join(
-                f"rank {r.rank}{' (dummy)' if r.dummy[i] else ''}: " + (", ".join(map(str, fs)) or "no draft forward")
-                for r, fs in wrong
-            )
-            needed = ", ".join(f"rank {r.rank} {r.needed[i]}" for r in results)
-            problems.append(f"DP step {i}: want every draft forward at {want} (rows needed: {needed}); got {said}")
+        problem = _dp_view_problem(i, results, per_rank)
+        if problem:
+            problems.append(problem)
             break
     return problems
+
+
+def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[DraftForward]]) -> str | None:
+    """What is wrong with DP step ``i``'s draft forwards, if anything. The spec: every rank's forwards
+    hold one ``num_tokens_across_dp`` and one graph mode; rank r's forwards run its entry of it (the
+    context's token count and the first forward's rows); and that entry is the rows rank r needs alone
+    (no DP padding) or the largest rank's (vLLM's DP padding), never fewer than its own."""
+    needed = [r.needed[i] for r in results]
+    said = "; ".join(
+        f"rank {r.rank}{' (dummy)' if r.dummy[i] else ''} needs {needed[k]}, ran "
+        + (", ".join(map(str, forwards)) or "no draft forward")
+        for k, (r, forwards) in enumerate(zip(results, per_rank))
+    )
+    if any(not forwards for forwards in per_rank):
+        return f"DP step {i}: a rank ran no draft forward: {said}"
+    views = {(f.across_dp, f.mode) for forwards in per_rank for f in forwards}
+    if len(views) > 1 or next(iter(views))[0] is None:
+        return f"DP step {i}: the ranks' forwards do not share one num_tokens_across_dp and graph mode: {said}"
+    across = next(iter(views))[0]
+    for k, forwards in enumerate(per_rank):
+        ran = {f.num_tokens for f in forwards} | {forwards[0].rows}
+        if ran != {across[k]} or across[k] not in (needed[k], max(needed)):
+            return (
+                f"DP step {i}: rank {results[k].rank} must run {needed[k]} (its own) or {max(needed)} (the"
+                f" largest rank's) tokens, as num_tokens_across_dp {list(across)} says: {said}"
+            )
+    return None
 
 
 def scenarios_for(scenario: Scenario, size: int, idle: tuple[int, ...] = ()) -> list[dict | None]:
