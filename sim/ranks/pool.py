@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import shutil
 import socket
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -76,9 +78,18 @@ def _free_port() -> int:
 
 
 def _worker(
-    rank: int, size: int, init_method: str, tasks, results, device_name: str, serve: str, collective_timeout_s: float
+    rank: int,
+    size: int,
+    init_method: str,
+    tasks,
+    results,
+    device_name: str,
+    serve: str,
+    collective_timeout_s: float,
+    temp_dir: str,
 ):
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    tempfile.tempdir = temp_dir  # the pool's: removed when it closes, a rank killed mid-case included
     from devices import load_device
     from devices.collectives import init_group
     from devices.plugins import import_object
@@ -123,10 +134,12 @@ class RankPool:
         self.size, self.serve, self.device_name = size, serve, device_name
         self.case_timeout_s, self.collective_timeout_s = case_timeout_s, collective_timeout_s
         self.procs: list = []
+        self.temp_dir: str | None = None  # the ranks' temp dir (their tempfile.tempdir), removed at close
 
     def start(self) -> None:
         ctx = rank_context(self.device_name)
         init = f"tcp://127.0.0.1:{_free_port()}"
+        self.temp_dir = tempfile.mkdtemp(prefix="mtp_ranks_")
         self.tasks = [ctx.Queue() for _ in range(self.size)]
         self.results = ctx.Queue()
         self.procs = [
@@ -141,6 +154,7 @@ class RankPool:
                     self.device_name,
                     self.serve,
                     self.collective_timeout_s,
+                    self.temp_dir,
                 ),
                 daemon=True,
             )
@@ -150,11 +164,21 @@ class RankPool:
             p.start()
 
     def close(self) -> None:
+        """Stop the ranks: each told to end (so it exits as a process does, its temporary files removed),
+        any still running a moment later killed (a rank that hung or a case left unfinished)."""
+        for q, p in zip(getattr(self, "tasks", []), self.procs):
+            if p.is_alive():
+                q.put(None)
+        deadline = time.monotonic() + 2.0
         for p in self.procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
-            p.join(timeout=5)
+                p.join(timeout=5)
         self.procs = []
+        if self.temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
     def run(self, case) -> list[RankResult]:
         """Every rank's result for ``case``; ``RankFailure`` if any rank fails."""
