@@ -24,7 +24,6 @@ Where vllm-ascend differs from the core by design, the difference is named in
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
 import torch
 
@@ -42,8 +41,6 @@ from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.vllm_ascend import attn_setup, divergences, early_copies, generation, graphs, handoff
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, AscendTinyMtp
-
-EAGER_BATCH = SimpleNamespace(uniform=False)  # the target's BatchDescriptor; eager drafting reads .uniform only
 
 
 def _proposer(cfg: ProposerConfig, layers=(LAYER,), attn: str = "gqa"):
@@ -235,16 +232,14 @@ class AscendProposer(EagerAdapter):
                 raise NotImplementedError(f"an unpadded call in mode='full': {FULL_UNPADDED}")
             self.capture_all()
         p = self._ascend()
-        target = EAGER_BATCH
         if self.graphed is not None:
-            target = graphs.target_batch(p, batch, batch.num_tokens, k)
             graphs.load_runner(p, batch)
         if len(self.layers) > 1:
             batch = runner_wide(batch, self.cfg)
         p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
         base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
         with steps.triton_path(base, self.triton, batch.num_reqs):  # prepare_inputs_padded's kernel, or fallback
-            drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size, target)
+            drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture

@@ -12,7 +12,6 @@ per-call sizes are set by ``configured``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from types import SimpleNamespace
@@ -109,9 +108,11 @@ class GraphRunnerView(RunnerView):
         self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
         self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
+        computed = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.input_batch = SimpleNamespace(
             lora_id_to_lora_request={},
-            num_computed_tokens_cpu_tensor=torch.zeros(MAX_REQS, dtype=torch.int32),
+            num_computed_tokens_cpu_tensor=computed,
+            num_computed_tokens_cpu=computed.numpy(),
             block_table=block_tables(device, 16, tiny_config.MAX_MODEL_LEN),  # sized per run: configured_graph
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some
@@ -136,12 +137,6 @@ class GraphRunnerView(RunnerView):
     def _use_aclgraph(self) -> bool:
         return True
 
-    @contextlib.contextmanager
-    def synchronize_input_prep(self):
-        """main's dummy run holds it around its input copies: vLLM's ``GPUModelRunner`` version with no
-        ``prepare_inputs_event`` (no async scheduling: one stream, nothing to wait for)."""
-        yield
-
 
 def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
     """The tiny ``VllmConfig`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY ACL graphs (the full
@@ -151,6 +146,7 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type)
     compilation = vllm_config.compilation_config
+    world.placed(vllm_config)
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
     compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
     compilation.max_cudagraph_capture_size = max(capture_sizes)

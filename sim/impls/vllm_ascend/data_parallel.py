@@ -111,7 +111,7 @@ def _serve(case: DpCase, rank: int, device) -> DpRankResult:
             doing = "a dummy batch" if result.dummy and result.dummy[-1] else "requests"
             raise RankError(
                 f"at DP step {len(result.dummy) - 1} ({doing}), after the DP collectives {rank_.sites}:"
-                f" {type(exc).__name__}: {exc}",
+                f" {type(exc).__name__}: {exc}\n{''.join(traceback.format_tb(exc.__traceback__)[-4:])}",
                 count[0],
                 "crash",
             ) from exc
@@ -133,22 +133,24 @@ class _Rank:
         self.proposer = None
 
     def serve(self, dp_group) -> None:
+        from mtp.trace import Phase
+        from sim.oracle.compare import expected_rows
         from sim.serving.run import run_scenario
 
         self.dp_group = dp_group
         spec = self.case.scenarios[self.result.rank]
-        if spec is not None:
-            self.scenario = dataclasses.replace(Scenario.from_dict(spec), dp=len(self.case.scenarios))
-            report = run_scenario(
-                self.scenario, self.device, self.impl, proposer_cls=self.make, on_iteration=self.on_iteration
-            )
-            self.result.drafts = report.drafts
-            self.result.problems = [str(m) for m in report.mismatches[:4]]
-        else:
-            self.make(*_idle_arguments(Scenario.from_dict(next(s for s in self.case.scenarios if s)), self.device))
+        if spec is None:  # a rank without requests: its peers' configuration, no request
+            spec = {**next(s for s in self.case.scenarios if s is not None), "requests": []}
+        self.scenario = dataclasses.replace(Scenario.from_dict(spec), dp=len(self.case.scenarios))
+        report = run_scenario(
+            self.scenario, self.device, self.impl, proposer_cls=self.make, on_iteration=self.on_iteration
+        )
+        self.result.drafts = report.drafts
+        self.result.problems = [str(m) for m in report.mismatches[:4]]
+        dummy_rows = expected_rows(DUMMY_TOKENS, self.proposer.captured_sizes()[Phase.FIRST])  # a graph's, if any
         while self.step(False):  # no requests (left) here: a dummy batch for each step of the others'
             self.proposer.dummy_run(DUMMY_TOKENS)
-            self.result.needed.append(DUMMY_TOKENS)
+            self.result.needed.append(dummy_rows)
 
     def step(self, has_work: bool) -> bool:
         """The engines' per-step agreement: whether any rank still has work (vLLM's own all-reduce)."""
@@ -175,6 +177,7 @@ class _Rank:
                 return super().propose(batch, sampled)
 
         self.proposer = DpRank(*args, **kwargs)
+        self.proposer.capture_all()  # as a worker captures at start-up, every rank at once (a DP sync each)
         self.proposer.model.on_forward = lambda context, rows: self.forwards.append(DraftForward.of(context, rows))
         return self.proposer
 
@@ -206,15 +209,6 @@ def _named_collectives(group, sites: list[str]):
         yield count
     finally:
         dist.all_reduce = original
-
-
-def _idle_arguments(scenario: Scenario, device) -> tuple:
-    """A proposer's constructor arguments for a rank with no requests, the same config as its peers'."""
-    from sim.serving.run import build_models
-    from sim.serving.simulator import ServingSim
-
-    model, target = build_models(scenario, device.torch_device)
-    return ServingSim(scenario, target, None).config, model, device
 
 
 class DpPool(RankPool):

@@ -5,9 +5,9 @@ runner's dispatcher (largest first, as ``get_capture_descs`` orders them), the d
 runner's ``_dummy_run(uniform_decode=True)`` sets up (``num_reqs`` requests of
 ``uniform_decode_query_len`` tokens) and the drafter's ``dummy_run`` with that key, under vLLM's
 capturing switch; vllm-ascend's ``ACLGraphWrapper`` captures each on its first call. A call's
-target batch descriptor says whether the batch is a uniform decode (every request
-``num_spec_tokens + 1`` tokens), as the runner's own dispatch computes it; only those are
-dispatched to a graph under FULL_DECODE_ONLY.
+target batch descriptor (the runner's own ``_determine_batch_execution_and_padding``, ``handoff``)
+says whether the batch is a uniform decode (every request ``num_spec_tokens + 1`` tokens); only
+those are dispatched to a graph under FULL_DECODE_ONLY.
 """
 
 from __future__ import annotations
@@ -53,22 +53,37 @@ def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
 
 
 def dummy_run(p, num_tokens: int, capturing: bool = False) -> None:
-    """The drafter's ``dummy_run`` as the runner issues it for ``num_tokens`` tokens (a uniform
-    decode, padded and dispatched by the runner's dispatcher; an eager runner's: no graph, no metadata)."""
-    if not hasattr(p.runner, "cudagraph_dispatcher"):
-        reqs = max(num_tokens // p.runner.uniform_decode_query_len, 1)
-        none = import_ascend("vllm.config").CUDAGraphMode.NONE
-        p.dummy_run(num_tokens=num_tokens, num_reqs=reqs, aclgraph_runtime_mode=none)
-        return
-    mode, desc = p.runner.cudagraph_dispatcher.dispatch(num_tokens=num_tokens, uniform_decode=True)
-    num_reqs = desc.num_reqs or max(num_tokens // p.runner.uniform_decode_query_len, 1)
-    _dummy_batch(p, desc.num_tokens, num_reqs)
+    """The drafter's ``dummy_run`` as the runner's ``_dummy_run(num_tokens, uniform_decode=True)`` issues
+    it: requests of ``uniform_decode_query_len`` tokens (the last one shorter), graph mode and padding
+    decided by the runner's own ``_determine_batch_execution_and_padding`` (synced with the other DP
+    ranks where there are several), the runner's buffers as that dummy batch leaves them (graph
+    runners: an eager dummy run reads no metadata)."""
+    runner = p.runner
+    q = runner.uniform_decode_query_len
+    num_reqs = min(runner.max_num_reqs, -(-num_tokens // q))
+    lens = np.full(num_reqs, q, dtype=np.int32)
+    lens[-1] = num_tokens - q * (num_reqs - 1)
+    mode, desc, _, across, _ = runner._determine_batch_execution_and_padding(
+        num_tokens=num_tokens,
+        num_reqs=num_reqs,
+        num_scheduled_tokens_np=lens,
+        max_num_scheduled_tokens=q,
+        use_cascade_attn=False,
+        force_eager=not runner._use_aclgraph(),
+        force_uniform_decode=True,
+    )
+    num_reqs = desc.num_reqs or num_reqs
+    if across is not None and desc.num_tokens != num_tokens:
+        across[:] = desc.num_tokens  # as _dummy_run pads it
+    if runner._use_aclgraph():
+        _dummy_batch(p, desc.num_tokens, num_reqs)
     monitor = import_ascend("vllm.compilation.monitor")
     monitor.set_cudagraph_capturing_enabled(capturing)
     try:
         p.dummy_run(
             num_tokens=desc.num_tokens,
             num_reqs=num_reqs,
+            num_tokens_across_dp=across,
             aclgraph_runtime_mode=mode,
             batch_descriptor=desc,
             in_graph_capturing=capturing,
@@ -82,15 +97,6 @@ def capture_all(p) -> None:
     """Every FULL key's graph, captured by the drafter's dummy run at that key."""
     for desc in _full_keys(p):
         dummy_run(p, desc.num_tokens, capturing=True)
-
-
-def target_batch(p, batch, num_tokens: int, k: int):
-    """The target's ``BatchDescriptor`` for this call: ``uniform`` when every request has ``k + 1``
-    tokens (the runner's uniform-decode test), which FULL_DECODE_ONLY graphs require."""
-    lens = np.diff(batch.query_start_loc_cpu)
-    uniform = bool(lens.size) and bool((lens == k + 1).all())
-    forward_context = import_ascend("vllm.forward_context")
-    return forward_context.BatchDescriptor(num_tokens=num_tokens, uniform=uniform)
 
 
 def load_runner(p, batch) -> None:

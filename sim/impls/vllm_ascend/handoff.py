@@ -4,7 +4,8 @@ vllm-ascend's model runner drafts by calling its own ``propose_draft_token_ids``
 source, ``runner_source``) after the target's forward and sampling; that method runs step 1
 (``prepare_next_token_ids_padded`` / ``prepare_next_token_ids_cpu``), steps 2-3
 (``prepare_inputs_padded`` / ``prepare_inputs``), gathers the target's token ids, positions
-(``_get_positions``) and hidden states, and calls the drafter's ``_propose``. ``load`` puts one
+(``_get_positions``) and hidden states, and calls the drafter's ``_propose``; the target's batch
+descriptor it hands on is the runner's own decision (``target_step``). ``load`` puts one
 verified batch into the runner view's buffers as the runner holds them before that call (input
 ids, positions, request states, input batch, discarded requests, and the attention state its input
 preparation derives with its own ``_build_attn_state``: ``PrefillNoCache`` for a batch of new
@@ -140,9 +141,26 @@ def sample_rows(handed: dict) -> torch.Tensor:
     return (handed["common_attn_metadata"].query_start_loc[1:] - 1 if rows is None else rows).to(torch.int64)
 
 
-def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, vocab_size: int, desc):
-    """The drafts of one call through the runner's own ``propose_draft_token_ids``."""
+def target_step(runner, batch: VerifiedBatch):
+    """The target's batch descriptor as ``execute_model`` decides it, by the runner's own
+    ``_determine_batch_execution_and_padding``: its dispatcher's graph mode and padding (an eager
+    runner: none) and, on data-parallel ranks, the sync of both with the other ranks."""
+    lens = np.asarray(batch.query_lens_cpu, dtype=np.int32)
+    _, desc, *_ = runner._determine_batch_execution_and_padding(
+        num_tokens=batch.num_tokens,
+        num_reqs=batch.num_reqs,
+        num_scheduled_tokens_np=lens,
+        max_num_scheduled_tokens=int(lens.max()),
+        use_cascade_attn=False,
+        force_eager=not runner._use_aclgraph(),
+    )
+    return desc
+
+
+def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, vocab_size: int):
+    """The drafts of one call through the runner's own ``propose_draft_token_ids``, after the target's
+    step (``target_step``) as the runner runs it."""
     load(runner, batch, sampled, vocab_size)
-    args = arguments(runner, batch, sampled, num_spec_tokens, desc)
+    args = arguments(runner, batch, sampled, num_spec_tokens, target_step(runner, batch))
     with padded_drafter(runner, sampled.is_padded):
         return runner.propose_draft_token_ids(**args)

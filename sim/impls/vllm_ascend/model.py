@@ -248,6 +248,9 @@ class AscendTinyMtp(VllmTinyMtp):
     def _replayed_calls(self, graph):
         def replayed():
             for live in graph.records:
+                if self.on_forward is not None:
+                    context = import_vllm("vllm.forward_context").get_forward_context()
+                    self.on_forward(context, live["input_ids"].shape[0])
                 self.calls += 1
                 if self.trace is not None:
                     self.trace.append(self._record(self.calls, live))

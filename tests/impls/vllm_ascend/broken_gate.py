@@ -69,6 +69,7 @@ VARIANTS = {
     "greedy-kernel-lanes-past-the-batch": (REJECT_KERNELS, reject.greedy_lanes_past_the_batch),
     "dp-draft-runs-its-own-size": (DP_SYNC, dp.draft_runs_its_own_size),
     "dp-dummy-run-skips-the-sync": ("dummy_run", dp.dummy_run_skips_the_dp_sync),
+    "dp-dummy-replays-a-graph-whatever-its-peers-run": ("dummy_run", dp.dummy_replays_a_graph_whatever_its_peers_run),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code

@@ -6,7 +6,10 @@ hands the drafter its own token count back, so ranks pad their draft forwards to
 ``dummy_run_skips_the_dp_sync`` is a drafter whose ``dummy_run`` does not sync with its peers (a rank
 with no requests "has nothing to agree on"), so a busy rank's sync meets the idle rank's next
 collective, the class of vllm-ascend #5777 (a dummy run padding and syncing in another order than a
-real step).
+real step); ``dummy_replays_a_graph_whatever_its_peers_run`` is a drafter whose dummy run dispatches
+its uniform-decode batch to a graph by itself, not in the mode the ranks agreed, so an idle rank
+replays a graph while a peer with a prefill drafts eagerly at the same size (the class of vllm-ascend
+#5979 and #13827: graph and eager work meeting in one DP collective).
 """
 
 from __future__ import annotations
@@ -28,5 +31,13 @@ def dummy_run_skips_the_dp_sync(original):
             return original(self, num_tokens, *args, **kwargs)
         finally:
             del runner._sync_metadata_across_dp
+
+    return broken
+
+
+def dummy_replays_a_graph_whatever_its_peers_run(original):
+    def broken(self, *args, num_tokens, aclgraph_runtime_mode=None, batch_descriptor=None, **kwargs):
+        mode, desc = self.runner.cudagraph_dispatcher.dispatch(num_tokens=num_tokens, uniform_decode=True)
+        return original(self, *args, num_tokens=num_tokens, aclgraph_runtime_mode=mode, batch_descriptor=desc, **kwargs)
 
     return broken

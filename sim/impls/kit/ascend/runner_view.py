@@ -5,8 +5,10 @@ this view; 0.13.0's ``MtpProposer`` adds its own on top.
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from sim.impls.kit.ascend import runner_source
@@ -23,7 +25,8 @@ class RunnerView:
     runner's hand-off, ``handoff``): its buffers (``input_ids``, ``positions``,
     ``discard_request_indices``, filled per call by ``handoff.load``), ``requests``, ``drafter``,
     the configs, its ``attn_state`` (set per call by its own ``_build_attn_state``, as its input
-    preparation sets it), and the runner methods it calls, compiled from vllm-ascend's source
+    preparation sets it), and the runner methods it and the target's step call (its
+    ``_determine_batch_execution_and_padding``), compiled from vllm-ascend's source
     (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
     ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
     """
@@ -47,6 +50,8 @@ class RunnerView:
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
+    _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
+    _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
 
     def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
         """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
@@ -57,7 +62,9 @@ class RunnerView:
 
     def __init__(self, device: torch.device, vllm_config=None):
         self.device = device
-        self.input_batch = SimpleNamespace(lora_id_to_lora_request={})
+        self.input_batch = SimpleNamespace(
+            lora_id_to_lora_request={}, num_computed_tokens_cpu=np.zeros(MAX_REQS, np.int32)
+        )
         self.actual_seq_lengths_q: list[int] = []
         self.attn_state = None
         self.model = None
@@ -71,6 +78,11 @@ class RunnerView:
             self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
             parallel = vllm_config.parallel_config
             self.dp_size, self.dp_rank = parallel.data_parallel_size, parallel.data_parallel_rank
+            if runner_source.defines("_pad_for_sequence_parallelism"):
+                # The worker's warm-up asks it first, under its config, where vllm-ascend caches what it
+                # reads of the config (main's enable_dsa_cp); a step later runs outside any config.
+                with import_ascend("vllm.config").set_current_vllm_config(vllm_config):
+                    self._pad_for_sequence_parallelism(1)
 
     @property
     def ascend_config(self):
@@ -84,12 +96,26 @@ class RunnerView:
     def scheduler_config(self):
         return self.vllm_config.scheduler_config
 
+    @property
+    def model_config(self):
+        return self.vllm_config.model_config
+
+    @property
+    def parallel_config(self):
+        return self.vllm_config.parallel_config
+
     def _make_buffer(self, *size, dtype, numpy=True):
         buffers = import_ascend("vllm.v1.utils")
         return buffers.CpuGpuBuffer(*size, dtype=dtype, device=self.device, pin_memory=False, with_numpy=numpy)
 
     def _use_aclgraph(self) -> bool:
         return False
+
+    @contextlib.contextmanager
+    def synchronize_input_prep(self):
+        """main's dummy run holds it around its input copies: vLLM's ``GPUModelRunner`` version with no
+        ``prepare_inputs_event`` (no async scheduling: one stream, nothing to wait for)."""
+        yield
 
     def get_model(self):
         return self.model

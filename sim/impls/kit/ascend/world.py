@@ -7,6 +7,7 @@ adapter builds its proposer in this world.
 from __future__ import annotations
 
 import contextlib
+import datetime
 
 import torch
 
@@ -53,11 +54,12 @@ def placed(vllm_config) -> None:
         parallel.data_parallel_size, parallel.data_parallel_rank = state._DP.world_size, state._DP.rank_in_group
 
 
-def data_parallel_world(rank: int, size: int) -> None:
+def data_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
     """vLLM's parallel state for data-parallel rank ``rank`` of ``size`` (TP 1), on the process group
     this process already belongs to (a ``sim.ranks`` pool's gloo group): vLLM's own
     ``init_distributed_environment`` and ``ensure_model_parallel_initialized``, its DP group's
-    collectives over gloo. Before any proposer is built (``single_rank_world`` then finds it)."""
+    collectives over gloo, each given up after ``timeout_s`` (vLLM's groups wait 30 minutes). Before
+    any proposer is built (``single_rank_world`` then finds it)."""
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_world_size() != size:
@@ -70,6 +72,8 @@ def data_parallel_world(rank: int, size: int) -> None:
         # the group exists: vLLM offsets the rank by the DP rank and joins it (no init method is used)
         state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
         state.ensure_model_parallel_initialized(1, 1)
+    for group in (state.get_dp_group().cpu_group, state.get_dp_group().device_group):
+        group.set_timeout(datetime.timedelta(seconds=timeout_s))  # a peer at another collective
 
 
 def single_rank_world(vllm_config) -> None:
