@@ -166,11 +166,12 @@ class RankPool:
     def close(self) -> None:
         """Stop the ranks: each told to end (so it exits as a process does, its temporary files removed),
         any still running a moment later killed (a rank that hung or a case left unfinished)."""
+        started = [p for p in self.procs if p.pid is not None]  # a start that failed leaves some unstarted
         for q, p in zip(getattr(self, "tasks", []), self.procs):
-            if p.is_alive():
+            if p in started and p.is_alive():
                 q.put(None)
         deadline = time.monotonic() + 2.0
-        for p in self.procs:
+        for p in started:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()

@@ -6,7 +6,8 @@ dummy batch (``execute_dummy_batch``: the runner's ``_dummy_run``, which calls t
 ``ParallelConfig.has_unfinished_dp``, an all-reduce over the DP group). Inside, the drafter syncs its
 token count with the other ranks (the runner's own ``_sync_metadata_across_dp``, compiled from the
 checkout; an all-reduce for a MoE draft such as DeepSeek's MTP layer) and, as its policy says, runs
-its draft forwards padded to the largest rank's (vLLM's DP padding) or at its own size.
+its draft forwards padded to the largest rank's (vLLM's DP padding) or at its own size, eagerly or in
+a captured graph as the ranks agreed.
 
 Each rank is a process of a ``sim.ranks`` pool (gloo), with vLLM's parallel state for its DP place
 (``world.data_parallel_world``), running the checkout's drafter through the runner's hand-off as the
@@ -15,10 +16,15 @@ single-rank gate does. The spec, per DP step:
   the reference's (the gate's checker under the implementation's rules, on that rank; its first pass
   may run padding rows, whose slots must be -1);
 - every rank issues as many collectives over the DP group (each named by who issued it);
-- every rank's draft forwards hold one ``num_tokens_across_dp`` and one graph mode, and each rank runs
-  its own entry of it, which is its own size or the largest rank's, never less than its own (on an NPU,
-  a rank that runs another size than its peers were told leaves a MoE all-to-all waiting or reading
-  past its rows; ranks in different graph modes, vllm-ascend #5786).
+- every rank's draft forwards (a graph replay's included) hold one ``num_tokens_across_dp`` and one
+  graph mode, and each rank runs its own entry of it: the rows it needs alone (a dummy batch: its
+  graph's size) or the largest rank's (on an NPU, a rank that runs another size than its peers were
+  told leaves a MoE all-to-all waiting or reading past its rows; ranks in different graph modes meet
+  graph and eager work in one collective, vllm-ascend #5979, #13827).
+
+The target's step is the runner's own ``_determine_batch_execution_and_padding`` (``handoff``), so a
+rank syncs for its target and for its drafter as the runner does, and under full graphs every rank
+captures at start-up (each capture a dummy run synced with the peers').
 """
 
 from __future__ import annotations
@@ -91,32 +97,11 @@ def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
             _set_up.append(case.setup)
         elif _set_up[0] != case.setup:
             raise ValueError(f"setup={case.setup!r}: this rank process was set up with {_set_up[0]!r}")
-        return _serve(case, rank, device)
+        return _Rank(case, rank, device).run()
     except RankError:
         raise
     except Exception as exc:
         raise RankError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}", 0, "crash") from exc
-
-
-def _serve(case: DpCase, rank: int, device) -> DpRankResult:
-    from sim.impls.kit.ascend.importing import import_ascend
-
-    rank_ = _Rank(case, rank, device)
-    dp_group = import_ascend("vllm.distributed.parallel_state").get_dp_group().cpu_group
-    with _named_collectives(dp_group, rank_.sites) as count:
-        try:
-            rank_.serve(dp_group)
-        except Exception as exc:
-            result = rank_.result
-            doing = "a dummy batch" if result.dummy and result.dummy[-1] else "requests"
-            raise RankError(
-                f"at DP step {len(result.dummy) - 1} ({doing}), after the DP collectives {rank_.sites}:"
-                f" {type(exc).__name__}: {exc}\n{''.join(traceback.format_tb(exc.__traceback__)[-4:])}",
-                count[0],
-                "crash",
-            ) from exc
-    rank_.result.collectives = count[0]
-    return rank_.result
 
 
 class _Rank:
@@ -124,20 +109,39 @@ class _Rank:
     call one DP step; then, and throughout on a rank without requests, dummy batches while a peer has work."""
 
     def __init__(self, case: DpCase, rank: int, device):
+        from sim.impls.kit.ascend.importing import import_ascend
         from sim.impls.vllm_ascend.adapter import implementation
 
         self.case, self.device, self.impl = case, device, implementation()
+        self.dp_group = import_ascend("vllm.distributed.parallel_state").get_dp_group().cpu_group
         self.result = DpRankResult(rank)
         self.forwards: list[DraftForward] = []  # this step's draft forwards
         self.sites: list[str] = []  # this step's collectives over the DP group, each named by its issuer
         self.proposer = None
 
-    def serve(self, dp_group) -> None:
+    def run(self) -> DpRankResult:
+        """The rank's result; ``RankError`` naming the DP step, the collectives met in it and where it stopped."""
+        with _named_collectives(self.dp_group, self.sites) as count:
+            try:
+                self.serve()
+            except Exception as exc:
+                dummy = self.result.dummy
+                doing = "a dummy batch" if dummy and dummy[-1] else "requests"
+                where = f"at DP step {len(dummy) - 1} ({doing})" if dummy else "at start-up"
+                frames = "".join(traceback.format_tb(exc.__traceback__)[-4:])
+                raise RankError(
+                    f"{where}, after the DP collectives {self.sites}: {type(exc).__name__}: {exc}\n{frames}",
+                    count[0],
+                    "crash",
+                ) from exc
+        self.result.collectives = count[0]
+        return self.result
+
+    def serve(self) -> None:
         from mtp.trace import Phase
         from sim.oracle.compare import expected_rows
         from sim.serving.run import run_scenario
 
-        self.dp_group = dp_group
         spec = self.case.scenarios[self.result.rank]
         if spec is None:  # a rank without requests: its peers' configuration, no request
             spec = {**next(s for s in self.case.scenarios if s is not None), "requests": []}

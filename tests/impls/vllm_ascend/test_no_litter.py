@@ -4,6 +4,8 @@ rank's included."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,11 +36,13 @@ def test_runs_data_parallel_ranks():
 
 
 def test_a_session_leaves_nothing_in_the_temp_dir(pytester, monkeypatch, tmp_path):
-    temp = tmp_path / "temp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pytester.makepyfile(test_session=SESSION)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--basetemp", str(tmp_path / "base"))
-    result.assert_outcomes(passed=2)
-    assert sorted(p.name for p in temp.iterdir()) == []
+    temp = Path(tempfile.mkdtemp(prefix="litter"))  # short: the rank pool's fork server puts a socket there
+    try:
+        monkeypatch.setenv("TMPDIR", str(temp))
+        monkeypatch.setenv("PYTHONPATH", str(ROOT))
+        pytester.makepyfile(test_session=SESSION)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--basetemp", str(tmp_path / "base"))
+        result.assert_outcomes(passed=2)
+        assert sorted(p.name for p in temp.iterdir()) == []
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
