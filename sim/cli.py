@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -89,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="gqa",
         help="the draft layer's attention (mla, sfa: its RoPE in the metadata)",
     )
+    run.add_argument(
+        "--dp",
+        type=_positive,
+        metavar="N",
+        help="on N data-parallel ranks (--impl vllm_ascend), each its own workload (seed + rank)",
+    )
     run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")
     run.add_argument("--json", metavar="PATH", help="write the report as JSON (for CI artifacts and `report`)")
@@ -96,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay", help="rerun a scenario JSON file (as a failing test writes it)", formatter_class=fmt
     )
-    replay.add_argument("case", help="the scenario file")
+    replay.add_argument("case", help="the scenario file (or a DP case: its ranks' scenarios)")
     replay.add_argument("--ops", metavar="MODULE:CLASS", help="a CoreOps subclass to run instead of the core's")
     replay.add_argument("--proposer", metavar="MODULE:CLASS", help="with --pcp: a PcpProposer subclass to run")
     replay.add_argument("--json", metavar="PATH", help="write the report as JSON")
@@ -203,6 +210,44 @@ def _on_ranks(what: str, pool, check) -> int:
     return 1
 
 
+def _dp(case, device, impl) -> int:
+    """A DP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against each other."""
+    from sim.impls.vllm_ascend.data_parallel import DpPool, check_dp
+
+    if impl.name != "vllm_ascend" or device.name != "sim":
+        raise UsageError(
+            f"a DP case with --impl {impl.name} --device {device.name}: DP ranks run vllm-ascend's drafter on the"
+            " simulator (--impl vllm_ascend)"
+        )
+    n = len(case.scenarios)
+    with console.status(f"serving on {n} data-parallel ranks"):
+        pool = DpPool(n)
+        try:
+            problems = check_dp(case, pool)
+        finally:
+            pool.close()
+    if not problems:
+        console.print(f"[green]{n} DP ranks agree[/] (each with the reference, all on one DP view per step)")
+        return 0
+    console.print(f"[red]{n} DP ranks disagree:[/]")
+    for p in problems:
+        console.print(f"  {p}")
+    return 1
+
+
+def _dp_case(path: str):
+    """The DP case a replay file holds (``{"dp_ranks": [...]}``), else None (a scenario file)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # Scenario.load names what is wrong
+    if not isinstance(data, dict) or "dp_ranks" not in data:
+        return None
+    from sim.impls.vllm_ascend.data_parallel import DpCase
+
+    return _scenario(DpCase.from_dict, data)
+
+
 def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
     from sim.ranks.pcp import PcpPool, check_pcp
 
@@ -292,6 +337,16 @@ def cmd_run(args) -> int:
     ]
     _check_tp_args(args, scenarios[0])
     device, impl = _load_device(args.device), _load_impl(args.impl)
+    if args.dp:
+        if len(scenarios) > 1 or args.pcp or scenarios[0].tp > 1 or args.no_check:
+            raise UsageError(f"--dp {args.dp}: one --seed, no --pcp, --tp or --no-check (each rank is checked)")
+        from sim.impls.vllm_ascend.data_parallel import DpCase
+
+        sc = scenarios[0]
+        case = _scenario(DpCase.of, *(dataclasses.replace(sc, seed=sc.seed + r) for r in range(args.dp)))
+        if args.save:
+            case.save(args.save)
+        return _dp(case, device, impl)
     if args.save:
         scenarios[0].save(args.save)
     if scenarios[0].tp > 1:
@@ -311,6 +366,9 @@ def cmd_run(args) -> int:
 
 def cmd_replay(args) -> int:
     _check_pcp_args(args)
+    case = _dp_case(args.case)
+    if case is not None:
+        return _dp(case, _load_device(args.device), _load_impl(args.impl))
     scenario = _scenario(Scenario.load, args.case)
     if _tp_fields(args):
         scenario = _scenario(dataclasses.replace, scenario, **_tp_fields(args))

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sys
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
@@ -70,6 +72,37 @@ class DpCase:
 
     scenarios: list[dict | None]
     setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls once before serving
+
+    @classmethod
+    def of(cls, *scenarios: Scenario | None, setup: tuple[str, ...] = ()) -> DpCase:
+        """The case of these ranks' scenarios (None: a rank without requests), each checked as it loads."""
+        if len(scenarios) < 2 or all(s is None for s in scenarios):
+            raise ValueError(
+                f"dp_ranks: {len(scenarios)} ranks, {sum(s is not None for s in scenarios)} with"
+                " requests: a DP case has at least two ranks, one of them with requests"
+            )
+        return cls([dataclasses.asdict(s) if s is not None else None for s in scenarios], setup)
+
+    def save(self, path: str | Path) -> Path:
+        """The case as a replay file (``python -m sim replay PATH --impl vllm_ascend``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"dp_ranks": self.scenarios}, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DpCase:
+        """The case a replay file's ``{"dp_ranks": [...]}`` describes; ``ValueError`` names the rank and field."""
+        ranks = data.get("dp_ranks")
+        if not isinstance(ranks, list):
+            raise ValueError(f"dp_ranks={ranks!r}: expected a list of scenarios (null: a rank without requests)")
+        scenarios = []
+        for r, spec in enumerate(ranks):
+            try:
+                scenarios.append(None if spec is None else Scenario.from_dict(spec))
+            except ValueError as exc:
+                raise ValueError(f"dp_ranks[{r}]: {exc}") from None
+        return cls.of(*scenarios)
 
 
 @dataclass

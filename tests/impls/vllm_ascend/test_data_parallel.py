@@ -7,9 +7,11 @@ batches in lockstep. Under a changed vllm-ascend (``MTP_BROKEN_VLLM_ASCEND``) th
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
+from sim import cli
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec
@@ -35,20 +37,28 @@ def pool(device):
 
 
 def _case(mode, *scenarios, setup=(SETUP,)) -> DpCase:
-    ranks = [dataclasses.asdict(dataclasses.replace(s, graph_mode=mode)) if s else None for s in scenarios]
-    return DpCase(ranks, setup=setup)
+    return DpCase.of(*(dataclasses.replace(s, graph_mode=mode) if s else None for s in scenarios), setup=setup)
+
+
+def _agree(case: DpCase, pool, name: str) -> list[str]:
+    """The ranks' problems, and where they differ, the case saved with the command that replays it."""
+    problems = check_dp(case, pool)
+    if problems:
+        path = case.save(f"failures/dp-{name}.json")
+        problems.append(f"replay: python -m sim replay {path} --impl vllm_ascend")
+    return problems
 
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
 def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, mode):
-    assert check_dp(_case(mode, TYPICAL, SMALL), pool) == []
+    assert _agree(_case(mode, TYPICAL, SMALL), pool, f"other-batches-{mode}") == []
 
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, mode):
-    assert check_dp(_case(mode, SMALL, None), pool) == []
+    assert _agree(_case(mode, SMALL, None), pool, f"idle-rank-{mode}") == []
 
 
 BREAKS = {  # variant -> (its break, its mode, what the failure says)
@@ -75,3 +85,25 @@ def test_each_dp_break_is_caught(device, variant):
             assert check_dp(_case(mode, TYPICAL, SMALL, setup=(SETUP, variant)), ranks) == []
     finally:
         ranks.close()
+
+
+def test_a_dp_case_file_replays_as_saved(tmp_path):
+    case = _case("full", TYPICAL, None, setup=())
+    path = case.save(tmp_path / "dp.json")
+    assert DpCase.from_dict(json.loads(path.read_text())) == case
+
+
+@pytest.mark.parametrize(
+    ("ranks", "args", "said"),
+    [
+        ([dataclasses.asdict(TYPICAL), {"seed": "x"}], [], "dp_ranks[1]: seed='x'"),
+        ([dataclasses.asdict(TYPICAL)], [], "a DP case has at least two ranks"),
+        ([None, None], [], "one of them with requests"),
+        ([dataclasses.asdict(TYPICAL), None], ["--impl", "core"], "DP ranks run vllm-ascend's drafter"),
+    ],
+)
+def test_a_bad_dp_case_is_one_line_and_exit_2(tmp_path, capsys, ranks, args, said):
+    path = tmp_path / "dp.json"
+    path.write_text(json.dumps({"dp_ranks": ranks}))
+    assert cli.main(["replay", str(path), *args]) == 2
+    assert said in capsys.readouterr().err
