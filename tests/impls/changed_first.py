@@ -40,7 +40,8 @@ AREAS = (
             "test_propose_loop.py",
         ),
     ),
-    ("vllm_ascend/worker/model_runner_v1.py", ("test_handoff.py", "test_early_copies.py")),
+    ("vllm_ascend/worker/model_runner_v1.py", ("test_handoff.py", "test_early_copies.py", "test_data_parallel.py")),
+    ("vllm_ascend/ascend_forward_context.py", ("test_data_parallel.py",)),
     ("vllm_ascend/worker/v2/", ("vllm_ascend_mrv2/", "test_propose_loop.py")),
 )
 
