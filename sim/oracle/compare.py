@@ -151,9 +151,10 @@ def replays_graph(case: BatchCase, padded: bool, captured: dict[str, list[int]] 
 
 
 def is_uniform_decode(case: BatchCase) -> bool:
-    """Every request verifies ``num_spec_tokens`` drafts: ``num_spec_tokens + 1`` query tokens each."""
+    """A uniform decode as vllm-ascend's runner decides it: ``num_spec_tokens + 1`` query tokens per
+    request, and no request on its first chunk (a prompt of ``num_spec_tokens + 1`` tokens is a prefill)."""
     k = case.config.num_spec_tokens
-    return bool(case.requests) and all(r.query_len == k + 1 for r in case.requests)
+    return bool(case.requests) and all(r.query_len == k + 1 and r.num_computed > 0 for r in case.requests)
 
 
 def keep_stale(want: list[int], got, rows: set[int]) -> list[int]:

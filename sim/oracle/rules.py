@@ -102,7 +102,7 @@ class Rules:
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
     graphs_uniform_decode_only: in a graph mode, only a uniform decode batch (every request
-        ``num_spec_tokens + 1`` tokens) runs padded to a captured size; any other runs eagerly at
+        ``num_spec_tokens + 1`` tokens, none on its prompt's first chunk) runs padded to a captured size; any other runs eagerly at
         its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
     defects: the known defects among the divergences modelled, each ``(id, the fields modelling it)``:
         an alternative, never the expectation. Where one decides a value, the spec's value is accepted

@@ -158,8 +158,9 @@ DIVERGENCES = table(
         "_propose (runner.cudagraph_dispatcher.dispatch, FULL_DECODE_ONLY)",
         "in a graph mode every batch up to the largest captured size runs padded to a captured size",
         "full graphs are captured for uniform decode batches only (every request num_spec_tokens + 1 "
-        "tokens; the sizes rounded up to multiples of it by vLLM); a batch with a prefill, or a request "
-        "with fewer drafts, runs eagerly at its own row count",
+        "tokens, none on its prompt's first chunk: the runner's _determine_batch_execution_and_padding; "
+        "the sizes rounded up to multiples of it by vLLM); a batch with a prefill, or a request with "
+        "fewer drafts, runs eagerly at its own row count",
         "test_graphs.py::test_a_batch_with_a_prefill_runs_eagerly_in_full_graph_mode",
         kind=Kind.DESIGN,
         rule={"graphs_uniform_decode_only": True},

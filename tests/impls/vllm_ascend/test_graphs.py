@@ -88,6 +88,15 @@ def test_a_batch_with_a_prefill_runs_eagerly_in_full_graph_mode(device):
     assert all("rows run" in m.what for m in nearest), [str(m) for m in nearest[:4]]
 
 
+def test_a_prompt_of_k_plus_one_tokens_runs_eagerly_in_full_graph_mode(device):
+    """A batch of first chunks of K + 1 tokens each has a uniform decode's shape but is a prefill: the
+    runner's ``_determine_batch_execution_and_padding`` keeps it out of the graphs (every prompt must
+    be computed first), and the reference agrees; its decodes, later, replay graphs."""
+    prompts = dataclasses.replace(FULL, requests=(RequestSpec(0, 4, 6),) * 3)  # 12 rows: a graph pads to 16
+    report = run_scenario(prompts, device, proposer_cls=AscendProposer, rules=RULES)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
 def test_full_graphs_refuse_the_unpadded_drafter_batch(device):
     """full-graphs-need-padded-batch: vllm-ascend's own check refuses full graphs with
     ``disable_padded_drafter_batch``; the adapter refuses an unpadded call in full mode, naming it."""
