@@ -68,10 +68,10 @@ class DraftForward:
 class DpCase:
     """What the ranks run: per rank, the scenario it serves (a dict of ``Scenario``), or None for a
     rank that has no requests (a dummy batch every step). ``setup``: e.g. a changed vllm-ascend applied in
-    each rank (a rank process keeps its setup: a pool serves cases of one setup)."""
+    each rank for this case (the function returns what undoes it, or None)."""
 
     scenarios: list[dict | None]
-    setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls once before serving
+    setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls before serving it
 
     @classmethod
     def of(cls, *scenarios: Scenario | None, setup: tuple[str, ...] = ()) -> DpCase:
@@ -114,27 +114,25 @@ class DpRankResult(RankResult):
     sites: list[list[str]] = field(default_factory=list)  # per DP step: its DP collectives, by issuer
 
 
-_set_up: list = []  # this rank process's setup, made at its first case (a pool's ranks serve many)
-
-
 def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
-    """One DP rank's run of ``case`` (the pool's serve function)."""
+    """One DP rank's run of ``case`` (the pool's serve function): vLLM's DP state made at the rank's
+    first case, the case's setup around this one."""
     from devices.plugins import import_object
     from sim.impls.kit.ascend import world
 
+    undo = None
     try:
-        if not _set_up:
-            world.data_parallel_world(rank, size)
-            if case.setup:
-                import_object(case.setup[0])(*case.setup[1:])
-            _set_up.append(case.setup)
-        elif _set_up[0] != case.setup:
-            raise ValueError(f"setup={case.setup!r}: this rank process was set up with {_set_up[0]!r}")
+        world.data_parallel_world(rank, size)
+        if case.setup:
+            undo = import_object(case.setup[0])(*case.setup[1:])
         return _Rank(case, rank, device).run()
     except RankError:
         raise
     except Exception as exc:
         raise RankError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}", 0, "crash") from exc
+    finally:
+        if undo is not None:
+            undo()
 
 
 class _Rank:

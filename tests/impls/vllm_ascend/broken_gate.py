@@ -220,10 +220,12 @@ def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None
 pytest_configure = shared.session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))
 
 
-def apply_in_rank(name: str | None = None) -> None:
-    """A rank process's setup (``DpCase.setup``): the changed vllm-ascend ``name``, else the session's, if
-    any (``ENV``), applied in the rank too, for the rank's life."""
+def apply_in_rank(name: str | None = None):
+    """A rank's setup for a case (``DpCase.setup``): the changed vllm-ascend ``name``, else the session's,
+    if any (``ENV``), applied in the rank too; returns what undoes it."""
     import os
 
+    patch = pytest.MonkeyPatch()
     if name or os.environ.get(ENV):
-        apply(name or os.environ[ENV], pytest.MonkeyPatch())
+        apply(name or os.environ[ENV], patch)
+    return patch.undo

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -74,18 +75,24 @@ BREAKS = {  # variant -> (its break, its mode, what the failure says)
 
 
 @pytest.mark.parametrize("variant", sorted(BREAKS))
-def test_each_dp_break_is_caught(device, variant):
+def test_each_dp_break_is_caught(pool, variant):
     """A changed vllm-ascend in each DP class fails: through vLLM's own check of the DP sizes
     (``DPMetadata.make``), naming the step and the collectives a rank met, or naming the forwards'
-    DP views."""
+    DP views. The ranks undo it after the case (the pool serves the next unchanged)."""
     breaking, mode, said = BREAKS[variant]
     assert broken_gate.VARIANTS[variant][1] is breaking
+    with pytest.raises((RankFailure, AssertionError), match=said):
+        assert check_dp(_case(mode, TYPICAL, SMALL, setup=(SETUP, variant)), pool) == []
+
+
+def test_a_pool_whose_ranks_failed_leaves_nothing_behind(device):
+    """A rank killed in a broken collective cannot remove its temp files: the pool's folder, which
+    holds them, goes when the pool closes."""
     ranks = _ranks(device)
-    try:
-        with pytest.raises((RankFailure, AssertionError), match=said):
-            assert check_dp(_case(mode, TYPICAL, SMALL, setup=(SETUP, variant)), ranks) == []
-    finally:
-        ranks.close()
+    ranks.start()
+    folder = Path(ranks.temp_dir)
+    ranks.close()
+    assert not folder.exists()
 
 
 def test_a_dp_case_file_replays_as_saved(tmp_path):

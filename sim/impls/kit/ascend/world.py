@@ -59,13 +59,16 @@ def data_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
     this process already belongs to (a ``sim.ranks`` pool's gloo group): vLLM's own
     ``init_distributed_environment`` and ``ensure_model_parallel_initialized``, its DP group's
     collectives over gloo, each given up after ``timeout_s`` (vLLM's groups wait 30 minutes). Before
-    any proposer is built (``single_rank_world`` then finds it)."""
+    any proposer is built (``single_rank_world`` then finds it); once per process."""
     import torch.distributed as dist
 
+    state = import_ascend("vllm.distributed.parallel_state")
+    if state._DP is not None and (state._DP.world_size, state._DP.rank_in_group) == (size, rank):
+        return  # made by an earlier case of this rank process
     if not dist.is_initialized() or dist.get_world_size() != size:
         raise ValueError(f"data_parallel_world(rank={rank}, size={size}): needs this process in a group of {size}")
     fake_torch_npu.register_device_hooks()
-    config, state = import_ascend("vllm.config"), import_ascend("vllm.distributed.parallel_state")
+    config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, 64, 1, build_device().type)
     vllm_config.parallel_config.data_parallel_size, vllm_config.parallel_config.data_parallel_rank = size, rank
     with config.set_current_vllm_config(vllm_config):
