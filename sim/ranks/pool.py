@@ -60,14 +60,14 @@ _PRELOAD = [
 ]
 
 
-def rank_context(device_name: str):
-    """How rank processes start: forked from a server that has imported torch and the core (on the
-    simulator, ~5 s less CPU per rank than a fresh interpreter), or spawned afresh on an accelerator,
-    whose runtime must start in each rank."""
+def rank_context(device_name: str, preload: tuple[str, ...] = ()):
+    """How rank processes start: forked from a server that has imported torch and the core, and
+    ``preload`` (on the simulator, ~5 s less CPU per rank than a fresh interpreter; the server is
+    this process's first pool's), or spawned afresh on an accelerator, whose runtime must start in each rank."""
     if device_name != "sim":
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
+    ctx.set_forkserver_preload([*_PRELOAD, *preload])
     return ctx
 
 
@@ -135,9 +135,10 @@ class RankPool:
         self.case_timeout_s, self.collective_timeout_s = case_timeout_s, collective_timeout_s
         self.procs: list = []
         self.temp_dir: str | None = None  # the ranks' temp dir (their tempfile.tempdir), removed at close
+        self.preload: tuple[str, ...] = ()  # modules the fork server imports besides the core's
 
     def start(self) -> None:
-        ctx = rank_context(self.device_name)
+        ctx = rank_context(self.device_name, self.preload)
         init = f"tcp://127.0.0.1:{_free_port()}"
         self.temp_dir = tempfile.mkdtemp(prefix="mtp_ranks_")
         self.tasks = [ctx.Queue() for _ in range(self.size)]

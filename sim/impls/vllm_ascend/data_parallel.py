@@ -251,6 +251,7 @@ class DpPool(RankPool):
 
     def __init__(self, size: int, **timeouts):
         super().__init__(size, SERVE, "sim", **timeouts)
+        self.preload = ("sim.impls.vllm_ascend.rank_preload",)
 
 
 def check_dp(case: DpCase, pool: DpPool) -> list[str]:
