@@ -214,6 +214,7 @@ class AscendTinyMtp(VllmTinyMtp):
         if self.on_forward is not None:
             self.on_forward(context, input_ids.shape[0])
         if context.attn_metadata is None:  # an eager dummy run: no metadata, so no attention and no KV write
+            self.calls += 1
             out = torch.zeros(input_ids.shape[0], self.tiny.cfg.hidden_size, device=input_ids.device)
             return logit_view(out), out
         graph = fake_npu_graphs.capturing_graph()
