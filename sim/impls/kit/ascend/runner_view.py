@@ -76,8 +76,11 @@ class RunnerView:
             self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
             self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
             self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
-            parallel = vllm_config.parallel_config
-            self.dp_size, self.dp_rank = parallel.data_parallel_size, parallel.data_parallel_rank
+            self.model_config, self.parallel_config = vllm_config.model_config, vllm_config.parallel_config
+            self.dp_size, self.dp_rank = (
+                self.parallel_config.data_parallel_size,
+                self.parallel_config.data_parallel_rank,
+            )
             if runner_source.defines("_pad_for_sequence_parallelism"):
                 # The worker's warm-up asks it first, under its config, where vllm-ascend caches what it
                 # reads of the config (main's enable_dsa_cp); a step later runs outside any config.
@@ -95,14 +98,6 @@ class RunnerView:
     @property
     def scheduler_config(self):
         return self.vllm_config.scheduler_config
-
-    @property
-    def model_config(self):
-        return self.vllm_config.model_config
-
-    @property
-    def parallel_config(self):
-        return self.vllm_config.parallel_config
 
     def _make_buffer(self, *size, dtype, numpy=True):
         buffers = import_ascend("vllm.v1.utils")
