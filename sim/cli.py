@@ -194,17 +194,25 @@ def _load_device(name: str):
         raise UsageError(f"--device {name}: {exc}") from None
 
 
-def _on_ranks(what: str, pool, check) -> int:
-    """Run ``check(pool)`` (problems, empty when the ranks equal one rank), close the pool, report."""
+def _on_ranks(
+    what: str,
+    pool,
+    check,
+    agree: str = "equals one rank",
+    differ: str = "differs from one rank",
+    compared: str = "drafts and per-step metadata, every rank",
+) -> int:
+    """Run ``check(pool)`` (problems, empty when the ranks agree: by default, with one rank), close the
+    pool, report."""
     try:
-        with console.status(f"serving on {what} and on one"):
+        with console.status(f"serving on {what}"):
             problems = check(pool)
     finally:
         pool.close()
     if not problems:
-        console.print(f"[green]{what} equals one rank[/] (drafts and per-step metadata, every rank)")
+        console.print(f"[green]{what} {agree}[/] ({compared})")
         return 0
-    console.print(f"[red]{what} differs from one rank:[/]")
+    console.print(f"[red]{what} {differ}:[/]")
     for p in problems:
         console.print(f"  {p}")
     return 1
@@ -219,20 +227,14 @@ def _dp(case, device, impl) -> int:
             f"a DP case with --impl {impl.name} --device {device.name}: DP ranks run vllm-ascend's drafter on the"
             " simulator (--impl vllm_ascend)"
         )
-    n = len(case.scenarios)
-    with console.status(f"serving on {n} data-parallel ranks"):
-        pool = DpPool(n)
-        try:
-            problems = check_dp(case, pool)
-        finally:
-            pool.close()
-    if not problems:
-        console.print(f"[green]{n} DP ranks agree[/] (each with the reference, all on one DP view per step)")
-        return 0
-    console.print(f"[red]{n} DP ranks disagree:[/]")
-    for p in problems:
-        console.print(f"  {p}")
-    return 1
+    return _on_ranks(
+        f"{len(case.scenarios)} data-parallel ranks",
+        DpPool(len(case.scenarios)),
+        lambda pool: check_dp(case, pool),
+        agree="agree",
+        differ="disagree",
+        compared="each with the reference, all on one DP view per step",
+    )
 
 
 def _dp_case(path: str):
