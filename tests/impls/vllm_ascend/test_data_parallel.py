@@ -1,5 +1,5 @@
 """vllm-ascend's drafter on two data-parallel ranks (``sim.impls.vllm_ascend.data_parallel``), eagerly and
-under full graphs: each rank drafts what the reference drafts for its own batch, and every rank's draft
+under full graphs, its draft layer of each attention family (GQA, MLA, SFA): each rank drafts what the reference drafts for its own batch, and every rank's draft
 forwards share one DP view (``num_tokens_across_dp``, graph mode), a rank without requests running dummy
 batches in lockstep. Under a changed vllm-ascend (``MTP_BROKEN_VLLM_ASCEND``) the ranks run it too
 (``broken_gate.apply_in_rank``); each DP break (``dp_breaks``) is seen failing here."""
@@ -17,11 +17,12 @@ from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
-from tests.properties.test_propose_loop import TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
 MODES = ("eager", "full")
+FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata
 
 
 def _ranks(device) -> DpPool:
@@ -37,8 +38,9 @@ def pool(device):
     ranks.close()
 
 
-def _case(mode, *scenarios, setup=(SETUP,)) -> DpCase:
-    return DpCase.of(*(dataclasses.replace(s, graph_mode=mode) if s else None for s in scenarios), setup=setup)
+def _case(mode, *scenarios, setup=(SETUP,), attn="gqa") -> DpCase:
+    ranks = (dataclasses.replace(s, graph_mode=mode, **FAMILIES[attn]) if s else None for s in scenarios)
+    return DpCase.of(*ranks, setup=setup)
 
 
 def _agree(case: DpCase, pool, name: str) -> list[str]:
@@ -52,14 +54,16 @@ def _agree(case: DpCase, pool, name: str) -> list[str]:
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
-def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, mode):
-    assert _agree(_case(mode, TYPICAL, SMALL), pool, f"other-batches-{mode}") == []
+@pytest.mark.parametrize("attn", FAMILIES)
+def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, attn, mode):
+    assert _agree(_case(mode, TYPICAL, SMALL, attn=attn), pool, f"other-batches-{attn}-{mode}") == []
 
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
-def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, mode):
-    assert _agree(_case(mode, SMALL, None), pool, f"idle-rank-{mode}") == []
+@pytest.mark.parametrize("attn", FAMILIES)
+def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
+    assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
 
 
 BREAKS = {  # variant -> (its break, its mode, what the failure says)
