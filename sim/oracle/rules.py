@@ -93,8 +93,9 @@ class Rules:
         and key lengths (vllm-ascend main's SFA builder, which copies every build's lengths into its own
         buffers: the captured steps read the non-draft ones, which only the first pass's build writes).
     dp: the data-parallel ranks the call's rank steps among (a fact of the configuration run, not a
-        divergence): with more than one, the first pass may run more rows than its own, padded to a
-        peer's (the size is checked across the ranks, ``sim.impls.vllm_ascend.data_parallel``).
+        divergence): with more than one, the first pass (and the steps that run its rows) may run more
+        rows than its own, padded to a peer's (the size is checked across the ranks,
+        ``sim.impls.vllm_ascend.data_parallel``).
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
         configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or one of
         the ``graph_steps_*`` rules holds).
