@@ -1,6 +1,6 @@
 """What one divergence of an implementation costs: a small case, what differs there, the acceptance lost.
 
-``python -m sim explain ID --impl NAME`` (sim/cli.py prints it, as text and as an HTML page):
+``python -m sim explain ID --impl NAME`` (``sim.cli`` prints it, as text and as an HTML page):
 
 - the smallest workload found (fewest requests, then seeds in order, padded then unpadded) where
   the spec for that behaviour alone (``spec_for``: the implementation's rules with the

@@ -66,6 +66,13 @@ def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
     assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_dp_ranks_touch_no_stand_in(pool, mode):
+    """No value of the ranks' runs comes from the fake ``torch_npu``'s mocks (each rank watches them)."""
+    watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)
+    assert check_dp(_case(mode, TYPICAL, SMALL, setup=watch), pool) == []
+
+
 BREAKS = {  # variant -> (its break, its mode, what the failure says)
     "dp-draft-runs-its-own-size": (dp_breaks.draft_runs_its_own_size, "eager", "AssertionError: 12 4"),
     # a collective whose sizes do not match: a gloo error, or gloo aborting the rank (SIGABRT)

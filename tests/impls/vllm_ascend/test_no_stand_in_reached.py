@@ -1,12 +1,14 @@
 """No value of a vllm-ascend run comes from the fake ``torch_npu``'s stand-ins (``fake_torch_npu``).
 
 The fake's ``MagicMock``s exist so that vllm-ascend imports without CANN. A whole serving run,
-padded and unpadded, must call none of them and make no mock: a stand-in's return value (a truthy
+padded and unpadded, must call none of them and make no mock (on data-parallel ranks too:
+``watched_in_rank``, run by ``test_data_parallel.py``): a stand-in's return value (a truthy
 ``MagicMock``) reaching a branch or a value would be plumbing standing in for what the gate compares.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import unittest.mock
@@ -18,8 +20,9 @@ from tests.checks.e2e_checks import check_implementation
 from tests.properties.test_propose_loop import SFA_BLOCK
 
 
-def stand_ins_touched(run) -> list[str]:
-    """The calls made on the fake's stand-ins, and the mocks made, while ``run()`` runs."""
+@contextlib.contextmanager
+def watching():
+    """The calls made on the fake's stand-ins, and the mocks made, inside the block (filled at its end)."""
     import torch
     import torch_npu
 
@@ -34,7 +37,7 @@ def stand_ins_touched(run) -> list[str]:
     }
     for root in roots.values():
         root.reset_mock()
-    made = []
+    made, touched = [], []
     init = unittest.mock.NonCallableMock.__init__
 
     def counting(self, *args, **kwargs):
@@ -42,9 +45,32 @@ def stand_ins_touched(run) -> list[str]:
         init(self, *args, **kwargs)
 
     with unittest.mock.patch.object(unittest.mock.NonCallableMock, "__init__", counting):
+        yield touched
+    touched += [f"{name}{call}" for name, root in roots.items() for call in root.mock_calls]
+    touched += [f"made {m}" for m in made]
+
+
+def stand_ins_touched(run) -> list[str]:
+    """The calls made on the fake's stand-ins, and the mocks made, while ``run()`` runs."""
+    with watching() as touched:
         run()
-    calls = [f"{name}{call}" for name, root in roots.items() for call in root.mock_calls]
-    return calls + [f"made {m}" for m in made]
+    return touched
+
+
+def watched_in_rank():
+    """A data-parallel rank's setup for a case (``DpCase.setup``): the stand-ins watched while the case
+    runs; after it, ``RankError`` naming any touched (the rank's failure)."""
+    from sim.ranks.pool import RankError
+
+    block = watching()
+    touched = block.__enter__()
+
+    def check():
+        block.__exit__(None, None, None)
+        if touched:
+            raise RankError(f"stand-ins touched: {touched[:6]}", 0, "crash")
+
+    return check
 
 
 def _serving_runs(impl, device, attn: str = "gqa"):

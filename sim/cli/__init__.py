@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -20,15 +19,13 @@ from rich.table import Table
 
 from devices import DeviceUnavailable, load_device
 from devices.plugins import import_object
+from sim.cli import ranks
+from sim.cli.usage import UsageError, checked
 from sim.serving.run import RunReport, run_scenario
 from sim.serving.scenario import ACCEPT_POLICIES, DRAFT_ATTNS, GRAPH_MODES, METHODS, Scenario, default_scenario
 from sim.serving.terminal import console, print_report, print_sweep
 
 DEFAULTS = {f.name: f.default for f in fields(Scenario)}
-
-
-class UsageError(ValueError):
-    """A bad argument or file: one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -194,106 +191,6 @@ def _load_device(name: str):
         raise UsageError(f"--device {name}: {exc}") from None
 
 
-def _on_ranks(
-    what: str,
-    pool,
-    check,
-    agree: str = "equals one rank",
-    differ: str = "differs from one rank",
-    compared: str = "drafts and per-step metadata, every rank",
-) -> int:
-    """Run ``check(pool)`` (problems, empty when the ranks agree: by default, with one rank), close the
-    pool, report."""
-    try:
-        with console.status(f"serving on {what}"):
-            problems = check(pool)
-    finally:
-        pool.close()
-    if not problems:
-        console.print(f"[green]{what} {agree}[/] ({compared})")
-        return 0
-    console.print(f"[red]{what} {differ}:[/]")
-    for p in problems:
-        console.print(f"  {p}")
-    return 1
-
-
-def _dp(case, device, impl) -> int:
-    """A DP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against each other."""
-    from sim.impls.vllm_ascend.data_parallel import DpPool, check_dp
-
-    if impl.name != "vllm_ascend" or device.name != "sim":
-        raise UsageError(
-            f"a DP case with --impl {impl.name} --device {device.name}: DP ranks run vllm-ascend's drafter on the"
-            " simulator (--impl vllm_ascend)"
-        )
-    return _on_ranks(
-        f"{len(case.scenarios)} data-parallel ranks",
-        DpPool(len(case.scenarios)),
-        lambda pool: check_dp(case, pool),
-        agree="agree",
-        differ="disagree",
-        compared="each with the reference, all on one DP view per step",
-    )
-
-
-def _dp_case(path: str):
-    """The DP case a replay file holds (``{"dp_ranks": [...]}``), else None (a scenario file)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None  # Scenario.load names what is wrong
-    if not isinstance(data, dict) or "dp_ranks" not in data:
-        return None
-    from sim.impls.vllm_ascend.data_parallel import DpCase
-
-    return _scenario(DpCase.from_dict, data)
-
-
-def _pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
-    from sim.ranks.pcp import PcpPool, check_pcp
-
-    return _on_ranks(
-        f"PCP with {ranks} ranks",
-        PcpPool(ranks, device.name),
-        lambda pool: check_pcp(scenario, pool, device, proposer=proposer, ops=ops),
-    )
-
-
-def _tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) -> int:
-    from sim.ranks.tp import TpPool, check_tp
-
-    on = (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp))
-    paths = " and ".join(name for name, used in on if used)
-    ranks = f"{scenario.tp} TP ranks" + (f" x {pcp} PCP ranks" if pcp else "")
-    return _on_ranks(
-        f"{paths} on {ranks}",
-        TpPool(scenario.tp * (pcp or 1), device.name),
-        lambda pool: check_tp(scenario, pool, device, proposer=proposer),
-    )
-
-
-def _tp_fields(args) -> dict:
-    """The scenario fields the TP options set (none given: none)."""
-    if not (args.tp or args.lmhead_tp or args.shared_expert_dp):
-        return {}
-    return {"tp": args.tp or 1, "lmhead_tp": args.lmhead_tp, "shared_expert_dp": args.shared_expert_dp}
-
-
-def _check_tp_args(args, scenario: Scenario) -> None:
-    if scenario.tp > 1 and (args.impl != "core" or getattr(args, "no_check", False)):
-        raise UsageError(f"tp={scenario.tp}: TP runs the core alone, compared with one rank (no --impl, --no-check)")
-    if args.pcp and scenario.lmhead_tp and scenario.shared_expert_dp:
-        raise UsageError(f"--pcp {args.pcp} with lmhead_tp and shared_expert_dp: one TP path beside PCP")
-
-
-def _check_pcp_args(args) -> None:
-    if args.pcp and args.impl != "core":
-        raise UsageError(f"--pcp {args.pcp} with --impl {args.impl}: prefill context parallel runs the core only")
-    if args.pcp and getattr(args, "no_check", False):
-        raise UsageError(f"--pcp {args.pcp} with --no-check: a PCP run is a comparison with one rank")
-
-
 def _finish(reports: list[RunReport], device, impl, args) -> int:
     if args.json:
         from sim.serving.report import run_to_dict, write_json
@@ -306,21 +203,13 @@ def _finish(reports: list[RunReport], device, impl, args) -> int:
     return 1 if failing else 0
 
 
-def _scenario(make, *args, **kwargs) -> Scenario:
-    """A scenario, or ``UsageError`` naming the field a bad file or option combination breaks (before any run)."""
-    try:
-        return make(*args, **kwargs)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def cmd_run(args) -> int:
-    _check_pcp_args(args)
+    ranks.check_pcp_args(args)
     seeds = args.seeds if args.seeds is not None else [args.seed]
     if args.save and len(seeds) > 1:
         raise UsageError(f"--save {args.save} with --seeds: a sweep has one scenario per seed; give one --seed")
     scenarios = [
-        _scenario(
+        checked(
             default_scenario,
             seed,
             args.requests,
@@ -333,28 +222,25 @@ def cmd_run(args) -> int:
             mrope=args.mrope,
             method=args.method,
             draft_attn=args.attn,
-            **_tp_fields(args),
+            **ranks.tp_fields(args),
         )
         for seed in seeds
     ]
-    _check_tp_args(args, scenarios[0])
+    ranks.check_tp_args(args, scenarios[0])
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if args.dp:
         if len(scenarios) > 1 or args.pcp or scenarios[0].tp > 1 or args.no_check:
             raise UsageError(f"--dp {args.dp}: one --seed, no --pcp, --tp or --no-check (each rank is checked)")
-        from sim.impls.vllm_ascend.data_parallel import DpCase
-
-        sc = scenarios[0]
-        case = _scenario(DpCase.of, *(dataclasses.replace(sc, seed=sc.seed + r) for r in range(args.dp)))
+        case = ranks.dp_workloads(scenarios[0], args.dp)
         if args.save:
             case.save(args.save)
-        return _dp(case, device, impl)
+        return ranks.run_dp(case, device, impl)
     if args.save:
         scenarios[0].save(args.save)
     if scenarios[0].tp > 1:
-        return max(_tp(sc, device, args.pcp) for sc in scenarios)
+        return max(ranks.run_tp(sc, device, args.pcp) for sc in scenarios)
     if args.pcp:
-        return max(_pcp(sc, device, args.pcp) for sc in scenarios)
+        return max(ranks.run_pcp(sc, device, args.pcp) for sc in scenarios)
     reports = []
     for i, sc in enumerate(scenarios):
         label = f"seed {sc.seed} ({i + 1}/{len(scenarios)})" if len(scenarios) > 1 else "serving"
@@ -367,14 +253,14 @@ def cmd_run(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    _check_pcp_args(args)
-    case = _dp_case(args.case)
+    ranks.check_pcp_args(args)
+    case = ranks.dp_case(args.case)
     if case is not None:
-        return _dp(case, _load_device(args.device), _load_impl(args.impl))
-    scenario = _scenario(Scenario.load, args.case)
-    if _tp_fields(args):
-        scenario = _scenario(dataclasses.replace, scenario, **_tp_fields(args))
-    _check_tp_args(args, scenario)
+        return ranks.run_dp(case, _load_device(args.device), _load_impl(args.impl))
+    scenario = checked(Scenario.load, args.case)
+    if ranks.tp_fields(args):
+        scenario = checked(dataclasses.replace, scenario, **ranks.tp_fields(args))
+    ranks.check_tp_args(args, scenario)
     if args.proposer and not (args.pcp or scenario.tp > 1):
         raise UsageError(
             f"--proposer {args.proposer}: only on ranks, --pcp or tp > 1 (a PcpProposer or TP proposer subclass)"
@@ -384,9 +270,9 @@ def cmd_replay(args) -> int:
         _import(args.proposer, "--proposer")
     device, impl = _load_device(args.device), _load_impl(args.impl)
     if scenario.tp > 1:
-        return _tp(scenario, device, args.pcp, proposer=args.proposer)
+        return ranks.run_tp(scenario, device, args.pcp, proposer=args.proposer)
     if args.pcp:
-        return _pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
+        return ranks.run_pcp(scenario, device, args.pcp, proposer=args.proposer, ops=args.ops)
     report = _serve(scenario, device, impl, ops=ops)
     print_report(report, device, impl)
     return _finish([report], device, impl, args)

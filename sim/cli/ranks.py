@@ -1,0 +1,119 @@
+"""The CLI's runs on ranks: PCP and TP of the core, compared with one rank; a DP case of vllm-ascend's
+drafter, each rank against the reference and all against each other; and the option checks they need."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from sim.cli.usage import UsageError, checked
+from sim.serving.scenario import Scenario
+from sim.serving.terminal import console
+
+
+def on_ranks(
+    what: str,
+    pool,
+    check,
+    agree: str = "equals one rank",
+    differ: str = "differs from one rank",
+    compared: str = "drafts and per-step metadata, every rank",
+) -> int:
+    """Run ``check(pool)`` (problems, empty when the ranks agree: by default, with one rank), close the
+    pool, report."""
+    try:
+        with console.status(f"serving on {what}"):
+            problems = check(pool)
+    finally:
+        pool.close()
+    if not problems:
+        console.print(f"[green]{what} {agree}[/] ({compared})")
+        return 0
+    console.print(f"[red]{what} {differ}:[/]")
+    for p in problems:
+        console.print(f"  {p}")
+    return 1
+
+
+def run_dp(case, device, impl) -> int:
+    """A DP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against each other."""
+    from sim.impls.vllm_ascend.data_parallel import DpPool, check_dp
+
+    if impl.name != "vllm_ascend" or device.name != "sim":
+        raise UsageError(
+            f"a DP case with --impl {impl.name} --device {device.name}: DP ranks run vllm-ascend's drafter on the"
+            " simulator (--impl vllm_ascend)"
+        )
+    return on_ranks(
+        f"{len(case.scenarios)} data-parallel ranks",
+        DpPool(len(case.scenarios)),
+        lambda pool: check_dp(case, pool),
+        agree="agree",
+        differ="disagree",
+        compared="each with the reference, all on one DP view per step",
+    )
+
+
+def dp_workloads(scenario: Scenario, n: int):
+    """The DP case of ``n`` ranks each serving ``scenario``'s workload at its own seed (seed + rank)."""
+    from sim.impls.vllm_ascend.data_parallel import DpCase
+
+    return checked(DpCase.of, *(dataclasses.replace(scenario, seed=scenario.seed + r) for r in range(n)))
+
+
+def dp_case(path: str):
+    """The DP case a replay file holds (``{"dp_ranks": [...]}``), else None (a scenario file)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # Scenario.load names what is wrong
+    if not isinstance(data, dict) or "dp_ranks" not in data:
+        return None
+    from sim.impls.vllm_ascend.data_parallel import DpCase
+
+    return checked(DpCase.from_dict, data)
+
+
+def run_pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:
+    from sim.ranks.pcp import PcpPool, check_pcp
+
+    return on_ranks(
+        f"PCP with {ranks} ranks",
+        PcpPool(ranks, device.name),
+        lambda pool: check_pcp(scenario, pool, device, proposer=proposer, ops=ops),
+    )
+
+
+def run_tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) -> int:
+    from sim.ranks.tp import TpPool, check_tp
+
+    on = (("lm-head TP", scenario.lmhead_tp), ("shared-expert DP", scenario.shared_expert_dp))
+    paths = " and ".join(name for name, used in on if used)
+    ranks = f"{scenario.tp} TP ranks" + (f" x {pcp} PCP ranks" if pcp else "")
+    return on_ranks(
+        f"{paths} on {ranks}",
+        TpPool(scenario.tp * (pcp or 1), device.name),
+        lambda pool: check_tp(scenario, pool, device, proposer=proposer),
+    )
+
+
+def tp_fields(args) -> dict:
+    """The scenario fields the TP options set (none given: none)."""
+    if not (args.tp or args.lmhead_tp or args.shared_expert_dp):
+        return {}
+    return {"tp": args.tp or 1, "lmhead_tp": args.lmhead_tp, "shared_expert_dp": args.shared_expert_dp}
+
+
+def check_tp_args(args, scenario: Scenario) -> None:
+    if scenario.tp > 1 and (args.impl != "core" or getattr(args, "no_check", False)):
+        raise UsageError(f"tp={scenario.tp}: TP runs the core alone, compared with one rank (no --impl, --no-check)")
+    if args.pcp and scenario.lmhead_tp and scenario.shared_expert_dp:
+        raise UsageError(f"--pcp {args.pcp} with lmhead_tp and shared_expert_dp: one TP path beside PCP")
+
+
+def check_pcp_args(args) -> None:
+    if args.pcp and args.impl != "core":
+        raise UsageError(f"--pcp {args.pcp} with --impl {args.impl}: prefill context parallel runs the core only")
+    if args.pcp and getattr(args, "no_check", False):
+        raise UsageError(f"--pcp {args.pcp} with --no-check: a PCP run is a comparison with one rank")
