@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sim import cli
-from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
+from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
@@ -126,3 +126,20 @@ def test_a_bad_dp_case_is_one_line_and_exit_2(tmp_path, capsys, ranks, args, sai
     path.write_text(json.dumps({"dp_ranks": ranks}))
     assert cli.main(["replay", str(path), *args]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_ranks_at_different_collectives_in_a_step_are_named():
+    """The per-step collective check on its own (two results made here, no ranks): equal totals, but
+    step 0 of rank 1 met one collective fewer, as ranks whose calls paired across steps would."""
+    view = [DraftForward(4, 4, (4, 4), "NONE")]
+    ranks = [
+        DpRankResult(0, steps=[view, view], dummy=[False, False], needed=[4, 4], sites=[["a", "b"], ["a", "b"]]),
+        DpRankResult(1, steps=[view, view], dummy=[True, True], needed=[1, 1], sites=[["a"], ["a", "b", "b"]]),
+    ]
+
+    class Ranks:  # the pool's answer, as its ranks would send it
+        def run(self, case):
+            return ranks
+
+    problems = check_dp(_case("eager", TYPICAL, None), Ranks())
+    assert problems == ["DP step 0: the ranks issued different DP collectives: rank 0: ['a', 'b']; rank 1: ['a']"]
