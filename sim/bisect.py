@@ -20,6 +20,7 @@ site-packages on the path, the vLLM of the version and the commit installed in f
 
 from __future__ import annotations
 
+import configparser
 import math
 import os
 import shutil
@@ -34,10 +35,7 @@ from pathlib import Path
 from sim.impls.kit.ascend import checkout
 
 ROOT = checkout.ROOT
-GATE = (
-    "tests/impls/vllm_ascend tests/properties/test_propose_loop.py tests/properties/test_core_properties.py "
-    "tests/properties/test_validation.py tests/properties/test_library_api.py tests/properties/test_known_defects.py"
-).split()
+
 # What tox -e vllm_ascend sets for its test runs (tox.ini), so a step runs the gate as the env does.
 RUN_ENV = {
     "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
@@ -46,6 +44,14 @@ RUN_ENV = {
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
 }
+
+
+def gate() -> list[str]:
+    """What ``tox -e vllm_ascend`` runs under ``--impl vllm_ascend``: its differential suite, then the
+    gate's properties as tox.ini's ``[adapter] gate`` lists them."""
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    return ["tests/impls/vllm_ascend", *tox["adapter"]["gate"].split()]
 
 
 class BisectError(SystemExit):
@@ -153,7 +159,7 @@ def test_commit(tree: Path, envs: Envs, case: Path | None, pytest_args: list[str
         cmd = [str(python), "-m", "sim", "replay", str(case), "--impl", "vllm_ascend"]
     else:
         cmd = [str(python), "-m", "pytest", "--device", "sim", "--impl", "vllm_ascend", "-p", "no:cacheprovider",
-               "-x", "-q", "-rf", "--hypothesis-profile", "adapter", *GATE, *pytest_args]  # fmt: skip
+               "-x", "-q", "-rf", "--hypothesis-profile", "adapter", *gate(), *pytest_args]  # fmt: skip
     # bytecode outside the worktree, kept across steps: a step recompiles the files its commit changed only
     # (under the caller's prefix where one is set, as tox sets it: the closure's bytecode is there already)
     env = {"PYTHONPYCACHEPREFIX": str(envs.root / "pycache"), **os.environ, **RUN_ENV, "PYTHONPATH": str(ROOT)}

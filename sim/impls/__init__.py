@@ -109,13 +109,15 @@ class Implementation:
 
     def refuses(self, scenario, device: str) -> str | None:
         """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
-        that the proposer is not told otherwise (its draft's attention groups and family), or None."""
+        that the implementation lacks (its draft's attention groups and family, its method, M-RoPE), or None."""
         selected = [
             (
                 scenario.draft_attn_groups > 1,
                 Feature.DRAFT_ATTN_GROUPS,
                 f"draft_attn_groups={scenario.draft_attn_groups}",
             ),
+            (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
+            (scenario.mrope, Feature.MROPE, "mrope=True"),
         ]
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
             selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))

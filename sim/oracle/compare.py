@@ -109,7 +109,7 @@ def compare_trace(
     if rules.graphs_uniform_decode_only and not is_uniform_decode(case):
         captured = None  # run eagerly, at its own rows
     for rec in trace:
-        first_rows = rec.step == 1 or rules.steps_run_first_pass_rows
+        first_rows = rec.step == 1 or rules.steps_at_first_pass_rows
         real = len(ref.token_indices) if first_rows else len(case.requests)
         want_rows = expected_rows(real, (captured or {}).get(Phase.FIRST if rec.step == 1 else Phase.STEP, []))
         dp_padded = first_rows and rules.dp > 1 and rec.rows > want_rows  # to a peer's: checked across ranks

@@ -56,7 +56,8 @@ class Rules:
         MRV2's ``stale-rejected-rows``).
     steps_run_first_pass_rows: steps 2..K run at the first pass's row count,
         the rows past the batch's requests inert (slot -1), rather than one row
-        per request (vllm-ascend's ``mtp-steps-run-padded-rows``).
+        per request, for method ``mtp``, and for every method once the drafter has graphs
+        (vllm-ascend's ``mtp-steps-run-padded-rows``; ``steps_at_first_pass_rows``).
     slots_from_block_table: a later step's slot is looked up in the block table
         at its position (False: the previous step's slot + 1, starting from the
         last accepted token's, -1 on a step that writes no KV: the 0.13-era proposer's
@@ -99,6 +100,8 @@ class Rules:
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
         configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or one of
         the ``graph_steps_*`` rules holds).
+    method, graph_mode: the drafting method and the drafter's graph mode (facts of the configuration
+        run: they decide nothing unless ``steps_run_first_pass_rows``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -128,6 +131,8 @@ class Rules:
     graph_steps_rope_of_first_pass: bool = False
     graph_steps_lengths_of_first_pass: bool = False
     draft_attn: str = "gqa"
+    method: str = "mtp"
+    graph_mode: str = "eager"
     dp: int = 1
     graphs_uniform_decode_only: bool = False
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
@@ -161,6 +166,13 @@ class Rules:
                 spec = spec.without(d)
             out.append((tuple(deciding), spec))
         return out
+
+    @property
+    def steps_at_first_pass_rows(self) -> bool:
+        """Whether draft steps 2..K run at the first pass's row count: ``steps_run_first_pass_rows`` for
+        method ``mtp``, or for any method with a drafter that has graphs (vllm-ascend's
+        ``input_batch_size``: ``num_input_tokens`` if the method is ``mtp`` or it uses graphs)."""
+        return self.steps_run_first_pass_rows and (self.method == "mtp" or self.graph_mode != "eager")
 
     @property
     def rotates_at_last_build(self) -> bool:

@@ -108,7 +108,12 @@ def run_scenario(
     proposer_cls = proposer_cls or getattr(impl, "proposer_cls", MtpProposer)
     rules = rules if rules is not None else getattr(impl, "rules", CORE)
     rules = dataclasses.replace(
-        rules, draft_attn_groups=scenario.draft_attn_groups, draft_attn=scenario.draft_attn, dp=scenario.dp
+        rules,
+        draft_attn_groups=scenario.draft_attn_groups,
+        draft_attn=scenario.draft_attn,
+        method=scenario.method,
+        graph_mode=scenario.graph_mode,
+        dp=scenario.dp,
     )
     divergences = [d for d in impl.in_force(device.name) if d.rule] if impl is not None else []
     tdev = device.torch_device

@@ -21,6 +21,8 @@ USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
 USES_DRAFT_ATTN_GROUPS = pytest.mark.uses(Feature.DRAFT_ATTN_GROUPS)
 USES_MLA_DRAFT = pytest.mark.uses(Feature.MLA_DRAFT)
 USES_SFA_DRAFT = pytest.mark.uses(Feature.SFA_DRAFT)
+USES_EAGLE3 = pytest.mark.uses(Feature.EAGLE3)
+USES_MROPE = pytest.mark.uses(Feature.MROPE)
 
 # One parameter per mode, for a test that runs a fixed case in each.
 MODES = [

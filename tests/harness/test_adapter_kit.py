@@ -70,17 +70,20 @@ def check_limits(module) -> None:
     module.refuse_past_limits("the X adapter", 64, 1, 8)
 
 
+DRAFT_KINDS = [Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE3, Feature.MROPE]
+
+
 def check_lacks(module) -> None:
-    """``module.lacks``: a draft of several groups and the MLA and SFA families unless given, the given
-    features, the host-sync count on the simulator only, the graph modes everywhere."""
+    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle3 and M-RoPE unless given,
+    the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
     lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
     assert list(lacking) == [
-        Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.UNPADDED,
-        Feature.HOST_SYNC_COUNT, *GRAPHS,
+        *DRAFT_KINDS, Feature.UNPADDED, Feature.HOST_SYNC_COUNT, *GRAPHS,
     ]  # fmt: skip
     assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
     assert lacking[Feature.MLA_DRAFT] is lacking[Feature.SFA_DRAFT] is module.GQA_DRAFT
+    assert (lacking[Feature.EAGLE3], lacking[Feature.MROPE]) == (module.MTP_ONLY, module.TEXT_ONLY)
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
@@ -89,7 +92,7 @@ def check_lacks(module) -> None:
     assert not lacking[Feature.HOST_SYNC_COUNT].applies_to("accelerator")
     for graphs in GRAPHS:
         assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
-    assert list(module.lacks("eager")) == [Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, *GRAPHS]
+    assert list(module.lacks("eager")) == [*DRAFT_KINDS, *GRAPHS]
 
 
 def check_factory(module) -> None:

@@ -107,3 +107,24 @@ def test_a_run_of_an_mla_draft_on_an_implementation_without_its_builder_is_refus
         run_scenario(scenario, SimDevice(), core())
     with pytest.raises(ValueError, match="draft_attn='mla': the core's draft model rotates by its rows' positions"):
         run_scenario(scenario, SimDevice())
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"method": "eagle3"}, "method='eagle3': mtp-only lacks an EAGLE-3 drafter"),
+        ({"mrope": True}, "mrope=True: mtp-only lacks M-RoPE"),
+    ],
+)
+def test_a_run_of_a_method_or_rope_an_implementation_lacks_is_refused_by_name(fields, named):
+    """An adapter built for MTP on a text-only target (``tables.lacks``' defaults) refuses an eagle3 or
+    M-RoPE scenario before it builds anything, naming the field, the implementation and the reason."""
+    from devices.sim.device import SimDevice
+    from sim.impls.kit import tables
+
+    mtp_only = dataclasses.replace(core(), name="mtp-only", lacks=tables.lacks("eager only"))
+    scenario = Scenario(**fields)
+    assert named in mtp_only.refuses(scenario, "sim")
+    assert core().refuses(scenario, "sim") is None
+    with pytest.raises(ValueError, match=named):
+        run_scenario(scenario, SimDevice(), mtp_only)

@@ -5,7 +5,8 @@ differ and text after the image is offset from its sequence position; every
 model call's three rows are compared with the reference, and the drafts
 with drafts computed from scratch by a model that rotates by the three rows.
 eagle3: the target hands three layers, combined before the first pass only.
-Each path runs padded and unpadded, eager and in both graph modes (drawn).
+Each path runs padded and unpadded (drawn), eagerly and in each graph mode, under every
+implementation that has it (the ``uses`` marks: vllm-ascend's drafter runs eagle3).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import dataclasses
 
 import pytest
 import torch
-from hypothesis import event, given
-from hypothesis import strategies as st
+from hypothesis import given
 
 from mtp.config import ProposerConfig
 from mtp.proposer import MtpProposer
@@ -25,13 +25,16 @@ from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.checks.e2e_checks import check_implementation
-from tests.checks.modes import MODE_GROUPS, per_group
+from tests.checks.example_budget import share
+from tests.checks.modes import MODES, PADDING, USES_EAGLE3, USES_MROPE
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
-PATHS = per_group(12)
+PATHS = share(12 * len(MODES) * len(PADDING), at_least=3)  # a twelfth of the profile's examples per path
 VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"mrope": True, "method": "eagle3"}}
+USES = {"mrope": [USES_MROPE], "eagle3": [USES_EAGLE3], "both": [USES_MROPE, USES_EAGLE3]}
+PATH_PARAMS = [pytest.param(path, marks=USES[path]) for path in VARIANTS]
 
 
 def _check(device, impl, scenario, name):
@@ -51,22 +54,21 @@ SMALL = Scenario(
 
 
 @pytest.mark.order(1)
-@pytest.mark.parametrize("path", list(VARIANTS))
+@pytest.mark.parametrize("path", PATH_PARAMS)
 def test_a_case_every_broken_variant_fails_matches_reference(device, impl, path):
     """``SMALL`` fails on every broken variant of tests/meta/broken_paths.py: one serving run per path, run
     early, so a broken path fails within seconds, before the property below draws (and shrinks) scenarios."""
     _check(device, impl, dataclasses.replace(SMALL, **VARIANTS[path]), f"small-{path}")
 
 
-@pytest.mark.parametrize("modes", MODE_GROUPS)
-@pytest.mark.parametrize("path", list(VARIANTS))
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padded", PADDING)
+@pytest.mark.parametrize("path", PATH_PARAMS)
 @PATHS
-@given(scenario=scenarios(), data=st.data())
-def test_path_matches_reference(device, impl, path, modes, scenario, data, request):
+@given(scenario=scenarios())
+def test_path_matches_reference(device, impl, path, padded, mode, scenario, request):
     """Drafts (margin-aware) and every call's metadata, M-RoPE rows included."""
-    mode = data.draw(st.sampled_from(modes), label="mode")
-    event(f"mode={mode}")
-    scenario = dataclasses.replace(scenario, graph_mode=mode, **VARIANTS[path])
+    scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode, **VARIANTS[path])
     _check(device, impl, scenario, request.node.name)
 
 

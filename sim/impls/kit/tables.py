@@ -26,16 +26,21 @@ def host_copies(who: str, reads: str, why: str = COUNTED_AS_SYNCS) -> Skip:
 
 ONE_DRAFT_LAYER = Skip("the adapter builds a draft of one attention layer, in one attention group")
 GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated by its rows' positions")
+MTP_ONLY = Skip("the adapter builds its proposer for method mtp (the tiny DeepSeek-V3's MTP layer)")
+TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
 
 
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
-    device with the reason ``eager_only``, and a draft of several attention groups and an MLA or SFA
-    draft unless ``more`` says otherwise (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``)."""
+    device with the reason ``eager_only``, and a draft of several attention groups, an MLA or SFA
+    draft, an EAGLE-3 drafter and M-RoPE unless ``more`` says otherwise (``ONE_DRAFT_LAYER``,
+    ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
         Feature.SFA_DRAFT: GQA_DRAFT,
+        Feature.EAGLE3: MTP_ONLY,
+        Feature.MROPE: TEXT_ONLY,
         **(more or {}),
     }
     if host_sync is not None:

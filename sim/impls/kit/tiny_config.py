@@ -1,7 +1,8 @@
 """The tiny DeepSeek-V3 ``VllmConfig`` every vLLM-based proposer is built from, and a shared proposer's limits.
 
-A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; nothing is
-downloaded and no weights are loaded. Each adapter builds one proposer per hidden size with
+A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; with method
+``eagle3`` the draft is a one-layer Llama config, which vLLM makes an ``Eagle3LlamaForCausalLM``
+(what EAGLE-3 heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded. Each adapter builds one proposer per hidden size with
 buffers sized once, generously (``MAX_TOKENS`` rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``),
 and sets the per-call sizes before each use; ``refuse_past_limits`` refuses a call the buffers
 cannot hold, naming the field and its value.
@@ -13,6 +14,7 @@ import contextlib
 import json
 from unittest import mock
 
+from mtp.config import METHODS
 from sim.impls.kit.scratch import scratch
 
 MAX_TOKENS = 8192
@@ -50,6 +52,25 @@ def config_dir(hidden_size: int) -> str:
     return str(path)
 
 
+def eagle3_dir(hidden_size: int) -> str:
+    """A ``config.json`` of a one-layer Llama that vLLM wraps as an EAGLE-3 draft (``EAGLEConfig``)."""
+    path = scratch(f"eagle3-{hidden_size}")
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": hidden_size,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "vocab_size": 4096,
+        "max_position_embeddings": MAX_MODEL_LEN,
+        "torch_dtype": "float32",
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
 def _model_classes_inspected_here():
     """vLLM inspects a model class (DeepSeek-V3, then its MTP draft) in a fresh interpreter, so as not
     to initialise CUDA in its own, unless ``VLLM_CACHE_ROOT`` holds the answer: about 14 s each, in
@@ -63,10 +84,14 @@ def _model_classes_inspected_here():
     return mock.patch.object(registry, "_run_in_subprocess", lambda inspect: inspect())
 
 
-def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str):
-    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer, from ``config`` (the
-    generation's ``vllm.config`` module) on ``device``; ``num_speculative_tokens``: the most drafts any
-    call sets (every per-step buffer exists for them)."""
+def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str, method: str = "mtp"):
+    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer (``method="eagle3"``: with the
+    EAGLE-3 draft of ``eagle3_dir`` instead), from ``config`` (the generation's ``vllm.config`` module) on
+    ``device``; ``num_speculative_tokens``: the most drafts any call sets (every per-step buffer exists
+    for them)."""
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}: expected one of {METHODS}")
+    draft = {"model": eagle3_dir(hidden_size)} if method == "eagle3" else {}
     with _model_classes_inspected_here():  # the target's class, then (in SpeculativeConfig) the draft's
         model_config = config.ModelConfig(
             model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True
@@ -74,8 +99,9 @@ def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: s
         spec_config = config.SpeculativeConfig(
             target_model_config=model_config,
             target_parallel_config=config.ParallelConfig(),
-            method="mtp",
+            method=method,
             num_speculative_tokens=num_speculative_tokens,
+            **draft,
         )
     return config.VllmConfig(
         model_config=model_config,

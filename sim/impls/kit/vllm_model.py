@@ -159,7 +159,7 @@ class VllmTinyMtp(nn.Module):
     computed from and the state fed back, which differ in value (``logit_view``)."""
 
     def __init__(self, tiny):
-        super().__init__()
+        nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``eagle3_draft``)
         self.tiny = tiny
         self.trace: list[StepRecord] | None = None
         self.sample_indices: torch.Tensor | None = None  # first pass: set by the adapter

@@ -40,11 +40,11 @@ from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.vllm_ascend import attn_setup, divergences, early_copies, generation, graphs, handoff
 from sim.impls.vllm_ascend.build import configured, configured_graph
-from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, AscendTinyMtp
+from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, draft_model
 
 
 def _proposer(cfg: ProposerConfig, layers=(LAYER,), attn: str = "gqa"):
-    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size, layers, attn)
+    return configured(cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.hidden_size, layers, attn, cfg.method)
 
 
 def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> NextTokens:
@@ -203,7 +203,7 @@ class AscendProposer(EagerAdapter):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton = triton
-        self.model = AscendTinyMtp(model, [name for name in self.layers if name != LAYER])
+        self.model = draft_model(model, [name for name in self.layers if name != LAYER], cfg.method)
         # one proposer serves every run: each starts from its state as built
         start_fresh(_proposer(cfg, self.layers, self.attn))
         self.graphed = None

@@ -31,28 +31,42 @@ from sim.impls.vllm_ascend import attn_setup
 
 
 @functools.lru_cache(maxsize=8)
-def ascend_proposer(hidden_size: int):
-    """One ``AscendEagleProposer`` per hidden size, on ``build_device()``, its state as built
-    remembered (``fresh_start.start_fresh``)."""
+def ascend_proposer(hidden_size: int, method: str = "mtp"):
+    """One ``AscendEagleProposer`` per hidden size and drafting method, on ``build_device()``, its state
+    as built remembered (``fresh_start.start_fresh``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
     device = build_device()
-    vllm_config = world.vllm_config(hidden_size)
+    vllm_config = world.vllm_config(hidden_size, method)
     single_rank_world(vllm_config)
     with recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device, vllm_config))
+    drafts_with(proposer.runner, proposer)
     return remember_fresh(proposer)
 
 
+def drafts_with(runner, proposer) -> None:
+    """What the runner's ``__init__`` decides from its drafter: whether the target hands it auxiliary
+    hidden states (eagle3: ``use_aux_hidden_state_outputs``, the drafter's own answer)."""
+    if proposer.method == "eagle3":
+        runner.use_aux_hidden_state_outputs = proposer.eagle3_use_aux_hidden_state
+
+
 def configured(
-    num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int, layers=(LAYER,), attn: str = "gqa"
+    num_spec_tokens: int,
+    block_size: int,
+    max_model_len: int,
+    hidden_size: int,
+    layers=(LAYER,),
+    attn: str = "gqa",
+    method: str = "mtp",
 ):
-    """The shared proposer set to one call's sizes, its draft attention (and so ``block_size``) set
-    up by its own ``initialize_attn_backend`` for ``block_size``, the draft's ``layers`` and the
-    attention family ``attn`` of its layer (``attn_setup``)."""
+    """The shared proposer of drafting ``method`` set to one call's sizes, its draft attention (and so
+    ``block_size``) set up by its own ``initialize_attn_backend`` for ``block_size``, the draft's
+    ``layers`` and the attention family ``attn`` of its layer (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
-    proposer = ascend_proposer(hidden_size)
+    proposer = ascend_proposer(hidden_size, method)
     proposer.num_speculative_tokens = num_spec_tokens
     attn_setup.initialize(proposer, block_size, layers, attn)
     proposer.max_model_len = max_model_len
@@ -138,13 +152,13 @@ class GraphRunnerView(RunnerView):
         return True
 
 
-def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
-    """The tiny ``VllmConfig`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY ACL graphs (the full
+def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
+    """The tiny ``VllmConfig`` of drafting ``method`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY ACL graphs (the full
     mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to multiples of
     ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where none
     fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
     config = import_ascend("vllm.config")
-    vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type)
+    vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type, method)
     compilation = vllm_config.compilation_config
     world.placed(vllm_config)
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
@@ -159,16 +173,17 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     return vllm_config
 
 
-def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
-    """A full-graph ``AscendEagleProposer`` on a ``GraphRunnerView`` (its draft is wrapped per run,
-    ``configured_graph``)."""
+def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
+    """A full-graph ``AscendEagleProposer`` of drafting ``method`` on a ``GraphRunnerView`` (its draft is
+    wrapped per run, ``configured_graph``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     config = import_ascend("vllm.config")
     device = build_device()
-    vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes)
+    vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes, method)
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config), recording(device):
         proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
+    drafts_with(proposer.runner, proposer)
     proposer.update_stream = torch.npu.Stream()
     return proposer
 
@@ -188,17 +203,17 @@ def wrap_draft(proposer) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...]):
-    return remember_fresh(graph_proposer(hidden_size, num_spec_tokens, capture_sizes))
+def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str):
+    return remember_fresh(graph_proposer(hidden_size, num_spec_tokens, capture_sizes, method))
 
 
 def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
-    """The full-graph proposer for ``cfg``'s hidden size and draft count at ``capture_sizes``, its draft
+    """The full-graph proposer for ``cfg``'s hidden size, drafting method and draft count at ``capture_sizes``, its draft
     layer of the attention family ``attn``, as built: its draft newly wrapped (no graph captured: a run captures its own), the draft graph
     params set empty for its capture sizes as the runner sets them before capturing, its buffers
     fresh. One full-graph proposer is in use at a time (vllm-ascend's draft graph params are global)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", cfg.max_model_len, cfg.num_spec_tokens, MAX_SPEC_TOKENS)
-    proposer = _graph_proposer(cfg.hidden_size, cfg.num_spec_tokens, tuple(sorted(set(capture_sizes))))
+    proposer = _graph_proposer(cfg.hidden_size, cfg.num_spec_tokens, tuple(sorted(set(capture_sizes))), cfg.method)
     start_fresh(proposer)
     wrap_draft(proposer)
     acl = import_ascend("vllm_ascend.compilation.acl_graph")

@@ -216,6 +216,7 @@ GROUPS_EAGER = (
 MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
+    Feature.MROPE: Skip("the adapter's target is the tiny DeepSeek-V3, text-only: its positions are one row"),
     Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 

@@ -14,7 +14,8 @@ method's arguments as the runner's ``execute_model`` does: the ``SpecDecodeMetad
 verified drafts (None when no request verified any: the runner's ``use_spec_decode`` is False),
 the target's ``AscendCommonAttentionMetadata`` (with that state), the sampled tokens (the padded tensor, or the
 per-request lists), vLLM's ``SchedulerOutput`` with each request's scheduled tokens, the hidden
-states. ``padded_drafter`` sets the runner's ``disable_padded_drafter_batch`` for one call.
+states (eagle3: and the auxiliary layers', ``target_hidden_states``). ``padded_drafter`` sets the
+runner's ``disable_padded_drafter_batch`` for one call.
 """
 
 from __future__ import annotations
@@ -97,11 +98,21 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
         spec_decode_common_attn_metadata=cad,
         positions=runner.positions[:n],
         num_scheduled_tokens=n,
-        hidden_states=batch.hidden_states[:n].to(torch.float32),
-        aux_hidden_states=None,
+        **target_hidden_states(runner, batch.hidden_states[:n].to(torch.float32)),
         sample_hidden_states=None,
         target_model_batch_desc=target_desc,
     )
+
+
+def target_hidden_states(runner, hidden: torch.Tensor) -> dict:
+    """The target's hidden states as its forward returns them to the runner: its last layer's, and
+    where the drafter takes auxiliary ones (eagle3: ``use_aux_hidden_state_outputs``) the three layers
+    apart, which the runner concatenates again (the batch's are the three side by side, the last layer
+    last)."""
+    if not runner.use_aux_hidden_state_outputs:
+        return {"hidden_states": hidden, "aux_hidden_states": None}
+    aux = list(hidden.chunk(3, dim=-1))
+    return {"hidden_states": aux[-1], "aux_hidden_states": aux}
 
 
 @contextlib.contextmanager

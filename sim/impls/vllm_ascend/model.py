@@ -23,6 +23,8 @@ after each replay (``NPUGraph.after_replay``) they become the call's ``StepRecor
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from mtp.model import AttentionMeta
@@ -47,6 +49,7 @@ __all__ = [
     "LAYER",
     "AscendSnapshotAttnGroup",
     "AscendTinyMtp",
+    "draft_model",
     "TinyAttentionBackend",
     "TinyIndexerBackend",
     "TinyMlaBackend",
@@ -276,3 +279,24 @@ class AscendTinyMtp(VllmTinyMtp):
             padding_slots=live["slots"][real:rows],
             rope_positions=live["rope"][:real] if "rope" in live else None,
         )
+
+
+def draft_model(tiny, more_layers=(), method: str = "mtp") -> AscendTinyMtp:
+    """The tiny draft as vllm-ascend's drafter of ``method`` is handed it (``load_model``): an
+    ``AscendTinyMtp``; for eagle3 also an ``Eagle3LlamaForCausalLM`` (``eagle3_draft``)."""
+    return eagle3_draft()(tiny, more_layers) if method == "eagle3" else AscendTinyMtp(tiny, more_layers)
+
+
+@functools.cache
+def eagle3_draft() -> type:
+    """``AscendTinyMtp`` as an EAGLE-3 head: ``_propose`` asserts its draft is one of vLLM's and
+    vllm-ascend's EAGLE-3 classes before it folds the target's auxiliary hidden states with the draft's
+    ``combine_hidden_states``. The class is ``Eagle3LlamaForCausalLM`` by inheritance only (nothing of it
+    is built: no weights); every method the drafter calls is the tiny model's, so a method the
+    drafter reached that the tiny model lacks fails as an ``AttributeError``."""
+    base = import_ascend("vllm.model_executor.models.llama_eagle3").Eagle3LlamaForCausalLM
+
+    def combine_hidden_states(self, hidden_states):
+        return self.tiny.combine_hidden_states(hidden_states)
+
+    return type("AscendTinyEagle3", (AscendTinyMtp, base), {"combine_hidden_states": combine_hidden_states})

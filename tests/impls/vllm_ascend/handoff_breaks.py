@@ -8,7 +8,8 @@ regression there would bring them: each takes the original method and returns th
 no request verified drafts); ``prefill_state_with_any_new_request`` is a runner whose
 ``_build_attn_state`` says ``PrefillNoCache`` when any request of the batch is new, not every one;
 ``block_size_from_the_first_group`` is a drafter whose ``initialize_attn_backend`` takes its block
-size from the wrong KV-cache group.
+size from the wrong KV-cache group; ``aux_layers_reversed`` a runner that hands an EAGLE-3 drafter
+the target's auxiliary layers in another order than the head folds them.
 
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
@@ -28,6 +29,17 @@ def positions_off_by_one(original):
 def num_scheduled_tokens_short(original):
     def broken(self, *args, num_scheduled_tokens, **kwargs):
         return original(self, *args, num_scheduled_tokens=num_scheduled_tokens - 1, **kwargs)
+
+    return broken
+
+
+def aux_layers_reversed(original):
+    """``propose_draft_token_ids`` handed the target's auxiliary hidden states (eagle3) last layer first:
+    what a runner capturing other layers than the head was trained on hands it."""
+
+    def broken(self, *args, aux_hidden_states=None, **kwargs):
+        layers = None if aux_hidden_states is None else aux_hidden_states[::-1]
+        return original(self, *args, aux_hidden_states=layers, **kwargs)
 
     return broken
 

@@ -8,8 +8,14 @@ an attention state of ``PrefillNoCache`` for a batch where not every request is 
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
+from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate
+from tests.properties.test_propose_loop import TYPICAL
 
 
 def test_target_positions_off_by_one_fail_the_gate(monkeypatch, device, impl):
@@ -31,3 +37,11 @@ def test_a_prefill_state_for_a_batch_with_context_fails_by_name(monkeypatch, dev
     requests with context would read none of it at their first pass, and the forward says so."""
     broken_gate.apply("runner-prefill-state-with-any-new-request", monkeypatch)
     assert_serving_runs_fail(impl, device, "broken-runner-attn-state", r"step 1: the attention reads no cached context")
+
+
+def test_auxiliary_layers_in_another_order_fail_the_gate(monkeypatch, device, impl):
+    """eagle3: the runner hands the target's auxiliary layers reversed; the draft folds other states
+    than the reference's, and draft 1 already differs."""
+    broken_gate.apply("runner-aux-layers-reversed", monkeypatch)
+    with pytest.raises(AssertionError, match=r"draft 1"):
+        check_implementation(impl, dataclasses.replace(TYPICAL, method="eagle3"), device, "broken-aux-layers")

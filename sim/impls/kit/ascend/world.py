@@ -33,12 +33,12 @@ def recording(device: torch.device):
     return early_reads.recording(device) if device.type == "cpu" else contextlib.nullcontext()
 
 
-def vllm_config(hidden_size: int):
-    """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) on ``build_device()``,
-    placed on this rank (``placed``), with vllm-ascend's config initialised from it; every per-step
-    buffer exists for ``MAX_SPEC_TOKENS``."""
+def vllm_config(hidden_size: int, method: str = "mtp"):
+    """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) for drafting ``method``
+    on ``build_device()``, placed on this rank (``placed``), with vllm-ascend's config initialised from
+    it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
     vllm_config = tiny_config.vllm_config(
-        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type
+        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type, method
     )
     placed(vllm_config)
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
