@@ -49,6 +49,7 @@ def _config():
         num_spec_tokens=FULL.num_spec_tokens,
         block_size=FULL.block_size,
         max_model_len=FULL.max_model_len,
+        method=FULL.method,
     )
 
 
