@@ -95,7 +95,8 @@ DIVERGENCES = table(
         "mtp-steps-run-padded-rows",
         "_run_merged_draft",
         "steps 2..K run one row per request",
-        "for method mtp, steps 2..K run at the first pass's row count; rows past B hold stale inputs, slot -1",
+        "for method mtp (any method once the drafter has graphs), steps 2..K run at the first pass's row count; "
+        "rows past B hold stale inputs, slot -1",
         "test_propose.py::test_steps_run_at_first_pass_rows",
         kind=Kind.DESIGN,
         rule={"steps_run_first_pass_rows": True},

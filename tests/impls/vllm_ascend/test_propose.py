@@ -59,6 +59,24 @@ def test_steps_run_at_first_pass_rows(device):
         assert rec.padding_slots.tolist() == [-1] * (batch.num_tokens - 1)
 
 
+def test_eagle3_steps_run_one_row_per_request_eagerly(device):
+    """mtp-steps-run-padded-rows is method mtp's: an eager EAGLE-3 drafter runs steps 2..K at one row per
+    request (vllm-ascend's ``input_batch_size``)."""
+    from tests.impls.vllm.test_propose import _at_the_end
+
+    case = _at_the_end()
+    case = case._replace(config=dataclasses.replace(case.config, method="eagle3"))
+    scenario = Scenario(
+        num_spec_tokens=3, block_size=4, max_model_len=16, method="eagle3", requests=(RequestSpec(0, 4, 4),)
+    )
+    model, _ = build_models(scenario, CPU)
+    batch, sampled = to_batch(case, CPU, padded=True)
+    proposer = AscendProposer(case.config, model, device)
+    proposer.record()
+    proposer.propose(batch, sampled)
+    assert [rec.rows for rec in proposer.trace] == [batch.num_tokens, 1, 1] and batch.num_tokens > 1
+
+
 def test_num_computed_tokens_drift(device):
     """num-computed-tokens-drift: the ``num_computed_tokens_cpu`` attention is handed at steps 2..K is the
     first pass's advanced by one per step, not the step's ``seq_len - 1``: a decode whose first pass had
