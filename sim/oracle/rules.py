@@ -100,8 +100,12 @@ class Rules:
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
         configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or one of
         the ``graph_steps_*`` rules holds).
+    dense_drafts_skip_dp_sync: a drafter whose draft has no experts (an EAGLE-3 head: attention and an
+        MLP) syncs nothing with its data-parallel peers: each rank drafts at its own size, its forwards
+        told their own token count for every rank (vllm-ascend's ``dense-draft-skips-the-dp-sync``;
+        ``drafts_outside_dp``).
     method, graph_mode: the drafting method and the drafter's graph mode (facts of the configuration
-        run: they decide nothing unless ``steps_run_first_pass_rows``).
+        run: they decide nothing unless ``steps_run_first_pass_rows`` or ``dense_drafts_skip_dp_sync``).
     prefill_batches_draft_once: a batch with a prefill in it (see
         ``first_draft_repeated``) runs the first pass only and returns draft 1
         K times (vllm-ascend 0.13's ``with_prefill`` early exit).
@@ -131,6 +135,7 @@ class Rules:
     graph_steps_rope_of_first_pass: bool = False
     graph_steps_lengths_of_first_pass: bool = False
     draft_attn: str = "gqa"
+    dense_drafts_skip_dp_sync: bool = False
     method: str = "mtp"
     graph_mode: str = "eager"
     dp: int = 1
@@ -173,6 +178,19 @@ class Rules:
         method ``mtp``, or for any method with a drafter that has graphs (vllm-ascend's
         ``input_batch_size``: ``num_input_tokens`` if the method is ``mtp`` or it uses graphs)."""
         return self.steps_run_first_pass_rows and (self.method == "mtp" or self.graph_mode != "eager")
+
+    @property
+    def steps_outside_the_dp_view(self) -> bool:
+        """Whether draft steps 2..K run the batch's own rows under the first pass's DP view (its
+        ``num_tokens_across_dp``): where ``steps_run_first_pass_rows`` is the method's and graphs' alone,
+        an eager drafter of another method runs them at one row per request without a DP sync."""
+        return self.steps_run_first_pass_rows and not self.steps_at_first_pass_rows
+
+    @property
+    def drafts_outside_dp(self) -> bool:
+        """Whether the drafter syncs nothing with its DP peers: ``dense_drafts_skip_dp_sync`` for a
+        method whose draft is dense (eagle3; MTP layers are the target's MoE layers)."""
+        return self.dense_drafts_skip_dp_sync and self.method == "eagle3"
 
     @property
     def rotates_at_last_build(self) -> bool:

@@ -111,6 +111,9 @@ class DpRankResult(RankResult):
     dummy: list[bool] = field(default_factory=list)  # per DP step: whether this rank ran a dummy batch
     problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
     needed: list[int] = field(default_factory=list)  # per DP step: the rows its first pass needs alone
+    # per DP step: the rows its draft steps 2..K run outside the DP view (its own batch), or None: in it
+    own_steps: list[int | None] = field(default_factory=list)
+    alone: bool = False  # its drafter syncs nothing with its peers (Rules.drafts_outside_dp)
     sites: list[list[str]] = field(default_factory=list)  # per DP step: its DP collectives, by issuer
 
 
@@ -123,6 +126,7 @@ def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
     undo = None
     try:
         world.data_parallel_world(rank, size)
+        world.forget_model_facts()  # each case is a server of its own drafter
         if case.setup:
             undo = import_object(case.setup[0])(*case.setup[1:])
         return _Rank(case, rank, device).run()
@@ -177,6 +181,10 @@ class _Rank:
         if spec is None:  # a rank without requests: its peers' configuration, no request
             spec = {**next(s for s in self.case.scenarios if s is not None), "requests": []}
         self.scenario = dataclasses.replace(Scenario.from_dict(spec), dp=len(self.case.scenarios))
+        self.rules = dataclasses.replace(
+            self.impl.rules, method=self.scenario.method, graph_mode=self.scenario.graph_mode
+        )
+        self.result.alone = self.rules.drafts_outside_dp
         report = run_scenario(
             self.scenario, self.device, self.impl, proposer_cls=self.make, on_iteration=self.on_iteration
         )
@@ -186,6 +194,7 @@ class _Rank:
         while self.step(False):  # no requests (left) here: a dummy batch for each step of the others'
             self.proposer.dummy_run(DUMMY_TOKENS)
             self.result.needed.append(dummy_rows)
+            self.result.own_steps.append(None)
 
     def step(self, has_work: bool) -> bool:
         """The engines' per-step agreement: whether any rank still has work (vLLM's own all-reduce)."""
@@ -217,11 +226,14 @@ class _Rank:
         return self.proposer
 
     def on_iteration(self, _report, sim, proposer) -> None:
-        """The rows this step's first pass must run on this rank alone (the reference's)."""
+        """The rows this step's first pass must run on this rank alone (the reference's), and those its
+        draft steps run outside the DP view, where the implementation's rules say they do."""
         from sim.oracle.compare import first_pass_rows
 
         captured = proposer.captured_sizes()
         self.result.needed.append(first_pass_rows(sim.last.case, self.scenario.padded, captured, self.impl.rules)[0])
+        outside = self.rules.steps_outside_the_dp_view
+        self.result.own_steps.append(len(sim.last.case.requests) if outside else None)
 
 
 @contextlib.contextmanager
@@ -279,7 +291,9 @@ def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[Dr
     """What is wrong with DP step ``i``'s draft forwards, if anything. The spec: every rank's forwards
     hold one ``num_tokens_across_dp`` and one graph mode; rank r's forwards run its entry of it (the
     context's token count and the first forward's rows); and that entry is the rows rank r needs alone
-    (no DP padding) or the largest rank's (vLLM's DP padding), never fewer than its own."""
+    (no DP padding) or the largest rank's (vLLM's DP padding), never fewer than its own. Where the
+    rank's rules say its draft steps 2..K run outside the DP view (``own_steps``), those run its own
+    batch, one row per request, as their context says."""
     needed = [r.needed[i] for r in results]
     said = "; ".join(
         f"rank {r.rank}{' (dummy)' if r.dummy[i] else ''} needs {needed[k]}, ran "
@@ -288,16 +302,44 @@ def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[Dr
     )
     if any(not forwards for forwards in per_rank):
         return f"DP step {i}: a rank ran no draft forward: {said}"
+    if all(r.alone for r in results):
+        return _alone_problem(i, results, per_rank, needed, said)
     views = {(f.across_dp, f.mode) for forwards in per_rank for f in forwards}
     if len(views) > 1 or next(iter(views))[0] is None:
         return f"DP step {i}: the ranks' forwards do not share one num_tokens_across_dp and graph mode: {said}"
     across = next(iter(views))[0]
     for k, forwards in enumerate(per_rank):
-        ran = {f.num_tokens for f in forwards} | {forwards[0].rows}
+        own = results[k].own_steps[i]
+        in_view = forwards if own is None else forwards[:1]
+        ran = {f.num_tokens for f in in_view} | {forwards[0].rows}
+        if own is not None and any((f.rows, f.num_tokens) != (own, own) for f in forwards[1:]):
+            return f"DP step {i}: rank {results[k].rank}'s draft steps must run its {own} requests' rows: {said}"
         if ran != {across[k]} or across[k] not in (needed[k], max(needed)):
             return (
                 f"DP step {i}: rank {results[k].rank} must run {needed[k]} (its own) or {max(needed)} (the"
                 f" largest rank's) tokens, as num_tokens_across_dp {list(across)} says: {said}"
+            )
+    return None
+
+
+def _alone_problem(i: int, results, per_rank, needed: list[int], said: str) -> str | None:
+    """DP step ``i`` of drafters that sync nothing with their peers: every forward told its first pass's
+    token count for every rank (``[n] * dp``, what vllm-ascend hands a draft it did not sync) and its own
+    rows as its token count, and a rank
+    with requests running what it needs alone (first pass: its rows; steps 2..K: its ``own_steps``, else
+    the first pass's). A dummy batch's size is its runner's (the target's step, synced), nothing of the
+    draft's."""
+    for k, forwards in enumerate(per_rank):
+        rank = results[k]
+        own = rank.own_steps[i]
+        want = [needed[k]] + [needed[k] if own is None else own] * (len(forwards) - 1)
+        view = (forwards[0].rows,) * len(results)
+        if any(f.num_tokens != f.rows or f.across_dp != view for f in forwards) or (
+            not rank.dummy[i] and [f.rows for f in forwards] != want
+        ):
+            return (
+                f"DP step {i}: rank {rank.rank} syncs nothing with its peers, so its forwards must be told"
+                f" {list(view)}{'' if rank.dummy[i] else f' and run {want}'}: {said}"
             )
     return None
 

@@ -102,6 +102,16 @@ DIVERGENCES = table(
         rule={"steps_run_first_pass_rows": True},
     ),
     Divergence(
+        "dense-draft-skips-the-dp-sync",
+        "_sync_metadata_across_dp (should_skip_allreduce_across_dp_group)",
+        "data-parallel ranks draft at one synced size, under one num_tokens_across_dp",
+        "a draft without experts (an EAGLE-3 head) syncs nothing with its DP peers: each rank drafts at its "
+        "own size, its forwards told that size for every rank; nothing in a dense draft meets the peers",
+        "test_data_parallel.py::test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers",
+        kind=Kind.DESIGN,
+        rule={"dense_drafts_skip_dp_sync": True},
+    ),
+    Divergence(
         "num-computed-tokens-drift",
         "attn_update_stack_num_spec_norm",
         "at draft step j the host count of tokens before each query (num_computed_tokens_cpu) is seq_len - 1",

@@ -1,5 +1,6 @@
 """vllm-ascend's drafter on two data-parallel ranks (``sim.impls.vllm_ascend.data_parallel``), eagerly and
-under full graphs, its draft layer of each attention family (GQA, MLA, SFA): each rank drafts what the reference drafts for its own batch, and every rank's draft
+under full graphs, its draft layer of each attention family (GQA, MLA, SFA; an EAGLE-3 drafter beside an
+idle rank too): each rank drafts what the reference drafts for its own batch, and every rank's draft
 forwards share one DP view (``num_tokens_across_dp``, graph mode), a rank without requests running dummy
 batches in lockstep. Under a changed vllm-ascend (``MTP_BROKEN_VLLM_ASCEND``) the ranks run it too
 (``broken_gate.apply_in_rank``); each DP break (``dp_breaks``) is seen failing here."""
@@ -23,6 +24,7 @@ SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
 MODES = ("eager", "full")
 FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata
+DRAFTS = {**FAMILIES, "eagle3": {"method": "eagle3"}}  # and an EAGLE-3 drafter (its dummy runs are its own)
 
 
 def _ranks(device) -> DpPool:
@@ -39,7 +41,7 @@ def pool(device):
 
 
 def _case(mode, *scenarios, setup=(SETUP,), attn="gqa") -> DpCase:
-    ranks = (dataclasses.replace(s, graph_mode=mode, **FAMILIES[attn]) if s else None for s in scenarios)
+    ranks = (dataclasses.replace(s, graph_mode=mode, **DRAFTS[attn]) if s else None for s in scenarios)
     return DpCase.of(*ranks, setup=setup)
 
 
@@ -61,9 +63,25 @@ def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, a
 
 @pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("attn", FAMILIES)
+@pytest.mark.parametrize("attn", DRAFTS)
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
     assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
+
+
+def test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers(pool):
+    """dense-draft-skips-the-dp-sync: an EAGLE-3 head has no experts, so its drafter issues no DP
+    collective (the target's step still syncs): each rank drafts its own rows, told its own size for
+    every rank; the same case held to the MTP drafter's spec (one synced view) fails."""
+    from sim.impls.vllm_ascend.data_parallel import _dp_view_problem
+
+    results = pool.run(_case("eager", TYPICAL, SMALL, attn="eagle3"))
+    assert all(r.alone for r in results) and not any(r.problems for r in results)
+    for r in results:
+        assert not any("_propose" in site or "dummy_run" in site for sites in r.sites for site in sites), r.sites
+    first = [r.steps[0][0] for r in results]  # each rank's first draft forward
+    assert [f.across_dp for f in first] == [(f.rows,) * 2 for f in first] and first[0].rows != first[1].rows
+    synced = [dataclasses.replace(r, alone=False) for r in results]
+    assert "do not share one num_tokens_across_dp" in _dp_view_problem(0, synced, [r.steps[0] for r in results])
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -133,8 +151,22 @@ def test_ranks_at_different_collectives_in_a_step_are_named():
     step 0 of rank 1 met one collective fewer, as ranks whose calls paired across steps would."""
     view = [DraftForward(4, 4, (4, 4), "NONE")]
     ranks = [
-        DpRankResult(0, steps=[view, view], dummy=[False, False], needed=[4, 4], sites=[["a", "b"], ["a", "b"]]),
-        DpRankResult(1, steps=[view, view], dummy=[True, True], needed=[1, 1], sites=[["a"], ["a", "b", "b"]]),
+        DpRankResult(
+            0,
+            steps=[view, view],
+            dummy=[False, False],
+            needed=[4, 4],
+            sites=[["a", "b"], ["a", "b"]],
+            own_steps=[None, None],
+        ),
+        DpRankResult(
+            1,
+            steps=[view, view],
+            dummy=[True, True],
+            needed=[1, 1],
+            sites=[["a"], ["a", "b", "b"]],
+            own_steps=[None, None],
+        ),
     ]
 
     class Ranks:  # the pool's answer, as its ranks would send it
@@ -143,3 +175,27 @@ def test_ranks_at_different_collectives_in_a_step_are_named():
 
     problems = check_dp(_case("eager", TYPICAL, None), Ranks())
     assert problems == ["DP step 0: the ranks issued different DP collectives: rank 0: ['a', 'b']; rank 1: ['a']"]
+
+
+def test_a_drafter_that_syncs_nothing_must_run_its_own_rows():
+    """The spec of drafters without DP collectives on its own (results made here): a rank with requests
+    padded to a peer's size, or told another view than its own size, is named; a dummy's size is free."""
+    from sim.impls.vllm_ascend.data_parallel import _dp_view_problem
+
+    def results(rank0, rank1):
+        return [
+            DpRankResult(0, steps=[rank0], dummy=[False], needed=[4], own_steps=[2], alone=True),
+            DpRankResult(1, steps=[rank1], dummy=[True], needed=[1], own_steps=[None], alone=True),
+        ]
+
+    own = [DraftForward(4, 4, (4, 4), "NONE"), DraftForward(2, 2, (4, 4), "NONE")]
+    dummy = [DraftForward(6, 6, (6, 6), "NONE")] * 2
+    ok = results(own, dummy)
+    assert _dp_view_problem(0, ok, [r.steps[0] for r in ok]) is None
+    padded = results([DraftForward(6, 6, (6, 6), "NONE"), DraftForward(2, 2, (6, 6), "NONE")], dummy)
+    said = _dp_view_problem(0, padded, [r.steps[0] for r in padded])
+    assert said.startswith(
+        "DP step 0: rank 0 syncs nothing with its peers, so its forwards must be told [6, 6] and run [4, 2]"
+    )
+    told = results([own[0], DraftForward(2, 2, (2, 2), "NONE")], dummy)
+    assert "rank 0 syncs nothing" in _dp_view_problem(0, told, [r.steps[0] for r in told])

@@ -79,6 +79,16 @@ def data_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
         group.set_timeout(datetime.timedelta(seconds=timeout_s))  # a peer at another collective
 
 
+def forget_model_facts() -> None:
+    """vllm-ascend remembers, once per process, whether its model and its drafter are MoE models
+    (``vllm_ascend.utils``' ``_IS_MOE_MODEL``, ``_IS_DRAFTER_MOE_MODEL``: a server process serves one
+    model); a process that serves one scenario after another, of other drafters, asks afresh for each."""
+    utils = import_ascend("vllm_ascend.utils")
+    for name in ("_IS_MOE_MODEL", "_IS_DRAFTER_MOE_MODEL"):
+        if hasattr(utils, name):
+            setattr(utils, name, None)
+
+
 def single_rank_world(vllm_config) -> None:
     """vLLM's parallel state for one rank (gloo): ``set_ascend_forward_context`` asks the TP group its size."""
     state = import_ascend("vllm.distributed.parallel_state")
