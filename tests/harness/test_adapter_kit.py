@@ -93,6 +93,7 @@ def check_lacks(module) -> None:
     for graphs in GRAPHS:
         assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
     assert list(module.lacks("eager")) == [*DRAFT_KINDS, *GRAPHS]
+    assert Feature.EAGLE3 not in module.lacks("eager", eagle3=True)
 
 
 def check_factory(module) -> None:

@@ -30,11 +30,13 @@ MTP_ONLY = Skip("the adapter builds its proposer for method mtp (the tiny DeepSe
 TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
 
 
-def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None) -> dict:
+def lacks(
+    eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, eagle3: bool = False
+) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and a draft of several attention groups, an MLA or SFA
-    draft, an EAGLE-3 drafter and M-RoPE unless ``more`` says otherwise (``ONE_DRAFT_LAYER``,
-    ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``)."""
+    draft, an EAGLE-3 drafter (unless ``eagle3``) and M-RoPE unless ``more`` says otherwise
+    (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
@@ -43,6 +45,8 @@ def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Sk
         Feature.MROPE: TEXT_ONLY,
         **(more or {}),
     }
+    if eagle3:
+        del lacking[Feature.EAGLE3]
     if host_sync is not None:
         lacking[Feature.HOST_SYNC_COUNT] = host_sync
     lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))

@@ -15,6 +15,8 @@ simulator's comparisons see exactly what the model was fed when it ran.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -203,3 +205,19 @@ class VllmTinyMtp(nn.Module):
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.tiny.compute_logits(logit_view(hidden_states))
+
+
+@functools.cache
+def as_eagle3(model_cls: type, eagle3_cls: type) -> type:
+    """``model_cls`` (a tiny draft behind vLLM's interface) as an EAGLE-3 head: vLLM's and vllm-ascend's
+    ``propose`` assert that an eagle3 draft is one of their EAGLE-3 classes (``eagle3_cls``, e.g.
+    ``Eagle3LlamaForCausalLM``) before they fold the target's auxiliary hidden states with its
+    ``combine_hidden_states``. The class is ``eagle3_cls`` by inheritance only: nothing of it is built
+    (no weights), every method the drafter calls is the tiny model's, so a method of ``eagle3_cls`` that
+    a drafter reached would fail on the attributes it reads."""
+
+    def combine_hidden_states(self, hidden_states):
+        return self.tiny.combine_hidden_states(hidden_states)
+
+    name = f"{model_cls.__name__}As{eagle3_cls.__name__}"
+    return type(name, (model_cls, eagle3_cls), {"combine_hidden_states": combine_hidden_states})

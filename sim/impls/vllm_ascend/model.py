@@ -23,8 +23,6 @@ after each replay (``NPUGraph.after_replay``) they become the call's ``StepRecor
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from mtp.model import AttentionMeta
@@ -36,6 +34,7 @@ from sim.impls.kit.vllm_model import (
     LAYER,
     SnapshotAttnGroup,
     VllmTinyMtp,
+    as_eagle3,
     logit_view,
     rotated_positions,
     rows_of_slots,
@@ -283,20 +282,8 @@ class AscendTinyMtp(VllmTinyMtp):
 
 def draft_model(tiny, more_layers=(), method: str = "mtp") -> AscendTinyMtp:
     """The tiny draft as vllm-ascend's drafter of ``method`` is handed it (``load_model``): an
-    ``AscendTinyMtp``; for eagle3 also an ``Eagle3LlamaForCausalLM`` (``eagle3_draft``)."""
-    return eagle3_draft()(tiny, more_layers) if method == "eagle3" else AscendTinyMtp(tiny, more_layers)
-
-
-@functools.cache
-def eagle3_draft() -> type:
-    """``AscendTinyMtp`` as an EAGLE-3 head: ``_propose`` asserts its draft is one of vLLM's and
-    vllm-ascend's EAGLE-3 classes before it folds the target's auxiliary hidden states with the draft's
-    ``combine_hidden_states``. The class is ``Eagle3LlamaForCausalLM`` by inheritance only (nothing of it
-    is built: no weights); every method the drafter calls is the tiny model's, so a method the
-    drafter reached that the tiny model lacks fails as an ``AttributeError``."""
-    base = import_ascend("vllm.model_executor.models.llama_eagle3").Eagle3LlamaForCausalLM
-
-    def combine_hidden_states(self, hidden_states):
-        return self.tiny.combine_hidden_states(hidden_states)
-
-    return type("AscendTinyEagle3", (AscendTinyMtp, base), {"combine_hidden_states": combine_hidden_states})
+    ``AscendTinyMtp``; for eagle3 also an ``Eagle3LlamaForCausalLM`` (``vllm_model.as_eagle3``)."""
+    if method != "eagle3":
+        return AscendTinyMtp(tiny, more_layers)
+    eagle3 = import_ascend("vllm.model_executor.models.llama_eagle3").Eagle3LlamaForCausalLM
+    return as_eagle3(AscendTinyMtp, eagle3)(tiny, more_layers)
