@@ -51,7 +51,7 @@ def run_dp(case, device, impl) -> int:
         lambda pool: check_dp(case, pool),
         agree="agree",
         differ="disagree",
-        compared="each with the reference, all on one DP view per step",
+        compared="each with the reference, and with its peers' DP view per step",
     )
 
 
