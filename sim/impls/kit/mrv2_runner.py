@@ -34,6 +34,7 @@ from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import PreparedCall
 from sim.impls.kit import kernel_bounds, tiny_config
+from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import import_vllm
 
 CPU = torch.device("cpu")
@@ -203,15 +204,17 @@ def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layer: str, *
     """``spec.propose`` as an MRV2 runner calls it after rejection sampling: the input batch, the target's
     attention metadata (``target``) and slots for ``layer``, its hidden states, the sampler's counts,
     greedy drafting (temperature 0), eager dispatch (``is_profile``: no graph manager here); ``kwargs``
-    are what one generation's signature adds."""
+    are what one generation's signature adds. An eagle3 speculator is handed the target's last layer and
+    its auxiliary layers apart, as the runner hands them (``vllm_model.target_layers``)."""
     t = batch.num_tokens
     zeros = torch.zeros(spec.max_num_reqs)
+    last, aux = target_layers(batch.hidden_states[:t].to(spec.dtype), getattr(spec, "method", "mtp") == "eagle3")
     return spec.propose(
         run.input_batch,
         {layer: target},
         {layer: batch.slot_mapping[:t].to(torch.int64).clone()},
-        batch.hidden_states[:t].to(spec.dtype),
-        None,
+        last,
+        aux,
         run.num_sampled,
         run.num_rejected,
         run.last_sampled,

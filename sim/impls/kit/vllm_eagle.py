@@ -29,10 +29,14 @@ def vllm_config(hidden_size: int, method: str = "mtp"):
     return tiny_config.vllm_config(import_vllm("vllm.config"), hidden_size, 2, "cpu", method)
 
 
-@functools.lru_cache(maxsize=8)
 def eagle_proposer(hidden_size: int, method: str = "mtp"):
     """One ``EagleProposer`` per hidden size (its hidden-state buffer's width) and drafting method, on CPU,
     its buffers as built remembered so that every run can start from them (``sim.impls.kit.fresh_start``)."""
+    return _eagle_proposer(hidden_size, method)
+
+
+@functools.lru_cache(maxsize=8)
+def _eagle_proposer(hidden_size: int, method: str):
     eagle = import_vllm("vllm.v1.spec_decode.eagle")
     config = vllm_config(hidden_size, method)
     return remember_fresh(eagle.EagleProposer(vllm_config=config, device=torch.device("cpu")))

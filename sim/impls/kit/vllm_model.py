@@ -206,6 +206,10 @@ class VllmTinyMtp(nn.Module):
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.tiny.compute_logits(logit_view(hidden_states))
 
+    def combine_hidden_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """eagle3: the target's three layers folded (the tiny draft's own; it refuses if not an eagle3 draft)."""
+        return self.tiny.combine_hidden_states(hidden_states)
+
 
 @functools.cache
 def as_eagle3(model_cls: type, eagle3_cls: type) -> type:
@@ -215,9 +219,15 @@ def as_eagle3(model_cls: type, eagle3_cls: type) -> type:
     ``combine_hidden_states``. The class is ``eagle3_cls`` by inheritance only: nothing of it is built
     (no weights), every method the drafter calls is the tiny model's, so a method of ``eagle3_cls`` that
     a drafter reached would fail on the attributes it reads."""
+    own = {"combine_hidden_states": model_cls.combine_hidden_states}  # ahead of eagle3_cls's in any order
+    return type(f"{model_cls.__name__}As{eagle3_cls.__name__}", (model_cls, eagle3_cls), own)
 
-    def combine_hidden_states(self, hidden_states):
-        return self.tiny.combine_hidden_states(hidden_states)
 
-    name = f"{model_cls.__name__}As{eagle3_cls.__name__}"
-    return type(name, (model_cls, eagle3_cls), {"combine_hidden_states": combine_hidden_states})
+def target_layers(hidden: torch.Tensor, eagle3: bool) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    """The target's hidden states as its forward returns them to the runner: its last layer's, and for an
+    EAGLE-3 drafter its three auxiliary layers apart (the batch holds the three side by side, the last
+    layer last), which the runner or the drafter concatenates again."""
+    if not eagle3:
+        return hidden, None
+    aux = list(hidden.chunk(3, dim=-1))
+    return aux[-1], aux

@@ -30,10 +30,14 @@ from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend import attn_setup
 
 
-@functools.lru_cache(maxsize=8)
 def ascend_proposer(hidden_size: int, method: str = "mtp"):
     """One ``AscendEagleProposer`` per hidden size and drafting method, on ``build_device()``, its state
     as built remembered (``fresh_start.start_fresh``)."""
+    return _ascend_proposer(hidden_size, method)
+
+
+@functools.lru_cache(maxsize=8)
+def _ascend_proposer(hidden_size: int, method: str):
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)

@@ -30,6 +30,7 @@ from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import steps
 from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm_ascend import generation
 
@@ -105,14 +106,10 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
 
 
 def target_hidden_states(runner, hidden: torch.Tensor) -> dict:
-    """The target's hidden states as its forward returns them to the runner: its last layer's, and
-    where the drafter takes auxiliary ones (eagle3: ``use_aux_hidden_state_outputs``) the three layers
-    apart, which the runner concatenates again (the batch's are the three side by side, the last layer
-    last)."""
-    if not runner.use_aux_hidden_state_outputs:
-        return {"hidden_states": hidden, "aux_hidden_states": None}
-    aux = list(hidden.chunk(3, dim=-1))
-    return {"hidden_states": aux[-1], "aux_hidden_states": aux}
+    """The target's hidden states as its forward returns them to the runner (``vllm_model.target_layers``),
+    the auxiliary layers where the drafter takes them (eagle3: ``use_aux_hidden_state_outputs``)."""
+    last, aux = target_layers(hidden, runner.use_aux_hidden_state_outputs)
+    return {"hidden_states": last, "aux_hidden_states": aux}
 
 
 @contextlib.contextmanager

@@ -59,7 +59,7 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
 
 def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None):
     """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it."""
-    spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size)
+    spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     spec.model = model
     spec.attn_groups = [[group or AscendMetadataGroup()]]
     spec.kv_cache_config = KV_CACHE_CONFIG
@@ -185,7 +185,7 @@ class AscendMrv2Proposer(EagerAdapter):
         super().__init__(cfg, model, device, mode)
         self.model = AscendMrv2TinyMtp(model)
         self.group = AscendMetadataGroup()
-        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on new buffers
+        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""

@@ -24,17 +24,21 @@ CPU = torch.device("cpu")
 WHO = "vllm-ascend's MRV2 speculator"
 
 
+def speculator(hidden_size: int, method: str = "mtp"):
+    """One speculator per hidden size and drafting method, as ``NPUModelRunner.__init__`` (worker/v2) makes it."""
+    return _speculator(hidden_size, method)
+
+
 @functools.lru_cache(maxsize=8)
-def speculator(hidden_size: int):
-    """One speculator per hidden size, as ``NPUModelRunner.__init__`` (worker/v2) makes it."""
+def _speculator(hidden_size: int, method: str):
     init = generation.init_speculator()
-    vllm_config = world.vllm_config(hidden_size)
+    vllm_config = world.vllm_config(hidden_size, method)
     world.single_rank_world(vllm_config)
     spec = init(vllm_config, world.build_device())
     generation.as_flat_attention(spec)
     return spec
 
 
-def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int):
-    """The shared speculator set to one call's sizes."""
-    return mrv2_runner.resize(speculator(hidden_size), WHO, num_spec_tokens, max_model_len)
+def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, method: str = "mtp"):
+    """The shared speculator of drafting ``method`` set to one call's sizes."""
+    return mrv2_runner.resize(speculator(hidden_size, method), WHO, num_spec_tokens, max_model_len)
