@@ -1,4 +1,4 @@
-"""vllm-ascend's drafter on two data-parallel ranks (``sim.impls.vllm_ascend.data_parallel``), eagerly and
+"""vllm-ascend's drafter on two data-parallel ranks (and four, two of them idle) (``sim.impls.vllm_ascend.data_parallel``), eagerly and
 under full graphs, its draft layer of each attention family (GQA, MLA, SFA; an EAGLE-3 drafter beside an
 idle rank too): each rank drafts what the reference drafts for its own batch, and every rank's draft
 forwards share one DP view (``num_tokens_across_dp``, graph mode), a rank without requests running dummy
@@ -27,10 +27,10 @@ FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: i
 DRAFTS = {**FAMILIES, "eagle3": {"method": "eagle3"}}  # and an EAGLE-3 drafter (its dummy runs are its own)
 
 
-def _ranks(device) -> DpPool:
+def _ranks(device, size: int = 2) -> DpPool:
     if device.name != "sim":
         pytest.skip(f"data-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    return DpPool(2, case_timeout_s=120)
+    return DpPool(size, case_timeout_s=120)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,19 @@ def test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers(pool):
     assert [f.across_dp for f in first] == [(f.rows,) * 2 for f in first] and first[0].rows != first[1].rows
     synced = [dataclasses.replace(r, alone=False) for r in results]
     assert "do not share one num_tokens_across_dp" in _dp_view_problem(0, synced, [r.steps[0] for r in results])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_four_dp_ranks_two_idle_step_together(device, mode):
+    """DP = 4: two ranks with other batches (one chunking a longer prompt), two without requests; every
+    step's DP view is the four ranks' and each runs its own entry (padded to the largest, or its own)."""
+    ranks = _ranks(device, size=4)
+    try:
+        longer = dataclasses.replace(SMALL, seed=2, requests=(RequestSpec(0, 11, 5), RequestSpec(1, 3, 4)))
+        case = _case(mode, TYPICAL, None, longer, None)
+        assert _agree(case, ranks, f"four-ranks-{mode}") == []
+    finally:
+        ranks.close()
 
 
 @pytest.mark.parametrize("mode", MODES)
