@@ -1,8 +1,10 @@
-"""vllm-ascend's drafter on two data-parallel ranks (and four, two of them idle) (``sim.impls.vllm_ascend.data_parallel``), eagerly and
-under full graphs, its draft layer of each attention family (GQA, MLA, SFA; an EAGLE-3 drafter beside an
-idle rank too): each rank drafts what the reference drafts for its own batch, and every rank's draft
-forwards share one DP view (``num_tokens_across_dp``, graph mode), a rank without requests running dummy
-batches in lockstep. Under a changed vllm-ascend (``MTP_BROKEN_VLLM_ASCEND``) the ranks run it too
+"""vllm-ascend's drafter on two data-parallel ranks, and on four (two idle)
+(``sim.impls.vllm_ascend.data_parallel``), eagerly and under full graphs, its draft layer of each
+attention family (GQA, MLA, SFA; an EAGLE-3 drafter beside an idle rank too): each rank drafts what the
+reference drafts for its own batch, and every rank's draft forwards share one DP view
+(``num_tokens_across_dp``, graph mode), a rank without requests running dummy batches in lockstep
+(a dense EAGLE-3 draft syncs nothing: each rank its own view, ``dense-draft-skips-the-dp-sync``).
+Under a changed vllm-ascend (``MTP_BROKEN_VLLM_ASCEND``) the ranks run it too
 (``broken_gate.apply_in_rank``); each DP break (``dp_breaks``) is seen failing here."""
 
 from __future__ import annotations
