@@ -2,10 +2,10 @@
 
 A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; with method
 ``eagle3`` the draft is a one-layer Llama config, which vLLM makes an ``Eagle3LlamaForCausalLM``
-(what EAGLE-3 heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded. Each adapter builds one proposer per hidden size with
-buffers sized once, generously (``MAX_TOKENS`` rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``),
-and sets the per-call sizes before each use; ``refuse_past_limits`` refuses a call the buffers
-cannot hold, naming the field and its value.
+(what EAGLE-3 heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded.
+Each adapter builds one proposer per hidden size with buffers sized once, generously (``MAX_TOKENS``
+rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``), and sets the per-call sizes before each use;
+``refuse_past_limits`` refuses a call the buffers cannot hold, naming the field and its value.
 """
 
 from __future__ import annotations

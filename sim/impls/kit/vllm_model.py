@@ -161,7 +161,7 @@ class VllmTinyMtp(nn.Module):
     computed from and the state fed back, which differ in value (``logit_view``)."""
 
     def __init__(self, tiny):
-        nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``eagle3_draft``)
+        nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``as_eagle3``)
         self.tiny = tiny
         self.trace: list[StepRecord] | None = None
         self.sample_indices: torch.Tensor | None = None  # first pass: set by the adapter
@@ -219,8 +219,7 @@ def as_eagle3(model_cls: type, eagle3_cls: type) -> type:
     ``combine_hidden_states``. The class is ``eagle3_cls`` by inheritance only: nothing of it is built
     (no weights), every method the drafter calls is the tiny model's, so a method of ``eagle3_cls`` that
     a drafter reached would fail on the attributes it reads."""
-    own = {"combine_hidden_states": model_cls.combine_hidden_states}  # ahead of eagle3_cls's in any order
-    return type(f"{model_cls.__name__}As{eagle3_cls.__name__}", (model_cls, eagle3_cls), own)
+    return type(f"{model_cls.__name__}As{eagle3_cls.__name__}", (model_cls, eagle3_cls), {})
 
 
 def target_layers(hidden: torch.Tensor, eagle3: bool) -> tuple[torch.Tensor, list[torch.Tensor] | None]:

@@ -111,7 +111,7 @@ class DpRankResult(RankResult):
     dummy: list[bool] = field(default_factory=list)  # per DP step: whether this rank ran a dummy batch
     problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
     needed: list[int] = field(default_factory=list)  # per DP step: the rows its first pass needs alone
-    # per DP step: the rows its draft steps 2..K run outside the DP view (its own batch), or None: in it
+    # per DP step: the rows its draft steps 2..K run outside the DP view (its own batch), or None
     own_steps: list[int | None] = field(default_factory=list)
     alone: bool = False  # its drafter syncs nothing with its peers (Rules.drafts_outside_dp)
     sites: list[list[str]] = field(default_factory=list)  # per DP step: its DP collectives, by issuer
@@ -291,9 +291,8 @@ def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[Dr
     """What is wrong with DP step ``i``'s draft forwards, if anything. The spec: every rank's forwards
     hold one ``num_tokens_across_dp`` and one graph mode; rank r's forwards run its entry of it (the
     context's token count and the first forward's rows); and that entry is the rows rank r needs alone
-    (no DP padding) or the largest rank's (vLLM's DP padding), never fewer than its own. Where the
-    rank's rules say its draft steps 2..K run outside the DP view (``own_steps``), those run its own
-    batch, one row per request, as their context says."""
+    (no DP padding) or the largest rank's (vLLM's DP padding), never fewer than its own. Drafters that
+    sync nothing with their peers are held to ``_alone_problem`` instead."""
     needed = [r.needed[i] for r in results]
     said = "; ".join(
         f"rank {r.rank}{' (dummy)' if r.dummy[i] else ''} needs {needed[k]}, ran "
@@ -309,11 +308,7 @@ def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[Dr
         return f"DP step {i}: the ranks' forwards do not share one num_tokens_across_dp and graph mode: {said}"
     across = next(iter(views))[0]
     for k, forwards in enumerate(per_rank):
-        own = results[k].own_steps[i]
-        in_view = forwards if own is None else forwards[:1]
-        ran = {f.num_tokens for f in in_view} | {forwards[0].rows}
-        if own is not None and any((f.rows, f.num_tokens) != (own, own) for f in forwards[1:]):
-            return f"DP step {i}: rank {results[k].rank}'s draft steps must run its {own} requests' rows: {said}"
+        ran = {f.num_tokens for f in forwards} | {forwards[0].rows}
         if ran != {across[k]} or across[k] not in (needed[k], max(needed)):
             return (
                 f"DP step {i}: rank {results[k].rank} must run {needed[k]} (its own) or {max(needed)} (the"
@@ -323,12 +318,11 @@ def _dp_view_problem(i: int, results: list[DpRankResult], per_rank: list[list[Dr
 
 
 def _alone_problem(i: int, results, per_rank, needed: list[int], said: str) -> str | None:
-    """DP step ``i`` of drafters that sync nothing with their peers: every forward told its first pass's
-    token count for every rank (``[n] * dp``, what vllm-ascend hands a draft it did not sync) and its own
-    rows as its token count, and a rank
-    with requests running what it needs alone (first pass: its rows; steps 2..K: its ``own_steps``, else
-    the first pass's). A dummy batch's size is its runner's (the target's step, synced), nothing of the
-    draft's."""
+    """DP step ``i`` of drafters that sync nothing with their peers: every forward told its own rows as
+    its token count and its first pass's count for every rank (``[n] * dp``, what vllm-ascend hands a
+    draft it did not sync), and a rank with requests running what it needs alone (first pass: its rows;
+    steps 2..K: its ``own_steps``, else the first pass's). A dummy batch's size is its runner's (the
+    target's step, synced), nothing of the draft's."""
     for k, forwards in enumerate(per_rank):
         rank = results[k]
         own = rank.own_steps[i]
