@@ -5,8 +5,8 @@ differ and text after the image is offset from its sequence position; every
 model call's three rows are compared with the reference, and the drafts
 with drafts computed from scratch by a model that rotates by the three rows.
 eagle3: the target hands three layers, combined before the first pass only.
-Each path runs padded and unpadded (drawn), eagerly and in each graph mode, under every
-implementation that has it (the ``uses`` marks: vllm-ascend's drafter runs eagle3).
+Each path runs padded and unpadded, eagerly and in each graph mode, under every implementation
+that has it (the ``uses`` marks: vLLM's and vllm-ascend's drafters run eagle3).
 """
 
 from __future__ import annotations
