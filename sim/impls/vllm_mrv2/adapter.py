@@ -86,10 +86,12 @@ class Mrv2Proposer(EagerAdapter):
         super().__init__(cfg, model, device, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = RecordingAttnGroup()
-        build.start_fresh(build.speculator(cfg.hidden_size))  # a serving run starts on a new speculator's buffers
+        build.start_fresh(
+            build.speculator(cfg.hidden_size, cfg.method)
+        )  # a serving run starts on a new speculator's buffers
 
     def _speculator(self, batch: VerifiedBatch):
-        spec = build.configured(self.cfg.num_spec_tokens, self.cfg.max_model_len, self.cfg.hidden_size)
+        spec = build.configured(self.cfg.num_spec_tokens, self.cfg.max_model_len, self.cfg.hidden_size, self.cfg.method)
         spec.model = self.model
         spec.attn_groups = [[self.attn_group]]
         spec.kv_cache_config = KV_CACHE_CONFIG

@@ -23,17 +23,29 @@ from sim.impls.kit.vllm_interop import import_vllm
 CPU = torch.device("cpu")
 
 
+SPECULATORS = {  # the method -> the speculator class vLLM's init_speculator picks for it (module, class)
+    "mtp": ("vllm.v1.worker.gpu.spec_decode.mtp.speculator", "MTPSpeculator"),
+    "eagle3": ("vllm.v1.worker.gpu.spec_decode.eagle.speculator", "EagleSpeculator"),
+}
+
+
+def speculator(hidden_size: int, method: str = "mtp"):
+    """One MRV2 speculator per hidden size and method (``MTPSpeculator``, or ``EagleSpeculator`` for
+    eagle3, as ``init_speculator`` picks), with no CUDA-graph manager: ``init_cudagraph_manager`` needs
+    vLLM's pipeline-parallel group, and the adapter runs eagerly (``propose(is_profile=True)``)."""
+    return _speculator(hidden_size, method)
+
+
 @functools.lru_cache(maxsize=8)
-def speculator(hidden_size: int):
-    """One MRV2 ``MTPSpeculator`` per hidden size, with no CUDA-graph manager: ``init_cudagraph_manager``
-    needs vLLM's pipeline-parallel group, and the adapter runs eagerly (``propose(is_profile=True)``)."""
-    mtp = import_vllm("vllm.v1.worker.gpu.spec_decode.mtp.speculator")
-    return mtp.MTPSpeculator(vllm_config(hidden_size), CPU)
+def _speculator(hidden_size: int, method: str):
+    module, name = SPECULATORS[method]
+    return getattr(import_vllm(module), name)(vllm_config(hidden_size, method), CPU)
 
 
-def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int):
-    """The shared speculator set to one call's sizes (the kit's ``mrv2_runner.resize``)."""
-    return mrv2_runner.resize(speculator(hidden_size), "the MRV2 speculator", num_spec_tokens, max_model_len)
+def configured(num_spec_tokens: int, max_model_len: int, hidden_size: int, method: str = "mtp"):
+    """The shared speculator of ``method`` set to one call's sizes (the kit's ``mrv2_runner.resize``)."""
+    spec = speculator(hidden_size, method)
+    return mrv2_runner.resize(spec, "the MRV2 speculator", num_spec_tokens, max_model_len)
 
 
 start_fresh = mrv2_runner.start_fresh

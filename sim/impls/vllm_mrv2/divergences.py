@@ -17,5 +17,5 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What it cannot run (sim.impls.features): a property using one is skipped with this reason.
 LACKS = tables.lacks(
-    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)", more=mrv2_loop.NO_UNPADDED
+    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)", more=mrv2_loop.NO_UNPADDED, eagle3=True
 )
