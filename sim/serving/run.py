@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from sim.oracle.rules import CORE, Rules
 from sim.serving.acceptance import reference_drafter
 from sim.serving.checker import RunChecker
 from sim.serving.scenario import Scenario
-from sim.serving.simulator import ServingSim
+from sim.serving.simulator import ServingSim, transfer_prompt_kv
 
 
 @dataclass
@@ -120,7 +121,8 @@ def run_scenario(
     model, target = build_models(scenario, tdev, poison_kv)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check or scenario.accept == "reference" else None
     drafter = reference_drafter(ref_model, target, scenario) if scenario.accept == "reference" else None
-    sim = ServingSim(scenario, target, drafter)
+    transfer = functools.partial(transfer_prompt_kv, model, target, block_size=scenario.block_size)
+    sim = ServingSim(scenario, target, drafter, transfer if scenario.decode_node else None)
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}

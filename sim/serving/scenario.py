@@ -54,6 +54,10 @@ class Scenario:
     its own and pads its draft forwards to the largest rank's (vLLM's DP padding), so its first pass may
     run more rows than its batch has; what size, the ranks check together
     (``sim.impls.vllm_ascend.data_parallel``).
+    decode_node: the decode node of a prefill/decode split: every request arrives with its prompt's KV
+    in place (the target's and the draft layer's, as a prefill node's correct proposer wrote them and
+    its KV transfer handed them over) and the first token the prefill node sampled, and starts with a
+    one-token step that verifies no drafts (the KV consumer's first step).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -81,6 +85,7 @@ class Scenario:
     draft_attn_groups: int = 1
     draft_attn: str = "gqa"
     dp: int = 1
+    decode_node: bool = False
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -110,6 +115,11 @@ class Scenario:
             raise ValueError(
                 f"draft_attn={self.draft_attn!r} with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}:"
                 " an MLA or SFA draft is one layer rotated at one position per row"
+            )
+        if self.decode_node and (self.mrope or self.draft_attn_groups > 1):
+            raise ValueError(
+                f"decode_node=True with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}: a"
+                " transferred prompt's KV is written for one draft layer at one position per row"
             )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(

@@ -18,7 +18,7 @@ import torch
 from mtp.config import ProposerConfig
 from sim.models.block_allocator import BlockAllocator
 from sim.models.mrope import mrope_rows
-from sim.models.tiny import TinyTarget
+from sim.models.tiny import TinyMtp, TinyTarget
 from sim.oracle.cases import BatchCase, RequestCase
 from sim.serving.scenario import Scenario
 
@@ -66,11 +66,16 @@ class Iteration(NamedTuple):
 
 class ServingSim:
     """``reference_drafter``: under ``accept="reference"``, ``drafts(history, mrope)`` of a correct
-    proposer (sim/serving/acceptance.py), which the verifier accepts drafts against."""
+    proposer (sim/serving/acceptance.py), which the verifier accepts drafts against. ``transfer``: on a
+    decode node (``Scenario.decode_node``), ``transfer(request)`` puts an arriving request's prompt KV in
+    the draft's cache (``transfer_prompt_kv``)."""
 
-    def __init__(self, scenario: Scenario, target: TinyTarget, reference_drafter=None):
+    def __init__(self, scenario: Scenario, target: TinyTarget, reference_drafter=None, transfer=None):
         if scenario.accept == "reference" and reference_drafter is None:
             raise ValueError("accept='reference': the serving loop needs the reference's drafts (reference_drafter)")
+        if scenario.decode_node and transfer is None:
+            raise ValueError("decode_node=True: the serving loop needs the prompts' KV transfer (transfer)")
+        self.transfer = transfer
         self.sc = scenario
         self.target = target
         self.reference_drafter = reference_drafter
@@ -99,7 +104,18 @@ class ServingSim:
         while self.waiting and self.waiting[0][1].arrival <= it and len(self.running) < self.sc.max_num_reqs:
             rid, spec = self.waiting.pop(0)
             prompt = self.rng.integers(0, self.sc.vocab_size, size=spec.prompt_len).tolist()
-            self.running.append(RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens))
+            req = RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens)
+            if self.sc.decode_node:  # prefilled elsewhere: its KV and the token sampled after it arrive
+                req.tokens = prompt + [self.target.greedy(self._prompt_hidden(prompt))[-1].item()]
+                req.num_computed = spec.prompt_len
+                self._ensure_blocks(req, spec.prompt_len)
+                self.transfer(req)
+            self.running.append(req)
+
+    def _prompt_hidden(self, prompt: list[int]) -> torch.Tensor:
+        """The target's hidden states over a whole prompt (its last layer's)."""
+        t = torch.tensor(prompt, dtype=torch.int64)
+        return self.target.hidden(t, torch.cat([t[:1], t[:-1]]), torch.arange(len(prompt)))
 
     def _schedule(self) -> list[tuple[RequestState, list[int]]]:
         budget = self.sc.token_budget
@@ -221,3 +237,21 @@ class ServingSim:
             else:
                 still.append(req)
         self.running = still
+
+
+def transfer_prompt_kv(draft: TinyMtp, target: TinyTarget, req: RequestState, block_size: int) -> None:
+    """The draft layer's KV of ``req``'s prompt in ``draft``'s cache, as a prefill node's correct
+    proposer wrote it and its KV transfer hands it to a decode node: position p holds the draft's keys
+    and values of the token after it (at the last position, the token the prefill node sampled) over
+    the target's hidden state at p (eagle3: its auxiliary layers, folded), at the request's slots."""
+    n, device = req.prompt_len, draft.embed.device
+    t = torch.tensor(req.tokens[:n], dtype=torch.int64)
+    prev, positions = torch.cat([t[:1], t[:-1]]), torch.arange(n)
+    if draft.cfg.eagle3:
+        hidden = draft.combine_hidden_states(target.aux_hidden(t, prev, positions).to(device))
+    else:
+        hidden = target.hidden(t, prev, positions).to(device)
+    ids = torch.tensor(req.tokens[1 : n + 1], dtype=torch.int64, device=device)
+    _, k, v = draft.qkv(draft.block_input(ids, hidden), positions.to(device))
+    slots = torch.tensor([req.blocks[p // block_size] * block_size + p % block_size for p in range(n)])
+    draft.cache.write(slots.to(device), k, v)

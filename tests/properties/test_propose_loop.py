@@ -38,6 +38,7 @@ EAGER = share(2)
 GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 FAMILY = share(8)  # likewise: an MLA or SFA draft changes the builder and the rotation, the loop is the one above
+DECODE_NODE = share(16, at_least=4)  # likewise (the arrival differs); over its six parameters at least 24
 # The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
 SFA_BLOCK = 128
 # The draft attention families besides GQA, each with the scenario fields it runs with.
@@ -92,6 +93,16 @@ def test_a_draft_of_each_family_matches_reference(device, impl, attn, padded, mo
     eagerly and in each graph mode (padded to captured sizes, what a replay reads of the metadata it
     was captured with)."""
     _check(device, impl, scenario, padded, mode, request.node.name, **FAMILY_FIELDS[attn])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padded", PADDING)
+@DECODE_NODE
+@given(scenario=scenarios())
+def test_a_decode_node_matches_reference(device, impl, padded, mode, scenario, request):
+    """The decode node of a prefill/decode split: every request arrives with its prompt's KV in place and
+    the token the prefill node sampled, and its first step verifies no drafts (``Scenario.decode_node``)."""
+    _check(device, impl, scenario, padded, mode, request.node.name, decode_node=True)
 
 
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
@@ -204,6 +215,16 @@ def test_a_typical_serving_run_of_each_family_matches_reference(device, impl, at
     seconds into the gate."""
     sizes = None if mode == "eager" else (2, 8)
     scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=sizes, **FAMILY_FIELDS[attn])
+    check_implementation(impl, scenario, device, request.node.name)
+
+
+@pytest.mark.order(0)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_typical_serving_run_on_a_decode_node_matches_reference(device, impl, mode, request):
+    """``TYPICAL`` on a decode node (its prompts' KV transferred, no drafts at first), eagerly and in each
+    graph mode, seconds into the gate."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=sizes, decode_node=True)
     check_implementation(impl, scenario, device, request.node.name)
 
 

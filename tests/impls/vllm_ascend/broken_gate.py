@@ -57,6 +57,7 @@ VARIANTS = {
     "runner-positions-off-by-one": (POSITIONS, handoff.positions_off_by_one),
     "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
     "runner-aux-layers-reversed": (HANDOFF, handoff.aux_layers_reversed),
+    "runner-one-token-batches-as-new-prompts": (ATTN_STATE, handoff.one_token_batches_as_new_prompts),
     "runner-prefill-state-with-any-new-request": (ATTN_STATE, handoff.prefill_state_with_any_new_request),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),

@@ -9,7 +9,9 @@ no request verified drafts); ``prefill_state_with_any_new_request`` is a runner 
 ``_build_attn_state`` says ``PrefillNoCache`` when any request of the batch is new, not every one;
 ``block_size_from_the_first_group`` is a drafter whose ``initialize_attn_backend`` takes its block
 size from the wrong KV-cache group; ``aux_layers_reversed`` a runner that hands an EAGLE-3 drafter
-the target's auxiliary layers in another order than the head folds them.
+the target's auxiliary layers in another order than the head folds them;
+``one_token_batches_as_new_prompts`` a runner that labels a decode node's first step (one token per
+request, the prompts' KV transferred) as new prompts.
 
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
@@ -48,6 +50,20 @@ def prefill_state_with_any_new_request(original):
     def broken(self, num_reqs, num_scheduled_tokens, num_valid_tokens):
         state = original(self, num_reqs, num_scheduled_tokens, num_valid_tokens)
         if (self.input_batch.num_computed_tokens_cpu[:num_reqs] == 0).any():
+            state = self.attn_state = type(state).PrefillNoCache
+        return state
+
+    return broken
+
+
+def one_token_batches_as_new_prompts(original):
+    """``_build_attn_state`` saying ``PrefillNoCache`` for a batch whose every query is one token (its
+    prefill/decode-split branch, which only a decode node's first step reaches: transferred prompts,
+    no drafts yet), as if those requests had no context."""
+
+    def broken(self, num_reqs, num_scheduled_tokens, num_valid_tokens):
+        state = original(self, num_reqs, num_scheduled_tokens, num_valid_tokens)
+        if (num_scheduled_tokens == 1).all():
             state = self.attn_state = type(state).PrefillNoCache
         return state
 

@@ -39,6 +39,16 @@ def test_a_prefill_state_for_a_batch_with_context_fails_by_name(monkeypatch, dev
     assert_serving_runs_fail(impl, device, "broken-runner-attn-state", r"step 1: the attention reads no cached context")
 
 
+def test_a_decode_nodes_first_step_labelled_new_prompts_fails_by_name(monkeypatch, device, impl):
+    """``_build_attn_state`` saying ``PrefillNoCache`` for batches of one-token queries: only a decode
+    node's first step (transferred prompts, no drafts) is such a batch, so the same serving run off a
+    decode node passes, and on one the forward names the context it was told not to read."""
+    broken_gate.apply("runner-one-token-batches-as-new-prompts", monkeypatch)
+    check_implementation(impl, TYPICAL, device, "one-token-batches-off-a-decode-node")
+    with pytest.raises(AssertionError, match=r"step 1: the attention reads no cached context"):
+        check_implementation(impl, dataclasses.replace(TYPICAL, decode_node=True), device, "broken-decode-node")
+
+
 def test_auxiliary_layers_in_another_order_fail_the_gate(monkeypatch, device, impl):
     """eagle3: the runner hands the target's auxiliary layers reversed; the draft folds other states
     than the reference's, and draft 1 already differs."""
