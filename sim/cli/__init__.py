@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the draft layer's attention (mla, sfa: its RoPE in the metadata)",
     )
     run.add_argument(
+        "--decode-node",
+        action="store_true",
+        help="the decode node of a prefill/decode split: prompts' KV transferred, no drafts at first",
+    )
+    run.add_argument(
         "--dp",
         type=_positive,
         metavar="N",
@@ -222,6 +227,7 @@ def cmd_run(args) -> int:
             mrope=args.mrope,
             method=args.method,
             draft_attn=args.attn,
+            decode_node=args.decode_node,
             **ranks.tp_fields(args),
         )
         for seed in seeds
