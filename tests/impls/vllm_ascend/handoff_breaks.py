@@ -58,8 +58,8 @@ def prefill_state_with_any_new_request(original):
 
 def one_token_batches_as_new_prompts(original):
     """``_build_attn_state`` saying ``PrefillNoCache`` for a batch whose every query is one token (its
-    prefill/decode-split branch, which only a decode node's first step reaches: transferred prompts,
-    no drafts yet), as if those requests had no context."""
+    prefill/decode-split branch: a decode node's first step, transferred prompts and no drafts yet, or
+    decodes left no room for drafts at ``max_model_len``), as if those requests had no context."""
 
     def broken(self, num_reqs, num_scheduled_tokens, num_valid_tokens):
         state = original(self, num_reqs, num_scheduled_tokens, num_valid_tokens)

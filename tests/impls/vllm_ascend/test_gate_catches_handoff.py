@@ -40,9 +40,10 @@ def test_a_prefill_state_for_a_batch_with_context_fails_by_name(monkeypatch, dev
 
 
 def test_a_decode_nodes_first_step_labelled_new_prompts_fails_by_name(monkeypatch, device, impl):
-    """``_build_attn_state`` saying ``PrefillNoCache`` for batches of one-token queries: only a decode
-    node's first step (transferred prompts, no drafts) is such a batch, so the same serving run off a
-    decode node passes, and on one the forward names the context it was told not to read."""
+    """``_build_attn_state`` saying ``PrefillNoCache`` for batches of one-token queries: a decode node's
+    first step (transferred prompts, no drafts) is such a batch, and ``TYPICAL`` has none off a decode
+    node (only requests left no room for drafts at ``max_model_len`` make one): it passes there, and on
+    a decode node the forward names the context it was told not to read."""
     broken_gate.apply("runner-one-token-batches-as-new-prompts", monkeypatch)
     check_implementation(impl, TYPICAL, device, "one-token-batches-off-a-decode-node")
     with pytest.raises(AssertionError, match=r"step 1: the attention reads no cached context"):
