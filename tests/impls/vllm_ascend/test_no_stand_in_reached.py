@@ -73,22 +73,30 @@ def watched_in_rank():
     return check
 
 
-def _serving_runs(impl, device, attn: str = "gqa"):
+# The draft each serving run is made with: its attention family (its builder's runs, cos/sin included), its
+# method (eagle3: the runner's concatenation and the fold), or its arrival (a decode node's transferred prompts).
+DRAFTS = {
+    "gqa": {},
+    "mla": {"draft_attn": "mla"},
+    "sfa": {"draft_attn": "sfa", "block_size": SFA_BLOCK},  # the SFA kernels' blocks
+    "eagle3": {"method": "eagle3"},
+    "decode-node": {"decode_node": True},
+}
+
+
+def _serving_runs(impl, device, draft: str = "gqa"):
     """Padded and unpadded eagerly, and padded in full-graph mode (the graph API is ``fake_npu_graphs``'
-    recorder, not a stand-in), with a draft layer of the attention family ``attn`` (its builder's)."""
+    recorder, not a stand-in), with the draft ``DRAFTS[draft]``."""
     for padded, mode in ((True, "eager"), (False, "eager"), (True, "full")):
         scenario = default_scenario(seed=3, num_requests=8)
-        scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode, draft_attn=attn)
-        if attn == "sfa":  # the SFA kernels' blocks
-            scenario = dataclasses.replace(scenario, block_size=SFA_BLOCK)
-        check_implementation(impl, scenario, device, f"no-stand-in-{attn}-{padded}-{mode}")
+        scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode, **DRAFTS[draft])
+        check_implementation(impl, scenario, device, f"no-stand-in-{draft}-{padded}-{mode}")
 
 
-@pytest.mark.parametrize("attn", ["gqa", "mla", "sfa"])
-def test_a_serving_run_touches_no_stand_in(impl, device, attn):
-    """With each draft attention: the GQA builder's runs, the MLA builder's or the SFA builder's (their
-    cos/sin included)."""
-    assert stand_ins_touched(functools.partial(_serving_runs, impl, device, attn)) == []
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_a_serving_run_touches_no_stand_in(impl, device, draft):
+    """With each draft: the GQA, MLA or SFA builder's runs, an EAGLE-3 drafter's, a decode node's."""
+    assert stand_ins_touched(functools.partial(_serving_runs, impl, device, draft)) == []
 
 
 def test_a_stand_in_touched_is_seen(impl, device, monkeypatch):

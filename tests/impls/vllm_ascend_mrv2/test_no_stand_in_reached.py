@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from sim.serving.scenario import default_scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.vllm_ascend.test_no_stand_in_reached import stand_ins_touched
 
 
-def test_a_serving_run_touches_no_stand_in(impl, device):
-    scenario = dataclasses.replace(default_scenario(seed=3, num_requests=8), max_iterations=40)  # padded: its one path
+@pytest.mark.parametrize(
+    "fields", [{}, {"method": "eagle3"}, {"decode_node": True}], ids=["mtp", "eagle3", "decode-node"]
+)
+def test_a_serving_run_touches_no_stand_in(impl, device, fields):
+    scenario = default_scenario(seed=3, num_requests=8)
+    scenario = dataclasses.replace(scenario, max_iterations=40, **fields)  # padded: its one path
 
     def run():
         check_implementation(impl, scenario, device, "no-stand-in-mrv2")
