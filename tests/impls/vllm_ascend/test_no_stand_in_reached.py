@@ -17,7 +17,7 @@ import pytest
 
 from sim.serving.scenario import default_scenario
 from tests.checks.e2e_checks import check_implementation
-from tests.properties.test_propose_loop import SFA_BLOCK
+from tests.properties.test_propose_loop import FAMILY_FIELDS
 
 
 @contextlib.contextmanager
@@ -75,13 +75,7 @@ def watched_in_rank():
 
 # The draft each serving run is made with: its attention family (its builder's runs, cos/sin included), its
 # method (eagle3: the runner's concatenation and the fold), or its arrival (a decode node's transferred prompts).
-DRAFTS = {
-    "gqa": {},
-    "mla": {"draft_attn": "mla"},
-    "sfa": {"draft_attn": "sfa", "block_size": SFA_BLOCK},  # the SFA kernels' blocks
-    "eagle3": {"method": "eagle3"},
-    "decode-node": {"decode_node": True},
-}
+DRAFTS = {"gqa": {}, **FAMILY_FIELDS, "eagle3": {"method": "eagle3"}, "decode-node": {"decode_node": True}}
 
 
 def _serving_runs(impl, device, draft: str = "gqa"):
