@@ -86,9 +86,14 @@ class SimDevice:
         self._land(self._copies)
 
     def _land(self, upto: int) -> None:
+        self.land_where(lambda n: n <= upto)
+
+    def land_where(self, landed) -> None:
+        """Land the pending copies whose number (``SimEvent.upto`` of the copy) ``landed`` accepts:
+        what a stream-ordered synchronize sees (``devices.sim.streams``)."""
         keep = []
         for n, dst, src in self._pending:
-            if n <= upto:
+            if landed(n):
                 dst.copy_(src)
             else:
                 keep.append((n, dst, src))

@@ -26,10 +26,16 @@ torch) and code that asks for ``non_blocking`` means a pinned buffer, so every h
 non-blocking device->host copy is poisoned here: stricter than a pageable destination on hardware,
 never laxer.
 
+Streams order those copies as on an accelerator (``devices.sim.streams``): each write to a device
+tensor is stamped with the stream it was issued on, a copy whose source another stream wrote with no
+wait between them raises ``StreamOrderError``, and ``land`` (an event's or a stream's synchronize)
+lands only the copies ordered before what the host synchronized with.
+
 Tensors made before a ``DeviceTensors`` is on (a proposer's persistent buffers) are named device
-tensors by ``recording`` around their construction, or by ``mark``. ``land_all`` and ``event``
-reach the simulator of the innermost (else the last) ``DeviceTensors``: what a fake accelerator
-runtime's ``synchronize`` and events call. This module imports neither ``mtp`` nor ``sim``.
+tensors by ``recording`` around their construction, or by ``mark``. ``land_all``, ``land`` and
+``event`` reach the simulator of the innermost (else the last) ``DeviceTensors``: what a fake
+accelerator runtime's ``synchronize``, streams and events call. This module imports neither ``mtp``
+nor ``sim``.
 """
 
 from __future__ import annotations
@@ -40,13 +46,15 @@ from contextlib import contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
+from devices.sim.streams import StreamOrder
+
 SIM_DEVICE = torch.device("cpu", 0)  # the simulated accelerator, as code under test names it
 HOST_RESULTS = (torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item)
 
 # id(tensor) -> a weak reference to it: the device tensors. A tensor's entry goes when it is freed,
 # before its id can be reused; ``ref() is t`` guards a lookup all the same.
 _on_device: dict[int, weakref.ref] = {}
-_sims: list = []  # the simulator devices of the active trackers, innermost last
+_modes: list = []  # the active trackers with a simulator, innermost last
 _last: list = [None]  # the simulator of the last tracker (late syncs land there)
 
 
@@ -95,6 +103,12 @@ def _outputs(result) -> list:
     return _tensors(result, []) if isinstance(result, (list, tuple)) else []
 
 
+def _views_an_input(out: torch.Tensor, inputs: list) -> bool:
+    """Whether ``out`` is a view of one of ``inputs`` (a slice writes nothing)."""
+    ptr = out.untyped_storage().data_ptr()
+    return any(t.untyped_storage().data_ptr() == ptr for t in inputs)
+
+
 def _to_target(args, kwargs):
     """(target device or tensor or None, non_blocking) of a ``Tensor.to`` call."""
     target, non_blocking = kwargs.get("device", kwargs.get("other")), bool(kwargs.get("non_blocking", False))
@@ -117,6 +131,7 @@ class DeviceTensors(TorchFunctionMode):
         super().__init__()
         self.sim, self.device = sim, torch.device(device)
         self.poisoned = 0  # non-blocking device->host copies handed to ``sim``
+        self.order = StreamOrder(sim) if sim is not None else None
         self._special = {
             torch.Tensor.device.__get__: self._device_of,
             torch.Tensor.copy_: self._copy,
@@ -127,14 +142,18 @@ class DeviceTensors(TorchFunctionMode):
 
     def __enter__(self):
         if self.sim is not None:
-            _sims.append(self.sim)
+            _modes.append(self)
             _last[0] = self.sim
         return super().__enter__()
 
     def __exit__(self, *exc):
         if self.sim is not None:
-            _sims.remove(self.sim)
+            _modes.remove(self)
         return super().__exit__(*exc)
+
+    def _wrote(self, t: torch.Tensor) -> None:
+        if self.order is not None:
+            self.order.wrote(t)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -145,10 +164,12 @@ class DeviceTensors(TorchFunctionMode):
         inputs = _tensors(kwargs.values(), _tensors(args, [])) if kwargs else _tensors(args, [])
         target = kwargs.get("device")
         on = _names_device(target, self.device) if target is not None else any(map(is_device_tensor, inputs))
-        if on:
-            for out in _outputs(result):
-                if not any(out is t for t in inputs):  # an in-place op's destination stays where it was
-                    _mark(out)
+        for out in _outputs(result):
+            in_place = any(out is t for t in inputs)  # an in-place op's destination stays where it was
+            if on and not in_place:
+                _mark(out)
+            if is_device_tensor(out) and (in_place or not _views_an_input(out, inputs)):
+                self._wrote(out)
         return result
 
     def _device_of(self, func, args, kwargs):
@@ -159,9 +180,12 @@ class DeviceTensors(TorchFunctionMode):
         non_blocking = bool(kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
         if self.sim is not None and non_blocking and is_device_tensor(src) and not is_device_tensor(dst):
             self.poisoned += 1
-            self.sim.to_host(src, dst, non_blocking=True)
+            self.order.copy_to_host(src, dst)
             return dst
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        if is_device_tensor(dst):
+            self._wrote(dst)
+        return result
 
     def _to(self, func, args, kwargs):
         src = args[0]
@@ -172,14 +196,16 @@ class DeviceTensors(TorchFunctionMode):
         if on_device == src_on:
             if result is not src and on_device:
                 _mark(result)
+                self._wrote(result)
             return result
         if result is src:  # the CPU aliases; a copy between host and device makes a new tensor
             result = src.clone()
         if on_device:
             _mark(result)
+            self._wrote(result)
         elif self.sim is not None and non_blocking:
             self.poisoned += 1
-            self.sim.to_host(src.to(result.dtype), result, non_blocking=True)
+            self.order.copy_to_host(src, result)
         return result
 
     def _cpu(self, func, args, kwargs):
@@ -209,14 +235,23 @@ def tracking(sim, *inputs: torch.Tensor, device: torch.device = SIM_DEVICE):
 
 
 def _sim():
-    return _sims[-1] if _sims else _last[0]
+    return _modes[-1].sim if _modes else _last[0]
 
 
 def land_all() -> None:
-    """Land every pending copy (a device-wide or stream synchronize); nothing without a simulator."""
+    """Land every pending copy (a device-wide synchronize); nothing without a simulator."""
     sim = _sim()
     if sim is not None:
         sim.synchronize()
+
+
+def land(clock) -> None:
+    """The host synchronized with a stream's ``clock`` (an event's, or a stream's own): land the copies
+    ordered before it (``devices.sim.streams``); past the tracked call, every pending copy."""
+    if _modes:
+        _modes[-1].order.land(clock)
+    else:
+        land_all()
 
 
 def event():

@@ -31,6 +31,7 @@ would wait forever on an event nobody records.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from devices.base import GraphError
-from devices.sim import early_reads
+from devices.sim import early_reads, streams
 from devices.sim import graph as sim_graph
 
 _capturing: list[NPUGraph] = []  # the graph being captured (at most one: captures do not nest)
@@ -223,25 +224,22 @@ class ExternalEvent:
     def reset(self, stream=None) -> None: ...
 
 
-class Event:
-    """``torch.npu.Event``: synchronized, it lands the simulator's non-blocking device->host copies
-    issued before its ``record`` (``devices.sim.early_reads``); never recorded, it waits for nothing."""
+class Event(streams.SimStreamEvent):
+    """``torch.npu.Event``: recorded on a stream (the current one by default), it holds what that stream
+    had issued; synchronized, the host sees that work done, and the simulator's non-blocking
+    device->host copies ordered before the record land (``devices.sim.streams``); never recorded, it
+    waits for nothing. ``wait(stream)`` orders the recorded work before ``stream``'s later work."""
 
     def __init__(self, *args, **kwargs):
-        self._recorded = None
-
-    def record(self, stream=None) -> None:
-        self._recorded = early_reads.event()
+        super().__init__()
 
     def synchronize(self) -> None:
-        if self._recorded is not None:
-            self._recorded.synchronize()
+        if self.clock is not None:
+            early_reads.land(self.clock)
 
     def query(self) -> bool:
         self.synchronize()
         return True
-
-    def wait(self, stream=None) -> None: ...
 
 
 def synchronize(device=None) -> None:
@@ -260,31 +258,45 @@ def _wait_for_replays() -> None:
         )
 
 
-class Stream:
-    """A stream: work runs in issue order on the CPU."""
+class Stream(streams.SimStream):
+    """A stream (``devices.sim.streams``): work runs in issue order on the CPU, and what an NPU would
+    order between streams is checked (a copy reading another stream's write with no wait between)."""
 
-    def __init__(self, *args, **kwargs): ...
+    def __init__(self, *args, **kwargs):
+        super().__init__(f"side stream {next(_stream_numbers)}")
 
     def synchronize(self) -> None:
-        synchronize()
+        _wait_for_replays()
+        early_reads.land(self.clock())
 
-    def wait_stream(self, other) -> None: ...
-
-    def wait_event(self, event) -> None: ...
+    def wait_event(self, event) -> None:
+        if isinstance(event, Event):
+            event.wait(self)
 
     def record_event(self, event=None):
         return event or ExternalEvent()
 
 
-_STREAM = Stream()
+_stream_numbers = itertools.count(1)
+
+
+class _DefaultStream(Stream):
+    def __init__(self):
+        streams.SimStream.__init__(self, "the default stream")
 
 
 def current_stream(device=None) -> Stream:
-    return _STREAM
+    return streams.current()
 
 
+@contextlib.contextmanager
 def stream(s=None):
-    return contextlib.nullcontext(s)
+    """``torch.npu.stream(s)``: work issued inside runs on ``s`` (None: the current stream)."""
+    if s is None:
+        yield s
+        return
+    with streams.using(s):
+        yield s
 
 
 API = {
@@ -312,7 +324,8 @@ def weak_ref_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def install_on(*namespaces) -> None:
-    """Set the graph API on each namespace (``torch.npu``, ``torch_npu.npu``)."""
+    """Set the graph API on each namespace (``torch.npu``, ``torch_npu.npu``), and its default stream."""
+    streams.set_default(_DefaultStream())
     for ns in namespaces:
         for name, value in API.items():
             setattr(ns, name, value)

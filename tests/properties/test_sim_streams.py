@@ -1,0 +1,134 @@
+"""Streams and events on the simulator (``devices.sim.streams``), as an NPU orders them.
+
+A copy to the host issued on a side stream reads its source only where that stream waited for the
+source's writer; the host sees it land only by synchronizing with the copy's stream past the copy.
+Each test runs the correct order and reads the real values back, and the broken order where it must
+fail: a tracker that refused every side-stream copy, or landed none, fails here too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from devices.sim import SimDevice, early_reads, streams
+from devices.sim.device import poison_value
+from devices.sim.streams import SimStream, SimStreamEvent, StreamOrderError
+
+DEV = early_reads.SIM_DEVICE
+POISON = poison_value(torch.int64)
+
+
+@pytest.fixture
+def sim():
+    return SimDevice()
+
+
+def _counts():
+    """Device counts written on the default stream, and a host buffer for them."""
+    counts = torch.arange(4, dtype=torch.int64, device=DEV) + 1  # a write on the current (default) stream
+    return counts, torch.zeros(4, dtype=torch.int64)
+
+
+def _land(event: SimStreamEvent) -> None:
+    early_reads.land(event.clock)
+
+
+@pytest.mark.parametrize("order", ["wait_stream", "wait_event"])
+def test_a_side_stream_copy_after_a_wait_lands_at_its_event(sim, order):
+    side, done = SimStream("the copy stream"), SimStreamEvent()
+    with early_reads.tracking(sim):
+        counts, host = _counts()
+        default = streams.current()
+        if order == "wait_event":
+            written = SimStreamEvent()
+            written.record()
+        with streams.using(side):
+            side.wait_stream(default) if order == "wait_stream" else written.wait()
+            host.copy_(counts, non_blocking=True)
+            done.record()
+        early = host.tolist()
+        _land(done)
+        assert host.tolist() == [1, 2, 3, 4]
+    assert early == [POISON] * 4, "read before the event's synchronize"
+
+
+@pytest.mark.parametrize(
+    "order", ["no wait", "waits on itself", "waited before the write", "event recorded before the write"]
+)
+def test_a_side_stream_copy_of_an_unwaited_write_is_named(sim, order):
+    """vllm-ascend#9456's form among them: the copy stream ``wait_stream``s the stream current inside
+    its own ``with torch.npu.stream(...)``, i.e. itself."""
+    side = SimStream("the copy stream")
+    with early_reads.tracking(sim):
+        host = torch.zeros(4, dtype=torch.int64)
+        early = SimStreamEvent()
+        if order == "waited before the write":
+            side.wait_stream(streams.current())
+        if order == "event recorded before the write":
+            early.record()
+            side.wait_clock(early.clock)
+        counts, _ = _counts()
+        with streams.using(side):
+            if order == "waits on itself":
+                side.wait_stream(streams.current())
+            with pytest.raises(
+                StreamOrderError, match=r"on the copy stream reads .* last written on the default stream"
+            ):
+                host.copy_(counts, non_blocking=True)
+
+
+def test_an_event_on_another_stream_lands_none_of_the_copy(sim):
+    side, on_default = SimStream("the copy stream"), SimStreamEvent()
+    with early_reads.tracking(sim):
+        counts, host = _counts()
+        side.wait_stream(streams.current())
+        with streams.using(side):
+            host.copy_(counts, non_blocking=True)
+        on_default.record()  # the default stream never waited for the copy
+        _land(on_default)
+        assert host.tolist() == [POISON] * 4
+        early_reads.land_all()  # a device-wide synchronize lands everything
+        assert host.tolist() == [1, 2, 3, 4]
+
+
+def test_waiting_for_the_copy_stream_orders_its_copy_for_the_default_streams_event(sim):
+    side, on_default = SimStream("the copy stream"), SimStreamEvent()
+    with early_reads.tracking(sim):
+        counts, host = _counts()
+        side.wait_stream(streams.current())
+        with streams.using(side):
+            host.copy_(counts, non_blocking=True)
+        streams.current().wait_stream(side)
+        on_default.record()
+        _land(on_default)
+        assert host.tolist() == [1, 2, 3, 4]
+
+
+def test_reading_a_slice_on_the_side_stream_is_no_write(sim):
+    """A view taken on the copy stream writes nothing: the copy still reads the default stream's write,
+    ordered by the wait, and lands."""
+    side, done = SimStream("the copy stream"), SimStreamEvent()
+    with early_reads.tracking(sim):
+        counts, host = _counts()
+        side.wait_stream(streams.current())
+        with streams.using(side):
+            head = counts[:2]
+            host[:2].copy_(head, non_blocking=True)
+            done.record()
+        _land(done)
+        assert host[:2].tolist() == [1, 2]
+
+
+def test_a_write_on_the_side_stream_is_the_side_streams(sim):
+    """What the copy stream computed itself needs no wait; the default stream then reading it back to the
+    host needs one."""
+    side = SimStream("the copy stream")
+    with early_reads.tracking(sim):
+        counts, host = _counts()
+        side.wait_stream(streams.current())
+        with streams.using(side):
+            doubled = counts * 2
+            host.copy_(doubled, non_blocking=True)
+        with pytest.raises(StreamOrderError, match=r"on the default stream reads .* last written on the copy stream"):
+            torch.zeros(4, dtype=torch.int64).copy_(doubled, non_blocking=True)
