@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the decode node of a prefill/decode split: prompts' KV transferred, no drafts at first",
     )
     run.add_argument(
+        "--async-scheduling",
+        action="store_true",
+        help="the model runner's asynchronous scheduling (--impl vllm_ascend): what it hands the next step checked",
+    )
+    run.add_argument(
         "--dp",
         type=_positive,
         metavar="N",
@@ -228,6 +233,7 @@ def cmd_run(args) -> int:
             method=args.method,
             draft_attn=args.attn,
             decode_node=args.decode_node,
+            async_scheduling=args.async_scheduling,
             **ranks.tp_fields(args),
         )
         for seed in seeds

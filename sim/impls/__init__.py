@@ -109,7 +109,8 @@ class Implementation:
 
     def refuses(self, scenario, device: str) -> str | None:
         """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
-        that the implementation lacks (its draft's attention groups and family, its method, M-RoPE), or None."""
+        that the implementation lacks (its draft's attention groups and family, its method, M-RoPE, async
+        scheduling), or None."""
         selected = [
             (
                 scenario.draft_attn_groups > 1,
@@ -118,6 +119,7 @@ class Implementation:
             ),
             (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
             (scenario.mrope, Feature.MROPE, "mrope=True"),
+            (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),
         ]
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
             selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))
@@ -157,6 +159,7 @@ def core() -> Implementation:
             Feature.DRAFT_ATTN_GROUPS: "the core's draft model is one attention layer (mtp.model.DraftModel)",
             Feature.MLA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
             Feature.SFA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
+            Feature.ASYNC_SCHEDULING: "the core is the proposer alone: asynchronous scheduling is a model runner's",
         },
     )
 

@@ -24,6 +24,7 @@ class Feature(enum.Enum):
     SFA_DRAFT = "an SFA draft layer, its metadata (RoPE included) built by the implementation's SFA builder (Scenario.draft_attn)"
     EAGLE3 = "an EAGLE-3 drafter: the target hands three layers, folded by the draft (Scenario.method)"
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
+    ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)

@@ -6,13 +6,15 @@ defect model's view of the KV cache). For each propose call ``CallCheck`` compar
 metadata (the trace of what attention and the model were given: ``sim.oracle.compare.compare_trace``)
 and its drafts (``compare_iteration_drafts``) under the rules, where a known defect is an alternative
 to the spec, never the expectation (``Rules.defects``); the checker then counts what each divergence
-decided (``sim.oracle.governed``) and what the call followed, into the run's report.
+decided (``sim.oracle.governed``) and what the call followed, into the run's report. Under
+asynchronous scheduling it also compares what the runner hands its next step (``sim.oracle.next_step``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from sim.oracle import next_step
 from sim.oracle.compare import (
     MARGIN_TOLERANCE,
     KvBefore,
@@ -56,6 +58,8 @@ class RunChecker:
         followed, got, mismatches = call.against(rules)
         in_effect = followed_rules(rules, followed)
         report.mismatches += mismatches
+        if self.scenario.async_scheduling:  # what the runner hands its next step
+            report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on)
         report.followed.update(followed)
         report.steps_compared += len(proposer.trace)
         for d in self.divergences:

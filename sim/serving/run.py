@@ -103,6 +103,8 @@ def run_scenario(
         refusal = f"draft_attn_groups={scenario.draft_attn_groups}: the core's draft model is one attention layer"
     if refusal is None and impl is None and scenario.draft_attn != "gqa":
         refusal = f"draft_attn={scenario.draft_attn!r}: the core's draft model rotates by its rows' positions"
+    if refusal is None and impl is None and scenario.async_scheduling:
+        refusal = "async_scheduling=True: the core is the proposer alone: asynchronous scheduling is a model runner's"
     if refusal is not None:
         raise ValueError(refusal)
     ops = ops if ops is not None else getattr(impl, "ops", None)
@@ -130,6 +132,8 @@ def run_scenario(
         sizes["draft_attn_groups"] = scenario.draft_attn_groups
     if scenario.draft_attn != "gqa":
         sizes["draft_attn"] = scenario.draft_attn
+    if scenario.async_scheduling:
+        sizes["async_scheduling"] = True
     proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     checker = None
     if check:

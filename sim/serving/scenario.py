@@ -58,6 +58,13 @@ class Scenario:
     in place (the target's and the draft layer's, as a prefill node's correct proposer wrote them and
     its KV transfer handed them over) and the first token the prefill node sampled, and starts with a
     one-token step that verifies no drafts (the KV consumer's first step).
+    async_scheduling: the model runner's asynchronous scheduling (vLLM's default where the drafter is
+    padded): after each step the runner copies the valid sampled-token counts to the host on a side
+    stream and hands the next step the tokens it continues from, and that step corrects the sequence
+    lengths the scheduler counted ahead (every draft taken as accepted) by those counts. The drafts and
+    each call's metadata are the synchronous run's; what the runner hands on is compared besides
+    (``sim.oracle.next_step``). Padded only, as vLLM refuses it with ``disable_padded_drafter_batch``;
+    an implementation with no model runner lacks it (``Feature.ASYNC_SCHEDULING``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -86,6 +93,7 @@ class Scenario:
     draft_attn: str = "gqa"
     dp: int = 1
     decode_node: bool = False
+    async_scheduling: bool = False
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -120,6 +128,11 @@ class Scenario:
             raise ValueError(
                 f"decode_node=True with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}: a"
                 " transferred prompt's KV is written for one draft layer at one position per row"
+            )
+        if self.async_scheduling and not self.padded:
+            raise ValueError(
+                "async_scheduling=True with padded=False: asynchronous scheduling needs the padded drafter"
+                " (vLLM: 'Async scheduling is not compatible with disable_padded_drafter_batch=True')"
             )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(

@@ -23,6 +23,7 @@ USES_MLA_DRAFT = pytest.mark.uses(Feature.MLA_DRAFT)
 USES_SFA_DRAFT = pytest.mark.uses(Feature.SFA_DRAFT)
 USES_EAGLE3 = pytest.mark.uses(Feature.EAGLE3)
 USES_MROPE = pytest.mark.uses(Feature.MROPE)
+USES_ASYNC_SCHEDULING = pytest.mark.uses(Feature.ASYNC_SCHEDULING)
 
 # One parameter per mode, for a test that runs a fixed case in each.
 MODES = [

@@ -28,25 +28,25 @@ ONE_DRAFT_LAYER = Skip("the adapter builds a draft of one attention layer, in on
 GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated by its rows' positions")
 MTP_ONLY = Skip("the adapter builds its proposer for method mtp (the tiny DeepSeek-V3's MTP layer)")
 TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
+SYNC_RUNNER = Skip("the adapter drives its proposer as a synchronous runner does: nothing is counted ahead")
 
 
-def lacks(
-    eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, eagle3: bool = False
-) -> dict:
+def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, has=()) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
-    device with the reason ``eager_only``, and a draft of several attention groups, an MLA or SFA
-    draft, an EAGLE-3 drafter (unless ``eagle3``) and M-RoPE unless ``more`` says otherwise
-    (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``)."""
+    device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
+    draft of several attention groups, an MLA or SFA draft, an EAGLE-3 drafter, M-RoPE and asynchronous
+    scheduling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``, ``SYNC_RUNNER``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
         Feature.SFA_DRAFT: GQA_DRAFT,
         Feature.EAGLE3: MTP_ONLY,
         Feature.MROPE: TEXT_ONLY,
+        Feature.ASYNC_SCHEDULING: SYNC_RUNNER,
         **(more or {}),
     }
-    if eagle3:
-        del lacking[Feature.EAGLE3]
+    for feature in has:
+        del lacking[feature]
     if host_sync is not None:
         lacking[Feature.HOST_SYNC_COUNT] = host_sync
     lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))

@@ -9,6 +9,7 @@ entry says). A property of the gate that cannot hold for vLLM is skipped under
 from __future__ import annotations
 
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.features import Feature
 from sim.impls.kit import tables
 from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
@@ -92,7 +93,7 @@ DIVERGENCES = table(
 RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test function name (conftest skips it with this reason).
-LACKS = tables.lacks("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)", eagle3=True)
+LACKS = tables.lacks("the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)", has=(Feature.EAGLE3,))
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
 # CPU device they look like syncs.

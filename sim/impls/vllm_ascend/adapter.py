@@ -162,6 +162,9 @@ class AscendProposer(EagerAdapter):
     ``AscendMLAMetadataBuilder`` and read as the MLA kernels read it, RoPE included (``mla``); one
     attention group.
 
+    ``async_scheduling``: the runner schedules asynchronously (``handoff.scheduling``); after each call
+    ``handed_on`` holds what it handed its next step (``handoff.handed_on``).
+
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
     vllm-ascend's own ``dummy_run`` for every key of its runner's dispatcher, and each call dispatches,
@@ -182,6 +185,7 @@ class AscendProposer(EagerAdapter):
         capture_sizes=None,
         draft_attn_groups: int = 1,
         draft_attn: str = "gqa",
+        async_scheduling: bool = False,
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
@@ -202,7 +206,8 @@ class AscendProposer(EagerAdapter):
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
-        self.triton = triton
+        self.triton, self.async_scheduling = triton, async_scheduling
+        self.handed_on = None  # async scheduling: what the runner handed the last call's next step
         self.model = draft_model(model, [name for name in self.layers if name != LAYER], cfg.method)
         # one proposer serves every run: each starts from its state as built
         start_fresh(_proposer(cfg, self.layers, self.attn))
@@ -238,8 +243,13 @@ class AscendProposer(EagerAdapter):
             batch = runner_wide(batch, self.cfg)
         p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
         base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
-        with steps.triton_path(base, self.triton, batch.num_reqs):  # prepare_inputs_padded's kernel, or fallback
+        with (
+            steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
+            handoff.scheduling(p.runner, self.async_scheduling),
+        ):
             drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
+            if self.async_scheduling:
+                self.handed_on = handoff.handed_on(p.runner, batch, k)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture

@@ -16,6 +16,11 @@ the target's ``AscendCommonAttentionMetadata`` (with that state), the sampled to
 per-request lists), vLLM's ``SchedulerOutput`` with each request's scheduled tokens, the hidden
 states (eagle3: and the auxiliary layers', ``target_hidden_states``). ``padded_drafter`` sets the
 runner's ``disable_padded_drafter_batch`` for one call.
+
+Under asynchronous scheduling (``scheduling``) the runner's own ``_copy_valid_sampled_token_count``
+copies the valid counts to the host on its copy stream, as its ``__init__`` sets it up; ``handed_on``
+then runs the next step's side of it (``_compute_prev_positions``, ``_correct_optimistic_seq_lens_cpu``)
+and reads what the runner handed over, for the checker (``sim.oracle.next_step``).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import steps
 from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.tiny_config import MAX_REQS
 from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm_ascend import generation
+from sim.oracle.next_step import NextStep
 
 
 def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> None:
@@ -172,3 +179,53 @@ def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_token
     args = arguments(runner, batch, sampled, num_spec_tokens, target_step(runner, batch))
     with padded_drafter(runner, sampled.is_padded):
         return runner.propose_draft_token_ids(**args)
+
+
+@contextlib.contextmanager
+def scheduling(runner, asynchronous: bool):
+    """The runner's scheduling for one call: synchronous (no valid-count event: its
+    ``_copy_valid_sampled_token_count`` returns at once), or asynchronous, with what its ``__init__``
+    makes for it (made once per runner view): the event, the copy stream, the host counts (int64, as
+    vllm-ascend re-makes them), and vLLM's buffers of the previous step's rows and draft counts."""
+    if not asynchronous:
+        yield
+        return
+    if getattr(runner, "valid_sampled_token_count_copy_stream", None) is None:
+        runner.valid_sampled_token_count_copy_stream = torch.npu.Stream()
+        runner.valid_sampled_token_count_cpu = torch.empty(MAX_REQS, dtype=torch.int64)
+        runner.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
+        runner.prev_num_draft_tokens = runner._make_buffer(MAX_REQS, dtype=torch.int32)
+        runner.prev_positions = runner._make_buffer(MAX_REQS, dtype=torch.int64)
+    runner.use_async_scheduling = runner.use_async_spec_decode = True
+    runner.valid_sampled_token_count_event = torch.npu.Event()
+    try:
+        yield
+    finally:
+        runner.use_async_scheduling = runner.use_async_spec_decode = False
+        runner.valid_sampled_token_count_event = None
+
+
+def handed_on(runner, batch: VerifiedBatch, num_spec_tokens: int) -> NextStep:
+    """What the runner handed its next step after an asynchronous call, per request of ``batch``.
+
+    The next step is ``batch``'s requests in reverse order (a condensed batch: each request in another
+    row), each scheduled ``1 + num_spec_tokens`` tokens and counted ahead as vLLM's scheduler counts
+    it (every draft of this step accepted). The runner's own ``_compute_prev_positions`` maps its rows
+    to this step's, and ``_correct_optimistic_seq_lens_cpu`` corrects the lengths by the counts its
+    copy stream brought to the host (after its event); the corrected lengths less that query, the
+    host counts and ``prev_sampled_token_ids`` are read back in this step's order."""
+    b, query = batch.num_reqs, 1 + num_spec_tokens
+    rows = runner.input_batch
+    req_ids = list(rows.req_ids[:b])
+    rows.prev_req_id_to_index = {rid: i for i, rid in enumerate(req_ids)}
+    rows.req_ids = req_ids[::-1]
+    runner._compute_prev_positions(b)
+    runner.prev_num_draft_tokens.np[:b] = np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
+    counted_ahead = np.asarray(batch.seq_lens_cpu, dtype=np.int32)[::-1] + query
+    runner.optimistic_seq_lens_cpu[:b] = torch.from_numpy(counted_ahead.copy())
+    runner._correct_optimistic_seq_lens_cpu(b)
+    return NextStep(
+        next_tokens=rows.prev_sampled_token_ids[:b, 0].clone(),
+        valid_counts=runner.valid_sampled_token_count_cpu[:b].clone(),
+        seq_lens=runner.optimistic_seq_lens_cpu[:b].flip(0) - query,
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from sim.impls.divergence import Divergence, Kind, rules_of, table
+from sim.impls.features import Feature
 from sim.impls.kit import mrv2_loop, tables
 
 INHERITED = (
@@ -121,7 +122,7 @@ LACKS = tables.lacks(
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    eagle3=True,
+    has=(Feature.EAGLE3,),
 )
 
 

@@ -9,6 +9,7 @@ speculator is the MRV2 loop as vLLM wrote it, so its table is the loop's design 
 from __future__ import annotations
 
 from sim.impls.divergence import rules_of
+from sim.impls.features import Feature
 from sim.impls.kit import mrv2_loop, tables
 
 DIVERGENCES = mrv2_loop.LOOP
@@ -17,5 +18,7 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What it cannot run (sim.impls.features): a property using one is skipped with this reason.
 LACKS = tables.lacks(
-    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)", more=mrv2_loop.NO_UNPADDED, eagle3=True
+    "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)",
+    more=mrv2_loop.NO_UNPADDED,
+    has=(Feature.EAGLE3,),
 )

@@ -27,6 +27,8 @@ POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runne
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
 DP_SYNC = "NPUModelRunner._sync_metadata_across_dp"  # the runner's, as the drafter calls it
+COUNT_COPY = "NPUModelRunner._copy_valid_sampled_token_count"  # the runner's, under async scheduling
+CORRECTION = "NPUModelRunner._correct_optimistic_seq_lens_cpu"  # the runner's next step, under async scheduling
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -59,6 +61,9 @@ VARIANTS = {
     "runner-aux-layers-reversed": (HANDOFF, handoff.aux_layers_reversed),
     "runner-one-token-batches-as-new-prompts": (ATTN_STATE, handoff.one_token_batches_as_new_prompts),
     "runner-prefill-state-with-any-new-request": (ATTN_STATE, handoff.prefill_state_with_any_new_request),
+    "runner-count-copy-waits-on-its-own-stream": (COUNT_COPY, handoff.count_copy_waits_on_its_own_stream),
+    "runner-counts-read-before-their-event": (CORRECTION, handoff.counts_read_before_their_event),
+    "runner-counts-of-the-same-row": (CORRECTION, handoff.counts_of_the_same_row),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
@@ -82,6 +87,7 @@ CONTROLS = {
         method.host_mirror_read_before_its_copy_lands(synced=True),
     ),
     "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
+    "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
 }
 
 
@@ -178,7 +184,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")
         monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
         return
-    if target in (POSITIONS, HANDOFF, ATTN_STATE, DP_SYNC):
+    if target in (POSITIONS, HANDOFF, ATTN_STATE, DP_SYNC, COUNT_COPY, CORRECTION):
         break_runner(target, breaking, monkeypatch)
         return
     if target == BUILDER:
@@ -209,8 +215,9 @@ def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> No
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
-    ``propose_draft_token_ids``, ``_build_attn_state`` or ``_sync_metadata_across_dp`` (on the adapter's
-    runner view, which holds vllm-ascend's)."""
+    ``propose_draft_token_ids``, ``_build_attn_state``, ``_sync_metadata_across_dp``,
+    ``_copy_valid_sampled_token_count`` or ``_correct_optimistic_seq_lens_cpu`` (on the adapter's runner
+    view, which holds vllm-ascend's)."""
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
 

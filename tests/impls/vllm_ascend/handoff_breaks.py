@@ -13,12 +13,26 @@ the target's auxiliary layers in another order than the head folds them;
 ``one_token_batches_as_new_prompts`` a runner that labels a decode node's first step (one token per
 request, the prompts' KV transferred) as new prompts.
 
+Under asynchronous scheduling: ``count_copy_waits_on_its_own_stream`` is vllm-ascend#9456's
+``_copy_valid_sampled_token_count``, which takes ``current_stream()`` inside its copy stream's ``with``
+and so waits on the copy stream itself, not on the stream that computed the counts;
+``counts_read_before_their_event`` a ``_correct_optimistic_seq_lens_cpu`` that reads the host counts
+without synchronizing the copy's event; ``counts_of_the_same_row`` one that takes each row's counts and
+draft count from the same row of the step before, as if the batch were never condensed (#13864's stale
+counts). ``count_copy_on_the_current_stream`` is no break: a copy on the stream that computed the counts,
+recorded there, is ordered without a side stream, and the gate must pass it.
+
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
 the gate must pass it (the check is of a state that contradicts the batch, not of the runner's choice).
 """
 
 from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
 
 
 def positions_off_by_one(original):
@@ -87,5 +101,54 @@ def block_size_from_the_first_group(original):
     def broken(self, kv_cache_config, *args, **kwargs):
         original(self, kv_cache_config, *args, **kwargs)
         self.block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
+
+    return broken
+
+
+@contextlib.contextmanager
+def _attribute(obj, name: str, value):
+    before = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, before)
+
+
+def count_copy_waits_on_its_own_stream(original):
+    def broken(self, *args, **kwargs):
+        inside = getattr(self, "valid_sampled_token_count_copy_stream", None)  # current_stream() inside its with
+        with _attribute(torch.npu, "current_stream", lambda *_: inside):
+            return original(self, *args, **kwargs)
+
+    return broken
+
+
+def count_copy_on_the_current_stream(original):
+    def control(self, *args, **kwargs):
+        if self.valid_sampled_token_count_event is None:
+            return original(self, *args, **kwargs)
+        with _attribute(self, "valid_sampled_token_count_copy_stream", torch.npu.current_stream()):
+            return original(self, *args, **kwargs)
+
+    return control
+
+
+class _NoWait:
+    def synchronize(self) -> None: ...
+
+
+def counts_read_before_their_event(original):
+    def broken(self, num_reqs):
+        with _attribute(self, "valid_sampled_token_count_event", _NoWait()):
+            return original(self, num_reqs)
+
+    return broken
+
+
+def counts_of_the_same_row(original):
+    def broken(self, num_reqs):
+        self.prev_positions.np[:num_reqs] = np.arange(num_reqs)
+        return original(self, num_reqs)
 
     return broken

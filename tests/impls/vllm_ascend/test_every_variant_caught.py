@@ -15,7 +15,9 @@ pytestmark = pytest.mark.order(0)  # cheap: nothing runs
 
 def test_every_broken_variant_is_exercised_by_a_test():
     suites.assert_every_variant_caught(
-        __package__, broken_gate.VARIANTS, (broken_kernels, suites.later_steps_fed_rolled_hidden_rows)
+        __package__,
+        {**broken_gate.VARIANTS, **broken_gate.CONTROLS},
+        (broken_kernels, suites.later_steps_fed_rolled_hidden_rows),
     )
 
 

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from devices.sim.streams import StreamOrderError
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate
@@ -56,3 +57,36 @@ def test_auxiliary_layers_in_another_order_fail_the_gate(monkeypatch, device, im
     broken_gate.apply("runner-aux-layers-reversed", monkeypatch)
     with pytest.raises(AssertionError, match=r"draft 1"):
         check_implementation(impl, dataclasses.replace(TYPICAL, method="eagle3"), device, "broken-aux-layers")
+
+
+ASYNC = dataclasses.replace(TYPICAL, async_scheduling=True)
+
+
+def test_a_count_copy_waiting_on_its_own_stream_fails_by_name(monkeypatch, device, impl):
+    """vllm-ascend#9456: the copy stream waits on itself, not on the stream that computed the counts; the
+    simulator's streams name the copy (on an NPU it reads the counts before they are written)."""
+    broken_gate.apply("runner-count-copy-waits-on-its-own-stream", monkeypatch)
+    check_implementation(impl, TYPICAL, device, "own-stream-wait-synchronous")  # no copy without async
+    with pytest.raises(StreamOrderError, match=r"last written on the default stream"):
+        check_implementation(impl, ASYNC, device, "broken-count-copy-stream")
+
+
+def test_a_count_copy_on_the_computing_stream_passes(monkeypatch, device, impl):
+    """The control: the copy issued and recorded on the stream that computed the counts needs no wait."""
+    broken_gate.apply("runner-count-copy-on-the-current-stream", monkeypatch)
+    check_implementation(impl, ASYNC, device, "count-copy-on-the-current-stream")
+
+
+def test_counts_read_before_their_copy_lands_fail_the_gate(monkeypatch, device, impl):
+    """The next step corrects the lengths without synchronizing the copy's event: it reads poison."""
+    broken_gate.apply("runner-counts-read-before-their-event", monkeypatch)
+    with pytest.raises(AssertionError, match=r"valid sampled-token count on the host|corrected seq_len"):
+        check_implementation(impl, ASYNC, device, "broken-counts-before-their-event")
+
+
+def test_counts_of_the_same_row_after_condensing_fail_the_gate(monkeypatch, device, impl):
+    """vllm-ascend#13864's class: the next step's rows are another order than this step's, and a correction
+    that takes each row's counts from the same row corrects one request by another's rejections."""
+    broken_gate.apply("runner-counts-of-the-same-row", monkeypatch)
+    with pytest.raises(AssertionError, match=r"corrected seq_len"):
+        check_implementation(impl, ASYNC, device, "broken-counts-of-the-same-row")

@@ -28,7 +28,9 @@ class RunnerView:
     preparation sets it), and the runner methods it and the target's step call (its
     ``_determine_batch_execution_and_padding``), compiled from vllm-ascend's source
     (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
-    ``NPUModelRunner`` inherits). A synchronous runner: no valid-count copy event.
+    ``NPUModelRunner`` inherits). A synchronous runner, unless ``handoff.scheduling`` makes a call
+    asynchronous (its valid-count copy, and the next step's correction of the lengths counted ahead,
+    ``_correct_optimistic_seq_lens_cpu``, with vLLM's ``_compute_prev_positions``).
     """
 
     max_num_reqs = MAX_REQS
@@ -39,7 +41,8 @@ class RunnerView:
     decode_token_per_req = 1
     uniform_decode_query_len = 1
     use_aux_hidden_state_outputs = False
-    valid_sampled_token_count_event = None  # set only under async scheduling
+    valid_sampled_token_count_event = None  # set only under async scheduling (``handoff.scheduling``)
+    use_async_scheduling = use_async_spec_decode = False
     num_rejected_tokens_event = None  # v0.26.0rc's: set only under async scheduling
     num_discarded_requests = 0
     dp_size, dp_rank = 1, 0
@@ -47,6 +50,7 @@ class RunnerView:
     propose_draft_token_ids = runner_source.RunnerMethod("propose_draft_token_ids")
     _build_attn_state = runner_source.RunnerMethod("_build_attn_state")
     _copy_valid_sampled_token_count = runner_source.RunnerMethod("_copy_valid_sampled_token_count")
+    _correct_optimistic_seq_lens_cpu = runner_source.RunnerMethod("_correct_optimistic_seq_lens_cpu")
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
@@ -119,3 +123,8 @@ class RunnerView:
         """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
         runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
         return runner._get_positions(self, num_tokens)
+
+    def _compute_prev_positions(self, num_reqs):
+        """vLLM's ``GPUModelRunner._compute_prev_positions``: each row's row in the step before (looked up per call)."""
+        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+        return runner._compute_prev_positions(self, num_reqs)

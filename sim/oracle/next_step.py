@@ -1,0 +1,68 @@
+"""What a model runner hands its next step under asynchronous scheduling, and the reference for it.
+
+Under asynchronous scheduling the scheduler schedules the next step before this one's verification is
+known, counting every draft as accepted. After drafting, the runner hands the next step the token each
+request continues from, and the number of valid sampled tokens of each request, copied to the host on
+a side stream; from those counts the next step corrects the sequence lengths counted ahead. A wrong
+count, or one read before its copy lands, shifts every later position and slot of the request: the
+acceptance falls and nothing crashes (vllm-ascend#9456, #13864).
+
+``NextStep`` is what an implementation reports, per request of the call's batch in batch order;
+``compare`` checks it against the from-scratch reference: ``reference.next_token`` and the length the
+request has once its rejected drafts are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from sim.oracle import reference
+from sim.oracle.cases import BatchCase
+from sim.oracle.compare import Mismatch
+
+
+class NextStep(NamedTuple):
+    """next_tokens: the token each request continues from (the runner's ``prev_sampled_token_ids``).
+    valid_counts: its valid sampled tokens, as the host holds them once the copy landed.
+    seq_lens: its sequence length as the next step corrects it, less that step's query (the accepted
+    length: what the request holds once this step's rejected drafts are dropped)."""
+
+    next_tokens: torch.Tensor
+    valid_counts: torch.Tensor
+    seq_lens: torch.Tensor
+
+
+def expected(case: BatchCase) -> NextStep:
+    """The reference's ``NextStep`` of ``case``, one request at a time."""
+    vocab = case.config.vocab_size
+    tokens, counts, lens = [], [], []
+    for req in case.requests:
+        token, valid = reference.next_token(req, vocab)
+        tokens.append(token)
+        counts.append(valid)
+        lens.append(req.seq_len - reference.rejected(req, valid))
+    return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in (tokens, counts, lens)))
+
+
+WHAT = {
+    "next_tokens": "the token handed to the next step",
+    "valid_counts": "the valid sampled-token count on the host",
+    "seq_lens": "the next step's corrected seq_len (less its query)",
+}
+
+
+def compare(it: int, case: BatchCase, got: NextStep) -> list[Mismatch]:
+    """The first request where each of ``got``'s fields differs from the reference's."""
+    want = expected(case)
+    out = []
+    for field in NextStep._fields:
+        g, w = getattr(got, field).to(torch.int64).cpu().tolist(), getattr(want, field).tolist()
+        if len(g) != len(w):
+            out.append(Mismatch(it, None, f"{WHAT[field]}: rows", len(g), len(w)))
+            continue
+        row = next((r for r, (a, b) in enumerate(zip(g, w)) if a != b), None)
+        if row is not None:
+            out.append(Mismatch(it, row, WHAT[field], g[row], w[row]))
+    return out

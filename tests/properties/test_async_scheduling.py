@@ -1,0 +1,50 @@
+"""Asynchronous scheduling on whole serving runs equals the from-scratch reference.
+
+Under asynchronous scheduling the model runner copies each step's valid sampled-token counts to the
+host on a side stream and hands the next step the tokens it continues from; that step corrects the
+lengths the scheduler counted ahead by the copied counts (``Scenario.async_scheduling``). Every call's
+drafts and metadata are compared as in a synchronous run, and what the runner hands on besides
+(``sim.oracle.next_step``), on the simulator's streams, where a copy reading another stream's unwaited
+write is named and a host read before the copy's event lands reads poison (``devices.sim.streams``).
+Under every implementation whose runner schedules asynchronously (the ``uses`` mark: vllm-ascend's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+
+from sim.serving.run import run_scenario
+from tests.checks.e2e_checks import check_implementation
+from tests.checks.example_budget import share
+from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING
+from tests.properties.test_mrope_eagle3 import SMALL
+from tests.strategies.scenarios import scenarios
+
+pytestmark = [pytest.mark.order(2), USES_ASYNC_SCHEDULING]  # whole serving runs, after the single-call properties
+
+DRAWN = share(12 * len(MODES), at_least=3)
+ASYNC = dataclasses.replace(SMALL, async_scheduling=True)
+
+
+@pytest.mark.order(1)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode):
+    """``SMALL`` scheduled asynchronously, run early so that a broken count copy or correction fails
+    within seconds; its drafts are the synchronous run's, call for call."""
+    scenario = dataclasses.replace(ASYNC, graph_mode=mode)
+    check_implementation(impl, scenario, device, f"small-async-{mode}")
+    synchronous = run_scenario(dataclasses.replace(scenario, async_scheduling=False), device, impl, check=False)
+    asynchronous = run_scenario(scenario, device, impl, check=False)
+    assert asynchronous.drafts == synchronous.drafts
+
+
+@pytest.mark.parametrize("mode", MODES)
+@DRAWN
+@given(scenario=scenarios())
+def test_async_scheduling_matches_reference(device, impl, mode, scenario, request):
+    """Drafts (margin-aware), every call's metadata, and what the runner hands each next step."""
+    scenario = dataclasses.replace(scenario, padded=True, graph_mode=mode, async_scheduling=True)
+    check_implementation(impl, scenario, device, request.node.name)
