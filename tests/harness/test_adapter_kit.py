@@ -70,11 +70,14 @@ def check_limits(module) -> None:
     module.refuse_past_limits("the X adapter", 64, 1, 8)
 
 
-DRAFT_KINDS = [Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE3, Feature.MROPE]
+DRAFT_KINDS = [
+    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE3, Feature.MROPE, Feature.ASYNC_SCHEDULING,
+]  # fmt: skip
 
 
 def check_lacks(module) -> None:
-    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle3 and M-RoPE unless given,
+    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle3, M-RoPE and async
+    scheduling unless given or had,
     the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
     lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
@@ -84,6 +87,7 @@ def check_lacks(module) -> None:
     assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
     assert lacking[Feature.MLA_DRAFT] is lacking[Feature.SFA_DRAFT] is module.GQA_DRAFT
     assert (lacking[Feature.EAGLE3], lacking[Feature.MROPE]) == (module.MTP_ONLY, module.TEXT_ONLY)
+    assert lacking[Feature.ASYNC_SCHEDULING] is module.SYNC_RUNNER
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )
@@ -93,7 +97,8 @@ def check_lacks(module) -> None:
     for graphs in GRAPHS:
         assert lacking[graphs] == Skip("X runs eagerly only") and lacking[graphs].applies_to("accelerator")
     assert list(module.lacks("eager")) == [*DRAFT_KINDS, *GRAPHS]
-    assert Feature.EAGLE3 not in module.lacks("eager", eagle3=True)
+    had = module.lacks("eager", has=(Feature.EAGLE3, Feature.ASYNC_SCHEDULING))
+    assert Feature.EAGLE3 not in had and Feature.ASYNC_SCHEDULING not in had and Feature.MROPE in had
 
 
 def check_factory(module) -> None:

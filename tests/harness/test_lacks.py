@@ -83,13 +83,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _features_used() -> set[Feature]:
-    """The features the gate's properties mark, read off their ``uses`` marks and those of their
-    parametrizations (``pytest.param(..., marks=...)``)."""
+    """The features the gate's properties mark, read off their ``uses`` marks (their own and their
+    module's) and those of their parametrizations (``pytest.param(..., marks=...)``)."""
     found = set()
     for path in sorted((ROOT / "tests" / "properties").glob("test_*.py")):
         module = importlib.import_module(f"tests.properties.{path.stem}")
+        on_module = getattr(module, "pytestmark", [])
+        on_module = list(on_module) if isinstance(on_module, list | tuple) else [on_module]
         for name, fn in vars(module).items():
-            marks = list(getattr(fn, "pytestmark", [])) if name.startswith("test_") else []
+            marks = [*on_module, *getattr(fn, "pytestmark", [])] if name.startswith("test_") else []
             params = [v for m in marks if m.name == "parametrize" for v in m.args[1]]
             marks += [m for v in params if isinstance(v, type(pytest.param(None))) for m in v.marks]
             found.update(f for m in marks if m.name == "uses" for f in m.args)
