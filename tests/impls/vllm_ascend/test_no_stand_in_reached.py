@@ -74,14 +74,20 @@ def watched_in_rank():
 
 
 # The draft each serving run is made with: its attention family (its builder's runs, cos/sin included), its
-# method (eagle3: the runner's concatenation and the fold), or its arrival (a decode node's transferred prompts).
-DRAFTS = {"gqa": {}, **FAMILY_FIELDS, "eagle3": {"method": "eagle3"}, "decode-node": {"decode_node": True}}
+# method (eagle3: the runner's concatenation and the fold), its arrival (a decode node's transferred prompts),
+# or its runner's scheduling (async: the count copy on the copy stream and the next step's correction; padded only).
+DRAFTS = {
+    "gqa": {}, **FAMILY_FIELDS, "eagle3": {"method": "eagle3"}, "decode-node": {"decode_node": True},
+    "async-scheduling": {"async_scheduling": True},
+}  # fmt: skip
 
 
 def _serving_runs(impl, device, draft: str = "gqa"):
     """Padded and unpadded eagerly, and padded in full-graph mode (the graph API is ``fake_npu_graphs``'
     recorder, not a stand-in), with the draft ``DRAFTS[draft]``."""
     for padded, mode in ((True, "eager"), (False, "eager"), (True, "full")):
+        if not padded and DRAFTS[draft].get("async_scheduling"):
+            continue  # vLLM refuses asynchronous scheduling unpadded
         scenario = default_scenario(seed=3, num_requests=8)
         scenario = dataclasses.replace(scenario, padded=padded, max_iterations=40, graph_mode=mode, **DRAFTS[draft])
         check_implementation(impl, scenario, device, f"no-stand-in-{draft}-{padded}-{mode}")
@@ -89,7 +95,8 @@ def _serving_runs(impl, device, draft: str = "gqa"):
 
 @pytest.mark.parametrize("draft", list(DRAFTS))
 def test_a_serving_run_touches_no_stand_in(impl, device, draft):
-    """With each draft: the GQA, MLA or SFA builder's runs, an EAGLE-3 drafter's, a decode node's."""
+    """With each draft: the GQA, MLA or SFA builder's runs, an EAGLE-3 drafter's, a decode node's, an
+    asynchronous runner's."""
     assert stand_ins_touched(functools.partial(_serving_runs, impl, device, draft)) == []
 
 
