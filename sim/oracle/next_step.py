@@ -1,11 +1,13 @@
 """What a model runner hands its next step under asynchronous scheduling, and the reference for it.
 
 Under asynchronous scheduling the scheduler schedules the next step before this one's verification is
-known, counting every draft as accepted. After drafting, the runner hands the next step the token each
-request continues from, and the number of valid sampled tokens of each request, copied to the host on
-a side stream; from those counts the next step corrects the sequence lengths counted ahead. A wrong
-count, or one read before its copy lands, shifts every later position and slot of the request: the
-acceptance falls and nothing crashes (vllm-ascend#9456, #13864).
+known, counting every draft as accepted, with placeholders for the tokens not known yet. After
+drafting, the runner hands the next step the token each request continues from and its drafts, which
+replace the placeholders in the next step's input ids, and the number of valid sampled tokens of each
+request, copied to the host on a side stream; from those counts the next step corrects the sequence
+lengths counted ahead. A wrong token or count, or a count read before its copy lands, shifts every
+later token, position and slot of the request: the acceptance falls and nothing crashes
+(vllm-ascend#9456, #13864, #10621).
 
 ``NextStep`` is what an implementation reports, per request of the call's batch in batch order;
 ``compare`` checks it against the from-scratch reference: ``reference.next_token`` and the length the
@@ -27,35 +29,41 @@ class NextStep(NamedTuple):
     """next_tokens: the token each request continues from (the runner's ``prev_sampled_token_ids``).
     valid_counts: its valid sampled tokens, as the host holds them once the copy landed.
     seq_lens: its sequence length as the next step corrects it, less that step's query (the accepted
-    length: what the request holds once this step's rejected drafts are dropped)."""
+    length: what the request holds once this step's rejected drafts are dropped).
+    input_ids: [B, 1 + K], the next step's input ids of the request, a decode of this call's drafts:
+    the token it continues from, then the drafts (no placeholder of the scheduler's left)."""
 
     next_tokens: torch.Tensor
     valid_counts: torch.Tensor
     seq_lens: torch.Tensor
+    input_ids: torch.Tensor
 
 
-def expected(case: BatchCase) -> NextStep:
-    """The reference's ``NextStep`` of ``case``, one request at a time."""
+def expected(case: BatchCase, drafts: list[list[int]]) -> NextStep:
+    """The reference's ``NextStep`` of ``case``, one request at a time; the next step's input ids hold
+    ``drafts``, the call's own (compared with the reference's drafts apart)."""
     vocab = case.config.vocab_size
-    tokens, counts, lens = [], [], []
-    for req in case.requests:
+    tokens, counts, lens, inputs = [], [], [], []
+    for req, own in zip(case.requests, drafts, strict=True):
         token, valid = reference.next_token(req, vocab)
         tokens.append(token)
         counts.append(valid)
         lens.append(req.seq_len - reference.rejected(req, valid))
-    return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in (tokens, counts, lens)))
+        inputs.append([token, *own])
+    return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in (tokens, counts, lens, inputs)))
 
 
 WHAT = {
     "next_tokens": "the token handed to the next step",
     "valid_counts": "the valid sampled-token count on the host",
     "seq_lens": "the next step's corrected seq_len (less its query)",
+    "input_ids": "the next step's input ids",
 }
 
 
-def compare(it: int, case: BatchCase, got: NextStep) -> list[Mismatch]:
-    """The first request where each of ``got``'s fields differs from the reference's."""
-    want = expected(case)
+def compare(it: int, case: BatchCase, got: NextStep, drafts: list[list[int]]) -> list[Mismatch]:
+    """The first request where each of ``got``'s fields differs from the reference's (``drafts``: the call's)."""
+    want = expected(case, drafts)
     out = []
     for field in NextStep._fields:
         g, w = getattr(got, field).to(torch.int64).cpu().tolist(), getattr(want, field).tolist()

@@ -59,7 +59,7 @@ class RunChecker:
         in_effect = followed_rules(rules, followed)
         report.mismatches += mismatches
         if self.scenario.async_scheduling:  # what the runner hands its next step
-            report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on)
+            report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)
         report.followed.update(followed)
         report.steps_compared += len(proposer.trace)
         for d in self.divergences:

@@ -249,7 +249,7 @@ class AscendProposer(EagerAdapter):
         ):
             drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
             if self.async_scheduling:
-                self.handed_on = handoff.handed_on(p.runner, batch, k)
+                self.handed_on = handoff.handed_on(p.runner, batch, drafts)
         if self.graphed is not None:
             torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture

@@ -205,21 +205,33 @@ def scheduling(runner, asynchronous: bool):
         runner.valid_sampled_token_count_event = None
 
 
-def handed_on(runner, batch: VerifiedBatch, num_spec_tokens: int) -> NextStep:
+def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     """What the runner handed its next step after an asynchronous call, per request of ``batch``.
 
     The next step is ``batch``'s requests in reverse order (a condensed batch: each request in another
-    row), each scheduled ``1 + num_spec_tokens`` tokens and counted ahead as vLLM's scheduler counts
-    it (every draft of this step accepted). The runner's own ``_compute_prev_positions`` maps its rows
-    to this step's, and ``_correct_optimistic_seq_lens_cpu`` corrects the lengths by the counts its
-    copy stream brought to the host (after its event); the corrected lengths less that query, the
-    host counts and ``prev_sampled_token_ids`` are read back in this step's order."""
-    b, query = batch.num_reqs, 1 + num_spec_tokens
+    row), each a decode of its K drafts, scheduled and counted ahead as vLLM's scheduler does it under
+    async scheduling (every draft of this step accepted; the tokens not known yet, placeholders: -1 on
+    the host, and no token in the device buffer). The runner's own ``_compute_prev_positions`` (vLLM's)
+    maps its rows to this step's; ``_prepare_input_ids`` (vLLM's, which the runner inherits) puts the
+    sampled token and this step's ``drafts`` (as ``sample_tokens`` keeps them, ``_draft_token_ids``) in
+    their rows; ``_correct_optimistic_seq_lens_cpu`` corrects the lengths by the counts its copy
+    stream brought to the host (after its event). Read back in this step's order: the input ids, the
+    corrected lengths less the query, the host counts and ``prev_sampled_token_ids``."""
+    b, k = batch.num_reqs, drafts.shape[1]
+    query = 1 + k
     rows = runner.input_batch
     req_ids = list(rows.req_ids[:b])
     rows.prev_req_id_to_index = {rid: i for i, rid in enumerate(req_ids)}
     rows.req_ids = req_ids[::-1]
     runner._compute_prev_positions(b)
+    runner.num_spec_tokens, runner._draft_token_ids = k, drafts
+    runner.input_ids.cpu[: b * query] = -1  # the scheduler's placeholders
+    runner.input_ids.gpu[: b * query] = -1
+    scheduled = dataclasses.replace(
+        import_ascend("vllm.v1.core.sched.output").SchedulerOutput.make_empty(),
+        scheduled_spec_decode_tokens={rid: [-1] * k for rid in req_ids},
+    )
+    runner._prepare_input_ids(scheduled, b, b * query, np.arange(1, b + 1, dtype=np.int32) * query)
     runner.prev_num_draft_tokens.np[:b] = np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
     counted_ahead = np.asarray(batch.seq_lens_cpu, dtype=np.int32)[::-1] + query
     runner.optimistic_seq_lens_cpu[:b] = torch.from_numpy(counted_ahead.copy())
@@ -228,4 +240,5 @@ def handed_on(runner, batch: VerifiedBatch, num_spec_tokens: int) -> NextStep:
         next_tokens=rows.prev_sampled_token_ids[:b, 0].clone(),
         valid_counts=runner.valid_sampled_token_count_cpu[:b].clone(),
         seq_lens=runner.optimistic_seq_lens_cpu[:b].flip(0) - query,
+        input_ids=runner.input_ids.gpu[: b * query].view(b, query).flip(0).clone(),
     )

@@ -24,6 +24,7 @@ ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
 DISPATCH = "CudagraphDispatcher.dispatch"  # vLLM's, as the runner's dispatcher
 POSITIONS = "GPUModelRunner._get_positions"  # vLLM's, which vllm-ascend's runner inherits
+INPUT_IDS = "GPUModelRunner._prepare_input_ids"  # vLLM's, which it inherits: the next step's, under async scheduling
 HANDOFF = "NPUModelRunner.propose_draft_token_ids"  # the runner's, as its execute_model calls it
 ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input preparation calls it
 DP_SYNC = "NPUModelRunner._sync_metadata_across_dp"  # the runner's, as the drafter calls it
@@ -64,6 +65,7 @@ VARIANTS = {
     "runner-count-copy-waits-on-its-own-stream": (COUNT_COPY, handoff.count_copy_waits_on_its_own_stream),
     "runner-counts-read-before-their-event": (CORRECTION, handoff.counts_read_before_their_event),
     "runner-counts-of-the-same-row": (CORRECTION, handoff.counts_of_the_same_row),
+    "runner-placeholders-reach-the-model": (INPUT_IDS, handoff.placeholders_reach_the_model),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
@@ -88,6 +90,7 @@ CONTROLS = {
     ),
     "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
     "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
+    "runner-correction-per-request": (CORRECTION, handoff.correction_per_request),
 }
 
 
@@ -184,7 +187,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")
         monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
         return
-    if target in (POSITIONS, HANDOFF, ATTN_STATE, DP_SYNC, COUNT_COPY, CORRECTION):
+    if target in (POSITIONS, INPUT_IDS, HANDOFF, ATTN_STATE, DP_SYNC, COUNT_COPY, CORRECTION):
         break_runner(target, breaking, monkeypatch)
         return
     if target == BUILDER:
@@ -214,14 +217,16 @@ def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Break a runner method the hand-off runs: vLLM's ``_get_positions``, or the runner's own
+    """Break a runner method the hand-off runs: vLLM's ``_get_positions`` or ``_prepare_input_ids``, or the
+    runner's own
     ``propose_draft_token_ids``, ``_build_attn_state``, ``_sync_metadata_across_dp``,
     ``_copy_valid_sampled_token_count`` or ``_correct_optimistic_seq_lens_cpu`` (on the adapter's runner
     view, which holds vllm-ascend's)."""
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
 
-    cls = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner if target == POSITIONS else RunnerView
+    vllms = (POSITIONS, INPUT_IDS)
+    cls = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner if target in vllms else RunnerView
     name = target.rsplit(".", 1)[1]
     monkeypatch.setattr(cls, name, breaking(getattr(cls, name)))
 

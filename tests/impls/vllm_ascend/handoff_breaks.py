@@ -19,8 +19,11 @@ and so waits on the copy stream itself, not on the stream that computed the coun
 ``counts_read_before_their_event`` a ``_correct_optimistic_seq_lens_cpu`` that reads the host counts
 without synchronizing the copy's event; ``counts_of_the_same_row`` one that takes each row's counts and
 draft count from the same row of the step before, as if the batch were never condensed (#13864's stale
-counts). ``count_copy_on_the_current_stream`` is no break: a copy on the stream that computed the counts,
-recorded there, is ordered without a side stream, and the gate must pass it.
+counts); ``placeholders_reach_the_model`` a ``_prepare_input_ids`` that leaves the scheduler's placeholders
+where the previous step's drafts go (as if the runner kept no drafts), so the next step verifies no
+token. ``count_copy_on_the_current_stream`` is no break: a copy on the stream that computed the counts,
+recorded there, is ordered without a side stream, and the gate must pass it; nor is
+``correction_per_request``, the correction written as a loop over the next step's rows.
 
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
@@ -152,3 +155,24 @@ def counts_of_the_same_row(original):
         return original(self, num_reqs)
 
     return broken
+
+
+def placeholders_reach_the_model(original):
+    def broken(self, *args, **kwargs):
+        with _attribute(self, "_draft_token_ids", None):
+            return original(self, *args, **kwargs)
+
+    return broken
+
+
+def correction_per_request(original):
+    def control(self, num_reqs):
+        self.valid_sampled_token_count_event.synchronize()
+        counts = self.valid_sampled_token_count_cpu.tolist()
+        for row in range(num_reqs):
+            before = int(self.prev_positions.np[row])
+            drafts = int(self.prev_num_draft_tokens.np[before]) if before >= 0 else 0
+            if drafts:
+                self.optimistic_seq_lens_cpu[row] -= drafts + 1 - counts[before]
+
+    return control

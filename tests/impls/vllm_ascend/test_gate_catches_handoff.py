@@ -71,10 +71,12 @@ def test_a_count_copy_waiting_on_its_own_stream_fails_by_name(monkeypatch, devic
         check_implementation(impl, ASYNC, device, "broken-count-copy-stream")
 
 
-def test_a_count_copy_on_the_computing_stream_passes(monkeypatch, device, impl):
-    """The control: the copy issued and recorded on the stream that computed the counts needs no wait."""
-    broken_gate.apply("runner-count-copy-on-the-current-stream", monkeypatch)
-    check_implementation(impl, ASYNC, device, "count-copy-on-the-current-stream")
+@pytest.mark.parametrize("control", ["runner-count-copy-on-the-current-stream", "runner-correction-per-request"])
+def test_a_correct_count_copy_or_correction_written_otherwise_passes(monkeypatch, device, impl, control):
+    """The controls: the copy issued and recorded on the stream that computed the counts needs no wait;
+    the correction as a loop over the next step's rows corrects the same."""
+    broken_gate.apply(control, monkeypatch)
+    check_implementation(impl, ASYNC, device, control)
 
 
 def test_counts_read_before_their_copy_lands_fail_the_gate(monkeypatch, device, impl):
@@ -90,3 +92,10 @@ def test_counts_of_the_same_row_after_condensing_fail_the_gate(monkeypatch, devi
     broken_gate.apply("runner-counts-of-the-same-row", monkeypatch)
     with pytest.raises(AssertionError, match=r"corrected seq_len"):
         check_implementation(impl, ASYNC, device, "broken-counts-of-the-same-row")
+
+
+def test_placeholders_reaching_the_next_step_fail_the_gate(monkeypatch, device, impl):
+    """The next step's input ids keep the scheduler's placeholders where this step's drafts go."""
+    broken_gate.apply("runner-placeholders-reach-the-model", monkeypatch)
+    with pytest.raises(AssertionError, match=r"the next step's input ids: got \[\d+, -1"):
+        check_implementation(impl, ASYNC, device, "broken-placeholders")

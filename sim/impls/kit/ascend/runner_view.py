@@ -29,8 +29,9 @@ class RunnerView:
     ``_determine_batch_execution_and_padding``), compiled from vllm-ascend's source
     (``runner_source.RunnerMethod``; ``_get_positions`` is vLLM's ``GPUModelRunner``'s, which
     ``NPUModelRunner`` inherits). A synchronous runner, unless ``handoff.scheduling`` makes a call
-    asynchronous (its valid-count copy, and the next step's correction of the lengths counted ahead,
-    ``_correct_optimistic_seq_lens_cpu``, with vLLM's ``_compute_prev_positions``).
+    asynchronous (its valid-count copy, and the next step's input ids and correction of the lengths
+    counted ahead: vLLM's ``_compute_prev_positions`` and ``_prepare_input_ids``, the runner's
+    ``_correct_optimistic_seq_lens_cpu``).
     """
 
     max_num_reqs = MAX_REQS
@@ -123,6 +124,14 @@ class RunnerView:
         """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
         runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
         return runner._get_positions(self, num_tokens)
+
+    enable_prompt_embeds = False
+
+    def _prepare_input_ids(self, *args):
+        """vLLM's ``GPUModelRunner._prepare_input_ids``: the next step's input ids from the host's and the
+        previous step's sampled tokens and drafts (looked up per call)."""
+        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+        return runner._prepare_input_ids(self, *args)
 
     def _compute_prev_positions(self, num_reqs):
         """vLLM's ``GPUModelRunner._compute_prev_positions``: each row's row in the step before (looked up per call)."""
