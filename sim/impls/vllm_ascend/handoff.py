@@ -224,7 +224,9 @@ def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     rows.prev_req_id_to_index = {rid: i for i, rid in enumerate(req_ids)}
     rows.req_ids = req_ids[::-1]
     runner._compute_prev_positions(b)
-    runner.num_spec_tokens, runner._draft_token_ids = k, drafts
+    # as the runner keeps the drafts (vLLM 0.27 also their width, ``prev_num_spec_tokens``)
+    runner.num_spec_tokens = runner.prev_num_spec_tokens = k
+    runner._draft_token_ids = drafts
     runner.input_ids.cpu[: b * query] = -1  # the scheduler's placeholders
     runner.input_ids.gpu[: b * query] = -1
     scheduled = dataclasses.replace(
