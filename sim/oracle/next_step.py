@@ -31,26 +31,34 @@ class NextStep(NamedTuple):
     seq_lens: its sequence length as the next step corrects it, less that step's query (the accepted
     length: what the request holds once this step's rejected drafts are dropped).
     input_ids: [B, 1 + K], the next step's input ids of the request, a decode of this call's drafts:
-    the token it continues from, then the drafts (no placeholder of the scheduler's left)."""
+    the token it continues from, then the drafts (no placeholder of the scheduler's left).
+    num_computed: its tokens before the next step's query, as the device corrects them (the accepted
+    length again, from the device's own copy of the counts).
+    num_accepted: its accepted-token count as the next step's state holds it (what a hybrid model's
+    recurrent state is restored by): the valid count where it verified drafts, else 1."""
 
     next_tokens: torch.Tensor
     valid_counts: torch.Tensor
     seq_lens: torch.Tensor
     input_ids: torch.Tensor
+    num_computed: torch.Tensor
+    num_accepted: torch.Tensor
 
 
 def expected(case: BatchCase, drafts: list[list[int]]) -> NextStep:
     """The reference's ``NextStep`` of ``case``, one request at a time; the next step's input ids hold
     ``drafts``, the call's own (compared with the reference's drafts apart)."""
     vocab = case.config.vocab_size
-    tokens, counts, lens, inputs = [], [], [], []
+    tokens, counts, lens, inputs, accepted = [], [], [], [], []
     for req, own in zip(case.requests, drafts, strict=True):
         token, valid = reference.next_token(req, vocab)
         tokens.append(token)
         counts.append(valid)
         lens.append(req.seq_len - reference.rejected(req, valid))
         inputs.append([token, *own])
-    return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in (tokens, counts, lens, inputs)))
+        accepted.append(valid if req.num_drafts > 0 else 1)
+    fields = (tokens, counts, lens, inputs, lens, accepted)
+    return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in fields))
 
 
 WHAT = {
@@ -58,6 +66,8 @@ WHAT = {
     "valid_counts": "the valid sampled-token count on the host",
     "seq_lens": "the next step's corrected seq_len (less its query)",
     "input_ids": "the next step's input ids",
+    "num_computed": "the next step's num_computed_tokens on the device",
+    "num_accepted": "the next step's num_accepted_tokens",
 }
 
 

@@ -235,12 +235,40 @@ def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     )
     runner._prepare_input_ids(scheduled, b, b * query, np.arange(1, b + 1, dtype=np.int32) * query)
     runner.prev_num_draft_tokens.np[:b] = np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
-    counted_ahead = np.asarray(batch.seq_lens_cpu, dtype=np.int32)[::-1] + query
-    runner.optimistic_seq_lens_cpu[:b] = torch.from_numpy(counted_ahead.copy())
+    computed_ahead = np.asarray(batch.seq_lens_cpu, dtype=np.int32)[::-1].copy()
+    runner.optimistic_seq_lens_cpu[:b] = torch.from_numpy(computed_ahead + query)
     runner._correct_optimistic_seq_lens_cpu(b)
+    num_computed, num_accepted = _corrected_on_the_device(runner, batch, torch.from_numpy(computed_ahead))
     return NextStep(
         next_tokens=rows.prev_sampled_token_ids[:b, 0].clone(),
         valid_counts=runner.valid_sampled_token_count_cpu[:b].clone(),
         seq_lens=runner.optimistic_seq_lens_cpu[:b].flip(0) - query,
         input_ids=runner.input_ids.gpu[: b * query].view(b, query).flip(0).clone(),
+        num_computed=num_computed.flip(0),
+        num_accepted=num_accepted.flip(0),
     )
+
+
+def _corrected_on_the_device(runner, batch: VerifiedBatch, computed_ahead: torch.Tensor):
+    """The next step's ``num_computed_tokens`` and ``num_accepted_tokens`` (its rows), as its
+    ``_prepare_inputs`` corrects them on the device: the checkout's
+    ``update_num_computed_tokens_for_batch_change`` on this step's ``num_computed_tokens``, the counts
+    the runner kept on the device (``valid_sampled_token_count_gpu``), the rows' mapping and this
+    step's draft counts, with the accepted counts first filled with 1 and the host's counted-ahead
+    ``computed_ahead`` for the rows it does not correct."""
+    b, device = batch.num_reqs, runner.device
+    computed = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - np.asarray(batch.query_lens_cpu, dtype=np.int32)
+    num_computed = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
+    num_computed[:b] = torch.from_numpy(computed).to(device)
+    num_accepted = torch.ones(b, dtype=torch.int32, device=device)
+    runner.prev_positions.copy_to_gpu(b)
+    runner.prev_num_draft_tokens.copy_to_gpu()
+    import_ascend("vllm_ascend.spec_decode.utils").update_num_computed_tokens_for_batch_change(
+        num_computed,
+        num_accepted,
+        runner.prev_positions.gpu[:b],
+        runner.valid_sampled_token_count_gpu,
+        runner.prev_num_draft_tokens.gpu,
+        computed_ahead.to(device, non_blocking=True),
+    )
+    return num_computed[:b], num_accepted
