@@ -9,9 +9,11 @@ lengths counted ahead. A wrong token or count, or a count read before its copy l
 later token, position and slot of the request: the acceptance falls and nothing crashes
 (vllm-ascend#9456, #13864, #10621).
 
-``NextStep`` is what an implementation reports, per request of the call's batch in batch order;
-``compare`` checks it against the from-scratch reference: ``reference.next_token`` and the length the
-request has once its rejected drafts are dropped.
+The next step is the oracle's (``next_rows``): the call's requests in reverse order, each a decode of
+its drafts, with a new request's prompt (``NEW_PROMPT``) in the middle, so every row moves and one has
+no row before it. ``NextStep`` is what an implementation reports, per request of the call's batch in
+batch order, and for the new request; ``compare`` checks it against the from-scratch reference:
+``reference.next_token`` and the length the request has once its rejected drafts are dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from sim.oracle import reference
 from sim.oracle.cases import BatchCase
 from sim.oracle.compare import Mismatch
 
+NEW_PROMPT = (5, 7)  # the new request's prompt tokens in the next step
+
+
+def next_rows(num_reqs: int) -> list[int | None]:
+    """The next step's rows: the row of the call's batch each holds, None for the new request."""
+    rows: list[int | None] = list(range(num_reqs))[::-1]
+    rows.insert(num_reqs // 2, None)
+    return rows
+
 
 class NextStep(NamedTuple):
     """next_tokens: the token each request continues from (the runner's ``prev_sampled_token_ids``).
@@ -35,7 +46,10 @@ class NextStep(NamedTuple):
     num_computed: its tokens before the next step's query, as the device corrects them (the accepted
     length again, from the device's own copy of the counts).
     num_accepted: its accepted-token count as the next step's state holds it (what a hybrid model's
-    recurrent state is restored by): the valid count where it verified drafts, else 1."""
+    recurrent state is restored by): the valid count where it verified drafts, else 1.
+    new_request: the new request's next-step row, its input ids then its corrected seq_len, device
+    num_computed_tokens and num_accepted_tokens: its prompt, the prompt's length, 0 and 1, nothing of
+    another request's."""
 
     next_tokens: torch.Tensor
     valid_counts: torch.Tensor
@@ -43,6 +57,7 @@ class NextStep(NamedTuple):
     input_ids: torch.Tensor
     num_computed: torch.Tensor
     num_accepted: torch.Tensor
+    new_request: torch.Tensor
 
 
 def expected(case: BatchCase, drafts: list[list[int]]) -> NextStep:
@@ -57,7 +72,7 @@ def expected(case: BatchCase, drafts: list[list[int]]) -> NextStep:
         lens.append(req.seq_len - reference.rejected(req, valid))
         inputs.append([token, *own])
         accepted.append(valid if req.num_drafts > 0 else 1)
-    fields = (tokens, counts, lens, inputs, lens, accepted)
+    fields = (tokens, counts, lens, inputs, lens, accepted, [*NEW_PROMPT, len(NEW_PROMPT), 0, 1])
     return NextStep(*(torch.tensor(v, dtype=torch.int64) for v in fields))
 
 
@@ -68,15 +83,21 @@ WHAT = {
     "input_ids": "the next step's input ids",
     "num_computed": "the next step's num_computed_tokens on the device",
     "num_accepted": "the next step's num_accepted_tokens",
+    "new_request": "a new request's next-step row (input ids, seq_len, num_computed, num_accepted)",
 }
 
 
 def compare(it: int, case: BatchCase, got: NextStep, drafts: list[list[int]]) -> list[Mismatch]:
-    """The first request where each of ``got``'s fields differs from the reference's (``drafts``: the call's)."""
+    """The first request where each of ``got``'s fields differs from the reference's (``drafts``: the
+    call's), and the new request's row where it differs."""
     want = expected(case, drafts)
     out = []
     for field in NextStep._fields:
         g, w = getattr(got, field).to(torch.int64).cpu().tolist(), getattr(want, field).tolist()
+        if field == "new_request":
+            if g != w:
+                out.append(Mismatch(it, None, WHAT[field], g, w))
+            continue
         if len(g) != len(w):
             out.append(Mismatch(it, None, f"{WHAT[field]}: rows", len(g), len(w)))
             continue

@@ -39,6 +39,7 @@ from sim.impls.kit.tiny_config import MAX_REQS
 from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm_ascend import generation
+from sim.oracle import next_step
 from sim.oracle.next_step import NextStep
 
 
@@ -208,49 +209,69 @@ def scheduling(runner, asynchronous: bool):
 def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     """What the runner handed its next step after an asynchronous call, per request of ``batch``.
 
-    The next step is ``batch``'s requests in reverse order (a condensed batch: each request in another
-    row), each a decode of its K drafts, scheduled and counted ahead as vLLM's scheduler does it under
-    async scheduling (every draft of this step accepted; the tokens not known yet, placeholders: -1 on
-    the host, and no token in the device buffer). The runner's own ``_compute_prev_positions`` (vLLM's)
-    maps its rows to this step's; ``_prepare_input_ids`` (vLLM's, which the runner inherits) puts the
-    sampled token and this step's ``drafts`` (as ``sample_tokens`` keeps them, ``_draft_token_ids``) in
-    their rows; ``_correct_optimistic_seq_lens_cpu`` corrects the lengths by the counts its copy
-    stream brought to the host (after its event). Read back in this step's order: the input ids, the
-    corrected lengths less the query, the host counts and ``prev_sampled_token_ids``."""
+    The next step is ``next_step.next_rows``: ``batch``'s requests in reverse order (a condensed
+    batch: each request in another row), each a decode of its K drafts, with a new request's prompt
+    among them, scheduled and counted ahead as vLLM's scheduler does it under async scheduling (every
+    draft of this step accepted; the tokens not known yet placeholders: -1 on the host, and no token
+    in the device buffer). The runner's own ``_compute_prev_positions`` (vLLM's) maps its rows to this
+    step's; ``_prepare_input_ids`` (vLLM's, which the runner inherits) puts the sampled token and this
+    step's ``drafts`` (as ``sample_tokens`` keeps them, ``_draft_token_ids``) in their rows;
+    ``_correct_optimistic_seq_lens_cpu`` corrects the lengths by the counts its copy stream brought to
+    the host (after its event), and the device its ``num_computed_tokens`` and ``num_accepted_tokens``
+    by the counts it kept (``_corrected_on_the_device``). Read back per request of this step: the input
+    ids, the corrected lengths less the query, the host counts, the device's corrected counts and
+    ``prev_sampled_token_ids``; and the new request's row."""
     b, k = batch.num_reqs, drafts.shape[1]
-    query = 1 + k
+    order = next_step.next_rows(b)  # this step's row of each next row, None: the new request
+    n, new = len(order), order.index(None)
+    queries = np.array([len(next_step.NEW_PROMPT) if i is None else 1 + k for i in order], dtype=np.int32)
+    ends = np.cumsum(queries, dtype=np.int32)
     rows = runner.input_batch
     req_ids = list(rows.req_ids[:b])
     rows.prev_req_id_to_index = {rid: i for i, rid in enumerate(req_ids)}
-    rows.req_ids = req_ids[::-1]
-    runner._compute_prev_positions(b)
+    rows.req_ids = ["new" if i is None else req_ids[i] for i in order]
+    runner._compute_prev_positions(n)
     # as the runner keeps the drafts (vLLM 0.27 also their width, ``prev_num_spec_tokens``)
     runner.num_spec_tokens = runner.prev_num_spec_tokens = k
     runner._draft_token_ids = drafts
-    runner.input_ids.cpu[: b * query] = -1  # the scheduler's placeholders
-    runner.input_ids.gpu[: b * query] = -1
+    total = int(ends[-1])
+    runner.input_ids.cpu[:total] = -1  # the scheduler's placeholders, and the new prompt's tokens
+    runner.input_ids.cpu[ends[new] - queries[new] : ends[new]] = torch.tensor(next_step.NEW_PROMPT)
+    runner.input_ids.gpu[:total] = -1
     scheduled = dataclasses.replace(
         import_ascend("vllm.v1.core.sched.output").SchedulerOutput.make_empty(),
         scheduled_spec_decode_tokens={rid: [-1] * k for rid in req_ids},
     )
-    runner._prepare_input_ids(scheduled, b, b * query, np.arange(1, b + 1, dtype=np.int32) * query)
+    runner._prepare_input_ids(scheduled, n, total, ends)
     runner.prev_num_draft_tokens.np[:b] = np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
-    computed_ahead = np.asarray(batch.seq_lens_cpu, dtype=np.int32)[::-1].copy()
-    runner.optimistic_seq_lens_cpu[:b] = torch.from_numpy(computed_ahead + query)
-    runner._correct_optimistic_seq_lens_cpu(b)
-    num_computed, num_accepted = _corrected_on_the_device(runner, batch, torch.from_numpy(computed_ahead))
+    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
+    computed_ahead = np.array([0 if i is None else seq_lens[i] for i in order], dtype=np.int32)
+    runner.optimistic_seq_lens_cpu[:n] = torch.from_numpy(computed_ahead + queries)
+    runner._correct_optimistic_seq_lens_cpu(n)
+    num_computed, num_accepted = _corrected_on_the_device(runner, batch, n, torch.from_numpy(computed_ahead))
+    ids = runner.input_ids.gpu[:total]
+    by_request = [order.index(i) for i in range(b)]  # each request's next row
+    corrected = runner.optimistic_seq_lens_cpu[:n] - torch.from_numpy(queries)
     return NextStep(
         next_tokens=rows.prev_sampled_token_ids[:b, 0].clone(),
         valid_counts=runner.valid_sampled_token_count_cpu[:b].clone(),
-        seq_lens=runner.optimistic_seq_lens_cpu[:b].flip(0) - query,
-        input_ids=runner.input_ids.gpu[: b * query].view(b, query).flip(0).clone(),
-        num_computed=num_computed.flip(0),
-        num_accepted=num_accepted.flip(0),
+        seq_lens=corrected[by_request],
+        input_ids=torch.stack([ids[ends[j] - queries[j] : ends[j]] for j in by_request]),
+        num_computed=num_computed[by_request],
+        num_accepted=num_accepted[by_request],
+        new_request=torch.cat(
+            [
+                ids[ends[new] - queries[new] : ends[new]].to(torch.int64),
+                torch.stack([runner.optimistic_seq_lens_cpu[new], num_computed[new], num_accepted[new]]).to(
+                    torch.int64
+                ),
+            ]
+        ),
     )
 
 
-def _corrected_on_the_device(runner, batch: VerifiedBatch, computed_ahead: torch.Tensor):
-    """The next step's ``num_computed_tokens`` and ``num_accepted_tokens`` (its rows), as its
+def _corrected_on_the_device(runner, batch: VerifiedBatch, n: int, computed_ahead: torch.Tensor):
+    """The next step's ``num_computed_tokens`` and ``num_accepted_tokens`` (its ``n`` rows), as its
     ``_prepare_inputs`` corrects them on the device: the checkout's
     ``update_num_computed_tokens_for_batch_change`` on this step's ``num_computed_tokens``, the counts
     the runner kept on the device (``valid_sampled_token_count_gpu``), the rows' mapping and this
@@ -260,15 +281,15 @@ def _corrected_on_the_device(runner, batch: VerifiedBatch, computed_ahead: torch
     computed = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - np.asarray(batch.query_lens_cpu, dtype=np.int32)
     num_computed = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
     num_computed[:b] = torch.from_numpy(computed).to(device)
-    num_accepted = torch.ones(b, dtype=torch.int32, device=device)
-    runner.prev_positions.copy_to_gpu(b)
+    num_accepted = torch.ones(n, dtype=torch.int32, device=device)
+    runner.prev_positions.copy_to_gpu(n)
     runner.prev_num_draft_tokens.copy_to_gpu()
     import_ascend("vllm_ascend.spec_decode.utils").update_num_computed_tokens_for_batch_change(
         num_computed,
         num_accepted,
-        runner.prev_positions.gpu[:b],
+        runner.prev_positions.gpu[:n],
         runner.valid_sampled_token_count_gpu,
         runner.prev_num_draft_tokens.gpu,
         computed_ahead.to(device, non_blocking=True),
     )
-    return num_computed[:b], num_accepted
+    return num_computed[:n], num_accepted

@@ -35,6 +35,7 @@ MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA buil
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
 BUILDER_MODULES = {MLA_BUILDER: "vllm_ascend.attention.mla_v1", SFA_BUILDER: "vllm_ascend.attention.sfa_v1"}
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
+DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
@@ -66,6 +67,7 @@ VARIANTS = {
     "runner-counts-read-before-their-event": (CORRECTION, handoff.counts_read_before_their_event),
     "runner-counts-of-the-same-row": (CORRECTION, handoff.counts_of_the_same_row),
     "runner-placeholders-reach-the-model": (INPUT_IDS, handoff.placeholders_reach_the_model),
+    "runner-new-rows-corrected-as-the-first": (DEVICE_CORRECTION, handoff.new_rows_corrected_as_the_first),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
@@ -182,6 +184,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
+        return
+    if target == DEVICE_CORRECTION:
+        module = import_ascend("vllm_ascend.spec_decode.utils")
+        monkeypatch.setattr(module, target, breaking(getattr(module, target)))
         return
     if target == REJECT_SAMPLE:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")

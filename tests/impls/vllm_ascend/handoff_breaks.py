@@ -17,11 +17,13 @@ Under asynchronous scheduling: ``count_copy_waits_on_its_own_stream`` is vllm-as
 ``_copy_valid_sampled_token_count``, which takes ``current_stream()`` inside its copy stream's ``with``
 and so waits on the copy stream itself, not on the stream that computed the counts;
 ``counts_read_before_their_event`` a ``_correct_optimistic_seq_lens_cpu`` that reads the host counts
-without synchronizing the copy's event; ``counts_of_the_same_row`` one that takes each row's counts and
-draft count from the same row of the step before, as if the batch were never condensed (#13864's stale
-counts); ``placeholders_reach_the_model`` a ``_prepare_input_ids`` that leaves the scheduler's placeholders
+without synchronizing the copy's event; ``counts_of_the_same_row`` one whose rows take their counts and
+draft counts from the step before's rows in their old order, as if no surviving request had moved
+(#13864's stale counts after condensing); ``placeholders_reach_the_model`` a ``_prepare_input_ids`` that leaves the scheduler's placeholders
 where the previous step's drafts go (as if the runner kept no drafts), so the next step verifies no
-token. ``count_copy_on_the_current_stream`` is no break: a copy on the stream that computed the counts,
+token; ``new_rows_corrected_as_the_first`` a device-side correction (``update_num_computed_tokens_for_batch_change``)
+that clamps a new request's missing row to row 0 and corrects it as that request. ``count_copy_on_the_current_stream``
+is no break: a copy on the stream that computed the counts,
 recorded there, is ordered without a side stream, and the gate must pass it; nor is
 ``correction_per_request``, the correction written as a loop over the next step's rows.
 
@@ -151,7 +153,9 @@ def counts_read_before_their_event(original):
 
 def counts_of_the_same_row(original):
     def broken(self, num_reqs):
-        self.prev_positions.np[:num_reqs] = np.arange(num_reqs)
+        before = self.prev_positions.np[:num_reqs]
+        kept = before >= 0
+        before[kept] = np.sort(before[kept])  # the surviving rows' rows before, in their old order
         return original(self, num_reqs)
 
     return broken
@@ -176,3 +180,10 @@ def correction_per_request(original):
                 self.optimistic_seq_lens_cpu[row] -= drafts + 1 - counts[before]
 
     return control
+
+
+def new_rows_corrected_as_the_first(original):
+    def broken(num_computed, num_accepted, prev_positions, *args):
+        return original(num_computed, num_accepted, prev_positions.clamp(min=0), *args)
+
+    return broken

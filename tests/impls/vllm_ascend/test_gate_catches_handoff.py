@@ -99,3 +99,11 @@ def test_placeholders_reaching_the_next_step_fail_the_gate(monkeypatch, device, 
     broken_gate.apply("runner-placeholders-reach-the-model", monkeypatch)
     with pytest.raises(AssertionError, match=r"the next step's input ids: got \[\d+, -1"):
         check_implementation(impl, ASYNC, device, "broken-placeholders")
+
+
+def test_a_new_request_corrected_as_another_fails_the_gate(monkeypatch, device, impl):
+    """The device-side correction without its mask for new rows: the next step's new request takes row
+    0's counts, and its computed tokens are another request's."""
+    broken_gate.apply("runner-new-rows-corrected-as-the-first", monkeypatch)
+    with pytest.raises(AssertionError, match=r"a new request's next-step row"):
+        check_implementation(impl, ASYNC, device, "broken-new-rows")
