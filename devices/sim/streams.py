@@ -15,7 +15,7 @@ global tick as it is issued.
   recorded after it on that stream (or on one that waited for it), synchronized; that stream's own
   ``synchronize``; or a device-wide one. An event recorded on another stream lands none of it.
 
-``StreamOrder`` is the state of one traced call (``early_reads.tracking(..., streams=True)``): the
+``StreamOrder`` is the state of one traced call (each ``early_reads.tracking`` has one): the
 stamps of device tensors' writes and the copies not landed. Streams themselves (``SimStream``) live
 as long as the code under test keeps them (a runner's copy stream is made once).
 """

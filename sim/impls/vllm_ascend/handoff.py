@@ -250,23 +250,18 @@ def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     runner._correct_optimistic_seq_lens_cpu(n)
     num_computed, num_accepted = _corrected_on_the_device(runner, batch, n, torch.from_numpy(computed_ahead))
     ids = runner.input_ids.gpu[:total]
+    row_ids = [ids[end - q : end] for end, q in zip(ends, queries)]  # the input ids of each next row
     by_request = [order.index(i) for i in range(b)]  # each request's next row
     corrected = runner.optimistic_seq_lens_cpu[:n] - torch.from_numpy(queries)
+    new_state = (runner.optimistic_seq_lens_cpu[new], num_computed[new], num_accepted[new])
     return NextStep(
         next_tokens=rows.prev_sampled_token_ids[:b, 0].clone(),
         valid_counts=runner.valid_sampled_token_count_cpu[:b].clone(),
         seq_lens=corrected[by_request],
-        input_ids=torch.stack([ids[ends[j] - queries[j] : ends[j]] for j in by_request]),
+        input_ids=torch.stack([row_ids[j] for j in by_request]),
         num_computed=num_computed[by_request],
         num_accepted=num_accepted[by_request],
-        new_request=torch.cat(
-            [
-                ids[ends[new] - queries[new] : ends[new]].to(torch.int64),
-                torch.stack([runner.optimistic_seq_lens_cpu[new], num_computed[new], num_accepted[new]]).to(
-                    torch.int64
-                ),
-            ]
-        ),
+        new_request=torch.tensor([*row_ids[new].tolist(), *(int(v) for v in new_state)]),
     )
 
 
