@@ -125,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="T",
             help="run on T tensor-parallel ranks (a TP path below), compare with one",
         )
-        p.add_argument("--lmhead-tp", action="store_true", help="split the lm head's vocabulary over the --tp ranks")
+        p.add_argument(
+            "--lmhead-tp",
+            action="store_true",
+            help="split the lm head's vocabulary over the --tp ranks (with --dp: vllm-ascend's, over the DP ranks)",
+        )
         p.add_argument(
             "--shared-expert-dp", action="store_true", help="run the draft layer sequence parallel over the --tp ranks"
         )
@@ -243,7 +247,7 @@ def cmd_run(args) -> int:
     if args.dp:
         if len(scenarios) > 1 or args.pcp or scenarios[0].tp > 1 or args.no_check:
             raise UsageError(f"--dp {args.dp}: one --seed, no --pcp, --tp or --no-check (each rank is checked)")
-        case = ranks.dp_workloads(scenarios[0], args.dp)
+        case = ranks.dp_workloads(scenarios[0], args.dp, args.lmhead_tp)
         if args.save:
             case.save(args.save)
         return ranks.run_dp(case, device, impl)

@@ -55,11 +55,18 @@ def run_dp(case, device, impl) -> int:
     )
 
 
-def dp_workloads(scenario: Scenario, n: int):
-    """The DP case of ``n`` ranks each serving ``scenario``'s workload at its own seed (seed + rank)."""
+def dp_workloads(scenario: Scenario, n: int, lmhead_tp: bool = False):
+    """The DP case of ``n`` ranks each serving ``scenario``'s workload at its own seed (seed + rank); with
+    vllm-ascend's lm-head TP across them (``lmhead_tp``), one model: the seed's, each rank the requests
+    from its own on (rank r: the workload rotated by r)."""
     from sim.impls.vllm_ascend.data_parallel import DpCase
 
-    return checked(DpCase.of, *(dataclasses.replace(scenario, seed=scenario.seed + r) for r in range(n)))
+    def rank(r: int) -> Scenario:
+        if lmhead_tp:
+            return dataclasses.replace(scenario, requests=scenario.requests[r:] + scenario.requests[:r])
+        return dataclasses.replace(scenario, seed=scenario.seed + r)
+
+    return checked(DpCase.of, *(rank(r) for r in range(n)), lmhead_tp=lmhead_tp)
 
 
 def dp_case(path: str):
@@ -99,8 +106,8 @@ def run_tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) ->
 
 
 def tp_fields(args) -> dict:
-    """The scenario fields the TP options set (none given: none)."""
-    if not (args.tp or args.lmhead_tp or args.shared_expert_dp):
+    """The scenario fields the TP options set (none given: none; with --dp, --lmhead-tp is the DP case's)."""
+    if not (args.tp or (args.lmhead_tp and not args.dp) or args.shared_expert_dp):
         return {}
     return {"tp": args.tp or 1, "lmhead_tp": args.lmhead_tp, "shared_expert_dp": args.shared_expert_dp}
 

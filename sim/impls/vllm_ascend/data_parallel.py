@@ -72,22 +72,31 @@ class DpCase:
 
     scenarios: list[dict | None]
     setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls before serving it
+    lmhead_tp: bool = False  # vllm-ascend's lm-head TP across the DP ranks (``lmhead_tp``)
 
     @classmethod
-    def of(cls, *scenarios: Scenario | None, setup: tuple[str, ...] = ()) -> DpCase:
+    def of(cls, *scenarios: Scenario | None, setup: tuple[str, ...] = (), lmhead_tp: bool = False) -> DpCase:
         """The case of these ranks' scenarios (None: a rank without requests), each checked as it loads."""
         if len(scenarios) < 2 or all(s is None for s in scenarios):
             raise ValueError(
                 f"dp_ranks: {len(scenarios)} ranks, {sum(s is not None for s in scenarios)} with"
                 " requests: a DP case has at least two ranks, one of them with requests"
             )
-        return cls([dataclasses.asdict(s) if s is not None else None for s in scenarios], setup)
+        if lmhead_tp:
+            models = {(s.seed, s.vocab_size, s.hidden_size, s.method) for s in scenarios if s is not None}
+            if len(models) > 1:
+                raise ValueError(
+                    f"lmhead_tp=True with the ranks' (seed, vocab_size, hidden_size, method) {sorted(models)}: the"
+                    " lm head split over the ranks is one model's, so every rank serves the same model"
+                )
+        return cls([dataclasses.asdict(s) if s is not None else None for s in scenarios], setup, lmhead_tp)
 
     def save(self, path: str | Path) -> Path:
         """The case as a replay file (``python -m sim replay PATH --impl vllm_ascend``)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"dp_ranks": self.scenarios}, indent=1) + "\n")
+        saved = {"dp_ranks": self.scenarios, **({"lmhead_tp": True} if self.lmhead_tp else {})}
+        path.write_text(json.dumps(saved, indent=1) + "\n")
         return path
 
     @classmethod
@@ -102,7 +111,10 @@ class DpCase:
                 scenarios.append(None if spec is None else Scenario.from_dict(spec))
             except ValueError as exc:
                 raise ValueError(f"dp_ranks[{r}]: {exc}") from None
-        return cls.of(*scenarios)
+        lmhead = data.get("lmhead_tp", False)
+        if type(lmhead) is not bool:
+            raise ValueError(f"lmhead_tp={lmhead!r}: expected true or false")
+        return cls.of(*scenarios, lmhead_tp=lmhead)
 
 
 @dataclass
@@ -122,6 +134,7 @@ def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
     first case, the case's setup around this one."""
     from devices.plugins import import_object
     from sim.impls.kit.ascend import world
+    from sim.impls.vllm_ascend import lmhead_tp
 
     undo = None
     try:
@@ -129,7 +142,8 @@ def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
         world.forget_model_facts()  # each case is a server of its own drafter
         if case.setup:
             undo = import_object(case.setup[0])(*case.setup[1:])
-        return _Rank(case, rank, device).run()
+        with lmhead_tp.across_dp(size) if case.lmhead_tp else contextlib.nullcontext():
+            return _Rank(case, rank, device).run()
     except RankError:
         raise
     except Exception as exc:

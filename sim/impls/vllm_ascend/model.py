@@ -41,7 +41,7 @@ from sim.impls.kit.vllm_model import (
     with_padding_rows,
 )
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import builders, mla, sfa, tiny_attention
+from sim.impls.vllm_ascend import builders, lmhead_tp, mla, sfa, tiny_attention
 
 __all__ = [
     "INDEXER_LAYER",
@@ -183,6 +183,12 @@ class AscendTinyMtp(VllmTinyMtp):
         (``TinyMtp.forward_layers``)."""
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
+
+    def compute_logits(self, hidden_states):
+        """The draft's logits; under vllm-ascend's lm-head TP through its own split (``lmhead_tp``)."""
+        if lmhead_tp.enabled():
+            return lmhead_tp.compute_logits(self.tiny, logit_view(hidden_states))
+        return super().compute_logits(hidden_states)
 
     def attention(self, context):
         """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""

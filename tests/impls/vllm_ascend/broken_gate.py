@@ -35,6 +35,7 @@ MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA buil
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
 BUILDER_MODULES = {MLA_BUILDER: "vllm_ascend.attention.mla_v1", SFA_BUILDER: "vllm_ascend.attention.sfa_v1"}
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
+LMHEAD_CHECK = "lmhead_tp_enable"  # the drafter's check of lm-head TP (llm_base_proposer's name for it)
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -81,6 +82,7 @@ VARIANTS = {
     "dp-draft-runs-its-own-size": (DP_SYNC, dp.draft_runs_its_own_size),
     "dp-dummy-run-skips-the-sync": ("dummy_run", dp.dummy_run_skips_the_dp_sync),
     "dp-dummy-replays-a-graph-whatever-its-peers-run": ("dummy_run", dp.dummy_replays_a_graph_whatever_its_peers_run),
+    "dp-sample-rows-unpadded-under-lmhead-tp": (LMHEAD_CHECK, dp.sample_rows_unpadded_under_lmhead_tp),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -185,8 +187,12 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
-    if target == DEVICE_CORRECTION:
-        module = import_ascend("vllm_ascend.spec_decode.utils")
+    if target in (DEVICE_CORRECTION, LMHEAD_CHECK):
+        module = import_ascend(
+            "vllm_ascend.spec_decode.utils"
+            if target == DEVICE_CORRECTION
+            else "vllm_ascend.spec_decode.llm_base_proposer"
+        )
         monkeypatch.setattr(module, target, breaking(getattr(module, target)))
         return
     if target == REJECT_SAMPLE:

@@ -9,7 +9,10 @@ collective, the class of vllm-ascend #5777 (a dummy run padding and syncing in a
 real step); ``dummy_replays_a_graph_whatever_its_peers_run`` is a drafter whose dummy run dispatches
 its uniform-decode batch to a graph by itself, not in the mode the ranks agreed, so an idle rank
 replays a graph while a peer with a prefill drafts eagerly at the same size (the class of vllm-ascend
-#5979 and #13827: graph and eager work meeting in one DP collective).
+#5979 and #13827: graph and eager work meeting in one DP collective);
+``sample_rows_unpadded_under_lmhead_tp`` is a drafter that takes lm-head TP for off (its own check of it
+lost), so under vllm-ascend's lm-head TP across DP ranks each rank computes its draft logits at its own
+row count, and the ranks' all-gather of the lm head meets rows of other sizes.
 """
 
 from __future__ import annotations
@@ -41,3 +44,7 @@ def dummy_replays_a_graph_whatever_its_peers_run(original):
         return original(self, *args, num_tokens=num_tokens, aclgraph_runtime_mode=mode, batch_descriptor=desc, **kwargs)
 
     return broken
+
+
+def sample_rows_unpadded_under_lmhead_tp(original):
+    return lambda: False

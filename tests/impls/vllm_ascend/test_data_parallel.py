@@ -42,9 +42,9 @@ def pool(device):
     ranks.close()
 
 
-def _case(mode, *scenarios, setup=(SETUP,), attn="gqa") -> DpCase:
+def _case(mode, *scenarios, setup=(SETUP,), attn="gqa", lmhead_tp=False) -> DpCase:
     ranks = (dataclasses.replace(s, graph_mode=mode, **DRAFTS[attn]) if s else None for s in scenarios)
-    return DpCase.of(*ranks, setup=setup)
+    return DpCase.of(*ranks, setup=setup, lmhead_tp=lmhead_tp)
 
 
 def _agree(case: DpCase, pool, name: str) -> list[str]:
@@ -139,8 +139,9 @@ def test_a_pool_whose_ranks_failed_leaves_nothing_behind(device):
     assert not folder.exists()
 
 
-def test_a_dp_case_file_replays_as_saved(tmp_path):
-    case = _case("full", TYPICAL, None, setup=())
+@pytest.mark.parametrize("lmhead_tp", [False, True])
+def test_a_dp_case_file_replays_as_saved(tmp_path, lmhead_tp):
+    case = _case("full", TYPICAL, None, setup=(), lmhead_tp=lmhead_tp)
     path = case.save(tmp_path / "dp.json")
     assert DpCase.from_dict(json.loads(path.read_text())) == case
 
@@ -214,3 +215,29 @@ def test_a_drafter_that_syncs_nothing_must_run_its_own_rows():
     )
     told = results([own[0], DraftForward(2, 2, (2, 2), "NONE")], dummy)
     assert "rank 0 syncs nothing" in _dp_view_problem(0, told, [r.steps[0] for r in told])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("peer", ["idle", "busy"])
+def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
+    """vllm-ascend's lm-head TP over the DP ranks: every logits computation is a collective of both ranks
+    (the checkout's all-gather and all-to-all over gloo), so both compute logits at the same rows, an idle
+    rank in its dummy runs; each rank's drafts and metadata are still the reference's. The ranks serve one
+    model (its seed), each its own requests."""
+    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    case = _case(mode, TYPICAL, other, lmhead_tp=True)
+    assert _agree(case, pool, f"lmhead-tp-{peer}-{mode}") == []
+
+
+def test_lmhead_tp_across_ranks_of_other_models_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^lmhead_tp=True with the ranks' \(seed, vocab_size, hidden_size, method\)"):
+        DpCase.of(TYPICAL, SMALL, lmhead_tp=True)
+
+
+def test_lmhead_tp_sample_rows_unpadded_are_caught(pool):
+    """A drafter that takes lm-head TP for off computes its draft logits at its own rows on each rank: the
+    ranks' all-gather of the lm head meets other sizes, and the rank names the step it failed at."""
+    variant = "dp-sample-rows-unpadded-under-lmhead-tp"
+    case = _case("eager", TYPICAL, None, setup=(SETUP, variant), lmhead_tp=True)
+    with pytest.raises((RankFailure, AssertionError), match=r"at DP step|exited with code"):
+        assert check_dp(case, pool) == []

@@ -33,13 +33,31 @@ def recording(device: torch.device):
     return early_reads.recording(device) if device.type == "cpu" else contextlib.nullcontext()
 
 
+_DEPLOYED: dict = {}  # vllm-ascend's additional_config of the deployment (``deployed``)
+
+
+@contextlib.contextmanager
+def deployed(additional_config: dict):
+    """Inside, the proposers built get vllm-ascend's ``additional_config`` (e.g. a DP case's lm-head TP)."""
+    before = dict(_DEPLOYED)
+    _DEPLOYED.clear()
+    _DEPLOYED.update(additional_config)
+    try:
+        yield
+    finally:
+        _DEPLOYED.clear()
+        _DEPLOYED.update(before)
+
+
 def vllm_config(hidden_size: int, method: str = "mtp"):
     """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) for drafting ``method``
     on ``build_device()``, placed on this rank (``placed``), with vllm-ascend's config initialised from
-    it; every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
+    it and the deployment's ``additional_config`` (``deployed``); every per-step buffer exists for
+    ``MAX_SPEC_TOKENS``."""
     vllm_config = tiny_config.vllm_config(
         import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type, method
     )
+    vllm_config.additional_config = dict(_DEPLOYED)
     placed(vllm_config)
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
     return vllm_config

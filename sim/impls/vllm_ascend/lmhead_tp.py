@@ -1,0 +1,97 @@
+"""vllm-ascend's lm-head tensor parallelism across data-parallel ranks (``finegrained_tp_config.
+lmhead_tensor_parallel_size``), as a DP deployment of a MoE model runs it.
+
+The lm head is split by vocabulary over the ranks of vllm-ascend's lm-head TP group (``_LMTP``, made
+of DP ranks): every logits computation all-gathers the ranks' hidden rows, multiplies them by the
+rank's slice of the vocabulary and hands each rank back its own rows' whole vocabulary (an all-to-all:
+``AscendLogitsProcessor._get_logits_lmheadtp``). So every rank computes logits at the same row count
+at the same time: the drafter pads its sample rows to the runner's ``max_num_reqs`` for it
+(``lmhead_tp_enable()`` in ``_propose``), and a rank with no requests computes them in its dummy runs.
+A rank that computes logits at another count, or skips one, leaves its peers waiting.
+
+``across_dp`` turns it on for one DP case in a rank process: the group over the DP ranks (vLLM's
+``init_model_parallel_group`` on gloo, what ``init_ascend_model_parallel`` makes for that size) and the
+size in vllm-ascend's config. ``compute_logits`` is the draft's logits through the checkout's
+``_get_logits_lmheadtp``, with the tiny model's slice of the vocabulary as the lm head
+(``TinyMtp.compute_logits_shard``): the collectives and their shapes are vllm-ascend's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from types import SimpleNamespace
+
+import torch
+
+from sim.impls.kit.ascend.importing import import_ascend
+
+
+def enabled() -> bool:
+    """Whether vllm-ascend's config has lm-head TP on (the checkout's ``lmhead_tp_enable``)."""
+    return import_ascend("vllm_ascend.utils").lmhead_tp_enable()
+
+
+def _group(size: int):
+    """vllm-ascend's lm-head TP group over this process's ``size`` DP ranks, made once per process."""
+    groups = import_ascend("vllm_ascend.distributed.parallel_state")
+    if groups._LMTP is None:
+        vllm = import_ascend("vllm.distributed.parallel_state")
+        group = vllm.init_model_parallel_group(
+            [list(range(size))], vllm.get_world_group().local_rank, "gloo", group_name="lmheadtp"
+        )
+        # vLLM's collective custom ops are registered for the NPU's dispatch key; on the simulator's CPU
+        # tensors the group calls what they wrap, its device communicator's collective, directly
+        group.use_custom_op_call = False
+        # vllm-ascend's worker patches vLLM's GroupCoordinator with an all_to_all that hands the call to
+        # the group's device communicator (``patch_distributed``, which does not import here: its package
+        # imports torchvision); the communicator's is the checkout's ``NPUCommunicator.all_to_all``
+        communicator = group.device_communicator
+        if type(communicator).__name__ != "NPUCommunicator":
+            raise TypeError(f"lm-head TP group: a {type(communicator).__name__}, not vllm-ascend's NPUCommunicator")
+        group.all_to_all = communicator.all_to_all
+        groups._LMTP = group
+    if groups._LMTP.world_size != size:
+        raise ValueError(f"lm-head TP over {size} DP ranks: this rank process's group has {groups._LMTP.world_size}")
+    return groups._LMTP
+
+
+def _finegrained():
+    """vllm-ascend's fine-grained TP config of its current config, None before any is made."""
+    config = import_ascend("vllm_ascend.ascend_config")._ASCEND_CONFIG
+    return None if config is None else config.finegrained_tp_config
+
+
+@contextlib.contextmanager
+def across_dp(size: int):
+    """Inside, vllm-ascend's lm-head TP over the ``size`` DP ranks: its group, and its size in vllm-ascend's
+    config, the current one's (a proposer built before, in this rank process) and that of every proposer
+    built inside (``world.deployed``)."""
+    from sim.impls.kit.ascend import world
+
+    _group(size)
+    # vLLM's device communicator gathers with torch's all_gather_into_tensor, which warns on every call
+    warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*deprecated", category=FutureWarning)
+    with world.deployed({"finegrained_tp_config": {"lmhead_tensor_parallel_size": size}}):
+        if _finegrained() is not None:
+            _finegrained().lmhead_tensor_parallel_size = size
+        try:
+            yield
+        finally:
+            if _finegrained() is not None:
+                _finegrained().lmhead_tensor_parallel_size = 0  # off, as outside any lm-head TP case
+
+
+def compute_logits(tiny, hidden_states: torch.Tensor) -> torch.Tensor:
+    """The draft's logits of ``hidden_states`` (this rank's rows) under lm-head TP: the checkout's
+    ``AscendLogitsProcessor._get_logits_lmheadtp`` with the tiny model's vocabulary slice of this rank."""
+    group = import_ascend("vllm_ascend.distributed.parallel_state").get_lmhead_tp_group()
+    rank, size = group.rank_in_group, group.world_size
+
+    def apply(_layer, gathered, bias=None):
+        return tiny.compute_logits_shard(gathered, rank, size)
+
+    head = SimpleNamespace(quant_method=SimpleNamespace(apply=apply))
+    processor = SimpleNamespace(org_vocab_size=tiny.vocab_size)
+    logits_processor = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor
+    return logits_processor._get_logits_lmheadtp(processor, hidden_states, head, None)
