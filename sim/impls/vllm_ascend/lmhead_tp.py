@@ -19,6 +19,7 @@ size in vllm-ascend's config. ``compute_logits`` is the draft's logits through t
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from types import SimpleNamespace
 
@@ -43,13 +44,15 @@ def _group(size: int):
         # vLLM's collective custom ops are registered for the NPU's dispatch key; on the simulator's CPU
         # tensors the group calls what they wrap, its device communicator's collective, directly
         group.use_custom_op_call = False
-        # vllm-ascend's worker patches vLLM's GroupCoordinator with an all_to_all that hands the call to
-        # the group's device communicator (``patch_distributed``, which does not import here: its package
-        # imports torchvision); the communicator's is the checkout's ``NPUCommunicator.all_to_all``
+        # vllm-ascend's worker (0.23.0's) patches vLLM's GroupCoordinator with an all_to_all that hands the
+        # call to the group's device communicator (``patch_distributed``, which does not import here: its
+        # package imports torchvision), the checkout's ``NPUCommunicator.all_to_all``; main's logits
+        # processor calls ``all_to_all_single`` on the group itself (``lmhead_all_to_all``)
         communicator = group.device_communicator
         if type(communicator).__name__ != "NPUCommunicator":
             raise TypeError(f"lm-head TP group: a {type(communicator).__name__}, not vllm-ascend's NPUCommunicator")
-        group.all_to_all = communicator.all_to_all
+        if hasattr(communicator, "all_to_all"):
+            group.all_to_all = communicator.all_to_all
         groups._LMTP = group
     if groups._LMTP.world_size != size:
         raise ValueError(f"lm-head TP over {size} DP ranks: this rank process's group has {groups._LMTP.world_size}")
@@ -82,9 +85,20 @@ def across_dp(size: int):
                 _finegrained().lmhead_tensor_parallel_size = 0  # off, as outside any lm-head TP case
 
 
+@functools.lru_cache(maxsize=4)
+def _logits_processor(vocab_size: int):
+    """The checkout's ``AscendLogitsProcessor`` for ``vocab_size`` ids, made under the current vllm-ascend
+    config's ``VllmConfig`` (vLLM reads its head dtype from it)."""
+    config = import_ascend("vllm.config")
+    vllm_config = import_ascend("vllm_ascend.ascend_config").get_ascend_config().vllm_config
+    with config.set_current_vllm_config(vllm_config):
+        return import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor(vocab_size)
+
+
 def compute_logits(tiny, hidden_states: torch.Tensor) -> torch.Tensor:
     """The draft's logits of ``hidden_states`` (this rank's rows) under lm-head TP: the checkout's
-    ``AscendLogitsProcessor._get_logits_lmheadtp`` with the tiny model's vocabulary slice of this rank."""
+    ``AscendLogitsProcessor._get_logits_lmheadtp``, its lm head the tiny model's vocabulary slice of
+    this rank (``TinyMtp.compute_logits_shard``)."""
     group = import_ascend("vllm_ascend.distributed.parallel_state").get_lmhead_tp_group()
     rank, size = group.rank_in_group, group.world_size
 
@@ -92,6 +106,4 @@ def compute_logits(tiny, hidden_states: torch.Tensor) -> torch.Tensor:
         return tiny.compute_logits_shard(gathered, rank, size)
 
     head = SimpleNamespace(quant_method=SimpleNamespace(apply=apply))
-    processor = SimpleNamespace(org_vocab_size=tiny.vocab_size)
-    logits_processor = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor
-    return logits_processor._get_logits_lmheadtp(processor, hidden_states, head, None)
+    return _logits_processor(tiny.vocab_size)._get_logits_lmheadtp(hidden_states, head, None)
