@@ -217,6 +217,7 @@ def test_a_drafter_that_syncs_nothing_must_run_its_own_rows():
     assert "rank 0 syncs nothing" in _dp_view_problem(0, told, [r.steps[0] for r in told])
 
 
+@pytest.mark.order(0)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("peer", ["idle", "busy"])
 def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
