@@ -78,30 +78,22 @@ def test_a_side_stream_copy_of_an_unwaited_write_is_named(sim, order):
                 host.copy_(counts, non_blocking=True)
 
 
-def test_an_event_on_another_stream_lands_none_of_the_copy(sim):
+@pytest.mark.parametrize("default_waits", [False, True], ids=["no-wait", "waits-for-the-copy-stream"])
+def test_an_event_on_the_default_stream_lands_the_copy_only_after_a_wait(sim, default_waits):
+    """An event recorded on the default stream lands the side stream's copy only if the default stream
+    waited for the copy stream first; a device-wide synchronize lands it whatever the order."""
     side, on_default = SimStream("the copy stream"), SimStreamEvent()
     with early_reads.tracking(sim):
         counts, host = _counts()
         side.wait_stream(streams.current())
         with streams.using(side):
             host.copy_(counts, non_blocking=True)
-        on_default.record()  # the default stream never waited for the copy
-        _land(on_default)
-        assert host.tolist() == [POISON] * 4
-        early_reads.land_all()  # a device-wide synchronize lands everything
-        assert host.tolist() == [1, 2, 3, 4]
-
-
-def test_waiting_for_the_copy_stream_orders_its_copy_for_the_default_streams_event(sim):
-    side, on_default = SimStream("the copy stream"), SimStreamEvent()
-    with early_reads.tracking(sim):
-        counts, host = _counts()
-        side.wait_stream(streams.current())
-        with streams.using(side):
-            host.copy_(counts, non_blocking=True)
-        streams.current().wait_stream(side)
+        if default_waits:
+            streams.current().wait_stream(side)
         on_default.record()
         _land(on_default)
+        assert host.tolist() == ([1, 2, 3, 4] if default_waits else [POISON] * 4)
+        early_reads.land_all()
         assert host.tolist() == [1, 2, 3, 4]
 
 
