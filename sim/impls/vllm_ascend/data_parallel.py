@@ -283,6 +283,8 @@ class DpPool(RankPool):
 def check_dp(case: DpCase, pool: DpPool) -> list[str]:
     """Problems found running ``case`` on ``pool``'s ranks: each rank's differences from the reference,
     then the first DP step at which the ranks' draft forwards saw different DP views."""
+    if len(case.scenarios) != pool.size:
+        raise ValueError(f"dp_ranks: {len(case.scenarios)} ranks' scenarios for a pool of {pool.size} DP ranks")
     results = pool.run(case)
     problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
     counts = {r.rank: len(r.steps) for r in results}

@@ -186,6 +186,8 @@ def test_ranks_at_different_collectives_in_a_step_are_named():
     ]
 
     class Ranks:  # the pool's answer, as its ranks would send it
+        size = 2
+
         def run(self, case):
             return ranks
 
@@ -242,3 +244,18 @@ def test_lmhead_tp_sample_rows_unpadded_are_caught(pool):
     case = _case("eager", TYPICAL, None, setup=(SETUP, variant), lmhead_tp=True)
     with pytest.raises((RankFailure, AssertionError), match=r"at DP step|exited with code"):
         assert check_dp(case, pool) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("peer", ["idle", "busy"])
+def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):
+    """Asynchronous scheduling on DP ranks: each busy rank's count copy, next-step input ids and corrections
+    are compared as on one rank (``sim.oracle.next_step``), in lockstep with its peer (idle: dummy batches)."""
+    ranks = [TYPICAL, SMALL if peer == "busy" else None]
+    ranks = (dataclasses.replace(s, async_scheduling=True) if s else None for s in ranks)
+    assert _agree(_case(mode, *ranks), pool, f"async-{peer}-{mode}") == []
+
+
+def test_a_dp_case_of_more_ranks_than_the_pool_is_refused_by_name(pool):
+    with pytest.raises(ValueError, match=r"^dp_ranks: 3 ranks' scenarios for a pool of 2 DP ranks"):
+        check_dp(_case("eager", TYPICAL, SMALL, None), pool)
