@@ -89,12 +89,16 @@ def test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers(pool):
 @pytest.mark.parametrize("mode", MODES)
 def test_four_dp_ranks_two_idle_step_together(device, mode):
     """DP = 4: two ranks with other batches (one chunking a longer prompt), two without requests; every
-    step's DP view is the four ranks' and each runs its own entry (padded to the largest, or its own)."""
+    step's DP view is the four ranks' and each runs its own entry (padded to the largest, or its own).
+    Then the same ranks with the lm head split over the four (one model: the seed of the first)."""
     ranks = _ranks(device, size=4)
     try:
         longer = dataclasses.replace(SMALL, seed=2, requests=(RequestSpec(0, 11, 5), RequestSpec(1, 3, 4)))
         case = _case(mode, TYPICAL, None, longer, None)
         assert _agree(case, ranks, f"four-ranks-{mode}") == []
+        one_model = dataclasses.replace(longer, seed=TYPICAL.seed)
+        case = _case(mode, TYPICAL, None, one_model, None, lmhead_tp=True)
+        assert _agree(case, ranks, f"four-ranks-lmhead-tp-{mode}") == []
     finally:
         ranks.close()
 
