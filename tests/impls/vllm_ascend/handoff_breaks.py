@@ -14,18 +14,19 @@ the target's auxiliary layers in another order than the head folds them;
 request, the prompts' KV transferred) as new prompts.
 
 Under asynchronous scheduling: ``count_copy_waits_on_its_own_stream`` is vllm-ascend#9456's
-``_copy_valid_sampled_token_count``, which takes ``current_stream()`` inside its copy stream's ``with``
-and so waits on the copy stream itself, not on the stream that computed the counts;
+``_copy_valid_sampled_token_count``, which takes ``current_stream()`` inside its copy stream's
+``with`` and so waits on the copy stream itself, not on the stream that computed the counts;
 ``counts_read_before_their_event`` a ``_correct_optimistic_seq_lens_cpu`` that reads the host counts
-without synchronizing the copy's event; ``counts_of_the_same_row`` one whose rows take their counts and
-draft counts from the step before's rows in their old order, as if no surviving request had moved
-(#13864's stale counts after condensing); ``placeholders_reach_the_model`` a ``_prepare_input_ids`` that leaves the scheduler's placeholders
-where the previous step's drafts go (as if the runner kept no drafts), so the next step verifies no
-token; ``new_rows_corrected_as_the_first`` a device-side correction (``update_num_computed_tokens_for_batch_change``)
-that clamps a new request's missing row to row 0 and corrects it as that request. ``count_copy_on_the_current_stream``
-is no break: a copy on the stream that computed the counts,
-recorded there, is ordered without a side stream, and the gate must pass it; nor is
-``correction_per_request``, the correction written as a loop over the next step's rows.
+without synchronizing the copy's event; ``counts_of_the_same_row`` one whose rows take their counts
+and draft counts from the step before's rows in their old order, as if no surviving request had moved
+(#13864's stale counts after condensing); ``placeholders_reach_the_model`` a ``_prepare_input_ids``
+that leaves the scheduler's placeholders where the previous step's drafts go (as if the runner kept no
+drafts), so the next step verifies no token; ``new_rows_corrected_as_the_first`` a device-side
+correction (``update_num_computed_tokens_for_batch_change``) that clamps a new request's missing row
+to row 0 and corrects it as that request. ``count_copy_on_the_current_stream`` is no break: a copy on
+the stream that computed the counts, recorded there, is ordered without a side stream, and the gate
+must pass it; nor is ``correction_per_request``, the correction written as a loop over the next
+step's rows.
 
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
