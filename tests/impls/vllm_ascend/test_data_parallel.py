@@ -110,6 +110,20 @@ def test_dp_ranks_touch_no_stand_in(pool, mode):
     assert check_dp(_case(mode, TYPICAL, SMALL, setup=watch), pool) == []
 
 
+def test_dp_ranks_with_the_lm_head_split_touch_no_stand_in(device):
+    """The same with lm-head TP, on new ranks, so that its group is made while they watch. One call is
+    allowed, named: the checkout's ``NPUCommunicator`` keeps ``torch.npu.current_device()`` as its device
+    when the group is made, which only its point-to-point ``recv`` reads (lm-head TP gathers and
+    exchanges on the group's process group, on the tensors' own device)."""
+    watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank", "torch.npucall.current_device()")
+    ranks = _ranks(device)
+    try:
+        one_model = dataclasses.replace(SMALL, seed=TYPICAL.seed)
+        assert check_dp(_case("eager", TYPICAL, one_model, setup=watch, lmhead_tp=True), ranks) == []
+    finally:
+        ranks.close()
+
+
 BREAKS = {  # variant -> (its break, its mode, what the failure says)
     "dp-draft-runs-its-own-size": (dp_breaks.draft_runs_its_own_size, "eager", "AssertionError: 12 4"),
     # a collective whose sizes do not match: a gloo error, or gloo aborting the rank (SIGABRT)
