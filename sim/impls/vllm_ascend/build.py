@@ -158,9 +158,9 @@ class GraphRunnerView(RunnerView):
 
 def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
     """The tiny ``VllmConfig`` of drafting ``method`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY
-    ACL graphs (the full mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to multiples of
-    ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where none
-    fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
+    ACL graphs (the full mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to
+    multiples of ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where
+    none fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
     config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type, method)
     compilation = vllm_config.compilation_config
@@ -215,7 +215,8 @@ def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
     """The full-graph proposer for ``cfg``'s hidden size, drafting method and draft count at
     ``capture_sizes``, its draft layer of the attention family ``attn``, as built: its draft newly wrapped
     (no graph captured: a run captures its own), the draft graph params set empty for its capture sizes
-    as the runner sets them before capturing, its buffers fresh. One full-graph proposer is in use at a time (vllm-ascend's draft graph params are global)."""
+    as the runner sets them before capturing, its buffers fresh. One full-graph proposer is in use at a
+    time (vllm-ascend's draft graph params are global)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", cfg.max_model_len, cfg.num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = _graph_proposer(cfg.hidden_size, cfg.num_spec_tokens, tuple(sorted(set(capture_sizes))), cfg.method)
     start_fresh(proposer)

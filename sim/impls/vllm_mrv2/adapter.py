@@ -86,9 +86,8 @@ class Mrv2Proposer(EagerAdapter):
         super().__init__(cfg, model, device, mode)
         self.model = VllmTinyMtp(model)
         self.attn_group = RecordingAttnGroup()
-        build.start_fresh(
-            build.speculator(cfg.hidden_size, cfg.method)
-        )  # a serving run starts on a new speculator's buffers
+        # a serving run starts on a new speculator's buffers
+        build.start_fresh(build.speculator(cfg.hidden_size, cfg.method))
 
     def _speculator(self, batch: VerifiedBatch):
         spec = build.configured(self.cfg.num_spec_tokens, self.cfg.max_model_len, self.cfg.hidden_size, self.cfg.method)

@@ -262,8 +262,8 @@ class Stream(streams.SimStream):
     """A stream (``devices.sim.streams``): work runs in issue order on the CPU, and what an NPU would
     order between streams is checked (a copy reading another stream's write with no wait between)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(f"side stream {next(_stream_numbers)}")
+    def __init__(self, *args, name: str | None = None, **kwargs):
+        super().__init__(name or f"side stream {next(_stream_numbers)}")
 
     def synchronize(self) -> None:
         _wait_for_replays()
@@ -278,11 +278,6 @@ class Stream(streams.SimStream):
 
 
 _stream_numbers = itertools.count(1)
-
-
-class _DefaultStream(Stream):
-    def __init__(self):
-        streams.SimStream.__init__(self, "the default stream")
 
 
 def current_stream(device=None) -> Stream:
@@ -325,7 +320,7 @@ def weak_ref_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 def install_on(*namespaces) -> None:
     """Set the graph API on each namespace (``torch.npu``, ``torch_npu.npu``), and its default stream."""
-    streams.set_default(_DefaultStream())
+    streams.set_default(Stream(name="the default stream"))
     for ns in namespaces:
         for name, value in API.items():
             setattr(ns, name, value)

@@ -16,6 +16,18 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 
 
+def _inherited(name: str):
+    """vLLM's ``GPUModelRunner.<name>``, which ``NPUModelRunner`` inherits, as a method of the view (looked
+    up per call, so a test can replace vLLM's)."""
+
+    def method(self, *args, **kwargs):
+        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+        return getattr(runner, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
 class RunnerView:
     """What ``AscendSpecDecodeBaseProposer`` reads of its runner: an eager rank, no PCP/DCP, no LoRA;
     one data-parallel rank, or one of several where vLLM's parallel state has them
@@ -120,20 +132,7 @@ class RunnerView:
     def get_model(self):
         return self.model
 
-    def _get_positions(self, num_tokens):
-        """vLLM's ``GPUModelRunner._get_positions`` (looked up per call)."""
-        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
-        return runner._get_positions(self, num_tokens)
-
     enable_prompt_embeds = False
-
-    def _prepare_input_ids(self, *args):
-        """vLLM's ``GPUModelRunner._prepare_input_ids``: the next step's input ids from the host's and the
-        previous step's sampled tokens and drafts (looked up per call)."""
-        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
-        return runner._prepare_input_ids(self, *args)
-
-    def _compute_prev_positions(self, num_reqs):
-        """vLLM's ``GPUModelRunner._compute_prev_positions``: each row's row in the step before (looked up per call)."""
-        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
-        return runner._compute_prev_positions(self, num_reqs)
+    _get_positions = _inherited("_get_positions")  # the target's positions the hand-off gathers
+    _compute_prev_positions = _inherited("_compute_prev_positions")  # async: each row's row the step before
+    _prepare_input_ids = _inherited("_prepare_input_ids")  # async: the next step's input ids
