@@ -53,7 +53,7 @@ SMALL = Scenario(
 )
 
 
-@pytest.mark.order(1)
+@pytest.mark.order(0)  # one fixed serving run per path: beside the other fixed runs
 @pytest.mark.parametrize("path", PATH_PARAMS)
 def test_a_case_every_broken_variant_fails_matches_reference(device, impl, path):
     """``SMALL`` fails on every broken variant of tests/meta/broken_paths.py: one serving run per path, run

@@ -27,6 +27,9 @@ SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), Req
 MODES = ("eager", "full")
 FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata
 DRAFTS = {**FAMILIES, "eagle3": {"method": "eagle3"}}  # and an EAGLE-3 drafter (its dummy runs are its own)
+# The fixed DP cases: early, but after the one-rank fixed runs (order 0), which most regressions fail
+# seconds in; a worker's first DP case first starts its pool of rank processes (about 8 s).
+AFTER_ONE_RANK = pytest.mark.order(1)
 
 
 def _ranks(device, size: int = 2) -> DpPool:
@@ -56,14 +59,14 @@ def _agree(case: DpCase, pool, name: str) -> list[str]:
     return problems
 
 
-@pytest.mark.order(0)
+@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("attn", FAMILIES)
 def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, attn, mode):
     assert _agree(_case(mode, TYPICAL, SMALL, attn=attn), pool, f"other-batches-{attn}-{mode}") == []
 
 
-@pytest.mark.order(0)
+@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("attn", DRAFTS)
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
@@ -237,7 +240,7 @@ def test_a_drafter_that_syncs_nothing_must_run_its_own_rows():
     assert "rank 0 syncs nothing" in _dp_view_problem(0, told, [r.steps[0] for r in told])
 
 
-@pytest.mark.order(0)
+@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("peer", ["idle", "busy"])
 def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
