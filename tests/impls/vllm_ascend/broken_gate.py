@@ -36,6 +36,7 @@ SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA buil
 BUILDER_MODULES = {MLA_BUILDER: "vllm_ascend.attention.mla_v1", SFA_BUILDER: "vllm_ascend.attention.sfa_v1"}
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 LMHEAD_CHECK = "lmhead_tp_enable"  # the drafter's check of lm-head TP (llm_base_proposer's name for it)
+LMHEAD_LOGITS = "AscendLogitsProcessor._get_logits_lmheadtp"  # the lm head's logits under lm-head TP
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -83,6 +84,7 @@ VARIANTS = {
     "dp-dummy-run-skips-the-sync": ("dummy_run", dp.dummy_run_skips_the_dp_sync),
     "dp-dummy-replays-a-graph-whatever-its-peers-run": ("dummy_run", dp.dummy_replays_a_graph_whatever_its_peers_run),
     "dp-sample-rows-unpadded-under-lmhead-tp": (LMHEAD_CHECK, dp.sample_rows_unpadded_under_lmhead_tp),
+    "dp-lm-head-logits-of-the-peer-rows": (LMHEAD_LOGITS, dp.lm_head_logits_of_the_peer_rows),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -95,6 +97,7 @@ CONTROLS = {
     "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
     "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
     "runner-correction-per-request": (CORRECTION, handoff.correction_per_request),
+    "dp-lm-head-logits-gathered-whole": (LMHEAD_LOGITS, dp.lm_head_logits_gathered_whole),
 }
 
 
@@ -194,6 +197,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             else "vllm_ascend.spec_decode.llm_base_proposer"
         )
         monkeypatch.setattr(module, target, breaking(getattr(module, target)))
+        return
+    if target == LMHEAD_LOGITS:
+        cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor
+        monkeypatch.setattr(cls, "_get_logits_lmheadtp", breaking(cls._get_logits_lmheadtp))
         return
     if target == REJECT_SAMPLE:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")

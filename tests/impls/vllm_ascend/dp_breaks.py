@@ -12,7 +12,14 @@ replays a graph while a peer with a prefill drafts eagerly at the same size (the
 #5979 and #13827: graph and eager work meeting in one DP collective);
 ``sample_rows_unpadded_under_lmhead_tp`` is a drafter that takes lm-head TP for off (its own check of it
 lost), so under vllm-ascend's lm-head TP across DP ranks each rank computes its draft logits at its own
-row count, and the ranks' all-gather of the lm head meets rows of other sizes.
+row count, and the ranks' all-gather of the lm head meets rows of other sizes;
+``lm_head_logits_of_the_peer_rows`` is a logits processor that, under that lm-head TP, hands each rank
+the next rank's rows of the gathered logits (same shapes, every collective as before), so a rank samples
+its drafts from its peer's states.
+
+``lm_head_logits_gathered_whole`` is the control of the last: lm-head TP written otherwise and right,
+each rank all-gathering every rank's vocabulary slice of all the rows and keeping its own rows (no
+all-to-all), which the gate must pass.
 """
 
 from __future__ import annotations
@@ -48,3 +55,28 @@ def dummy_replays_a_graph_whatever_its_peers_run(original):
 
 def sample_rows_unpadded_under_lmhead_tp(original):
     return lambda: False
+
+
+def _lm_head_logits(own_rows):
+    """``_get_logits_lmheadtp`` (the checkout's, enable_reduce_sample off) with the vocabulary slices joined
+    by an all-gather, of which a rank keeps the rows ``own_rows(rank, size)`` names."""
+
+    def logits(self, hidden_states, lm_head, embedding_bias):
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        group = import_ascend("vllm_ascend.distributed.parallel_state").get_lmhead_tp_group()
+        gathered = group.all_gather(hidden_states, dim=0)
+        sliced = lm_head.quant_method.apply(lm_head, gathered, bias=embedding_bias)
+        whole = group.all_gather(sliced, dim=-1)  # every row, the ranks' vocabulary slices side by side
+        rows = whole.chunk(group.world_size, dim=0)[own_rows(group.rank_in_group, group.world_size)]
+        return rows[..., : self.org_vocab_size]
+
+    return logits
+
+
+def lm_head_logits_gathered_whole(original):
+    return _lm_head_logits(lambda rank, size: rank)
+
+
+def lm_head_logits_of_the_peer_rows(original):
+    return _lm_head_logits(lambda rank, size: (rank + 1) % size)

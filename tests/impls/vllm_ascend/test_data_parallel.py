@@ -267,6 +267,27 @@ def test_lmhead_tp_sample_rows_unpadded_are_caught(pool):
         assert check_dp(case, pool) == []
 
 
+@pytest.mark.parametrize("peer", ["idle", "busy"])
+def test_lm_head_logits_of_the_peer_rows_are_caught(pool, peer):
+    """A logits processor that hands each rank its peer's rows under lm-head TP (every collective and
+    shape as before): a rank's drafts are no longer the reference's, and the rank says which."""
+    variant = "dp-lm-head-logits-of-the-peer-rows"
+    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    case = _case("eager", TYPICAL, other, setup=(SETUP, variant), lmhead_tp=True)
+    with pytest.raises((RankFailure, AssertionError), match=r"rank \d: iteration \d+, request \d+: draft \d+"):
+        assert check_dp(case, pool) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("peer", ["idle", "busy"])
+def test_lm_head_tp_written_otherwise_passes(pool, peer, mode):
+    """The control: lm-head TP whose logits join the vocabulary slices by an all-gather, each rank keeping
+    its own rows (no all-to-all), is right, and every rank's drafts and metadata are the reference's."""
+    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    case = _case(mode, TYPICAL, other, setup=(SETUP, "dp-lm-head-logits-gathered-whole"), lmhead_tp=True)
+    assert _agree(case, pool, f"lmhead-tp-gathered-whole-{peer}-{mode}") == []
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("peer", ["idle", "busy"])
 def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):
