@@ -128,6 +128,18 @@ class Envs:
         if self.installed.get(python) == f"{tree}:{digest}":
             return
         self._pip(python, "--no-deps", "--no-build-isolation", "-e", str(tree), env=checkout.BUILD_ENV)
+        # The tree on the path ahead of the base env's site-packages: pip's editable install adds a finder
+        # that Python asks only after the path, where a base env built from the released wheels (tox -e
+        # vllm_ascend without VLLM_ASCEND_SRC) has a vllm_ascend of its own, which every step would test.
+        (site,) = python.parent.parent.glob("lib/python*/site-packages")
+        (site / "0-commit.pth").write_text(f"{tree}\n")  # site reads .pth files by name: before base-env.pth
+        found = subprocess.run(
+            [str(python), "-c", "import importlib.util as u; print(u.find_spec('vllm_ascend').origin)"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if not Path(found).resolve().is_relative_to(tree.resolve()):
+            raise InstallError(f"the commit's vllm_ascend is not what imports: {found or 'nothing'} does")
         self.installed[python] = f"{tree}:{digest}"
 
     @staticmethod
