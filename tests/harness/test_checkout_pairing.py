@@ -13,6 +13,7 @@ CONF = '    "pip_vllm_version": "{}",\n'
 
 
 def _tree(tmp_path, tag: str | None = None, conf: str | None = None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     if tag is not None:
         (tmp_path / ".github").mkdir()
         (tmp_path / checkout.TAG_FILE).write_text(tag + "\n")
@@ -45,4 +46,19 @@ def test_a_vllm_without_a_closure_is_refused_naming_where_it_was_read(tmp_path, 
 def test_a_tree_naming_no_vllm_is_refused(tmp_path):
     assert checkout.unpaired_reason(tmp_path, label="the commit") == (
         f"the commit: no {checkout.TAG_FILE} nor {checkout.DOCS_CONF} (is it a vllm-ascend checkout?)"
+    )
+
+
+def test_a_checkout_of_releases_v0_13_0_pairs_on_its_own_line_and_the_other_names_it(tmp_path):
+    """v0.13.0's branch runs under ``tox -e vllm_ascend_0_13`` (0.13's MtpProposer), named by its own
+    variable; ``tox -e vllm_ascend`` refuses it naming that env, and the 0.13 line refuses a main checkout
+    naming ``tox -e vllm_ascend``."""
+    old = _tree(tmp_path / "v0.13.0", conf=CONF.replace('"', "'").format("0.13.0"))
+    line = checkout.LINES["vllm_ascend_0_13"]
+    assert checkout.paired_vllm(old, line) == "0.13.0"
+    assert checkout.unpaired_reason(old).endswith("; tox -e vllm_ascend_0_13 runs it (VLLM_ASCEND_0_13_SRC=<checkout>)")
+    main = _tree(tmp_path / "main", tag="v0.27.1")
+    assert checkout.unpaired_reason(main, line=line) == (
+        f"{main} pairs with vLLM 'v0.27.1' ({checkout.TAG_FILE}); the harness has closures for vLLM 0.13.0 only "
+        "(sim/impls/kit/ascend/checkout.py LINES); tox -e vllm_ascend runs it (VLLM_ASCEND_SRC=<checkout>)"
     )

@@ -13,10 +13,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+from pathlib import Path
 
 import torch
 
+from sim.impls.kit.ascend import checkout
 from sim.impls.kit.ascend.importing import import_ascend, installed_version, prepare
+from sim.impls.kit.ascend.vllm_source import editable_path
 
 VLLM_ASCEND_VERSION = "0.13.0"
 VLLM_VERSION = "0.13.0"
@@ -37,15 +40,23 @@ def rope_tables() -> None:
 
 
 def unavailable_reason() -> str | None:
-    """Why vllm-ascend 0.13.0 (on vLLM 0.13.0) cannot be tested here, or None if it can.
+    """Why vllm-ascend 0.13.0 or a checkout of its line (on vLLM 0.13.0) cannot be tested here, or None if it can.
 
     Nothing is installed or imported unless vllm_ascend is present.
     """
     if importlib.util.find_spec("vllm_ascend") is None:
         return f"vllm_ascend is not installed ({ENV} installs it)"
-    got = str(installed_version()).split("+")[0]
-    if got != VLLM_ASCEND_VERSION:
-        return f"vllm-ascend {got} is installed; this adapter is pinned to {VLLM_ASCEND_VERSION} ({ENV} installs it)"
+    tree = editable_path("vllm-ascend")
+    if tree is not None:  # a checkout of the 0.13 line (VLLM_ASCEND_0_13_SRC): what it pairs with decides
+        why = checkout.unpaired_reason(Path(tree), line=checkout.LINES["vllm_ascend_0_13"])
+        if why:
+            return f"{why} ({ENV} installs a checkout of releases/v0.13.0)"
+    else:
+        got = str(installed_version()).split("+")[0]
+        if got != VLLM_ASCEND_VERSION:
+            return (
+                f"vllm-ascend {got} is installed; this adapter is pinned to {VLLM_ASCEND_VERSION} ({ENV} installs it)"
+            )
     try:
         prepare()
         import vllm

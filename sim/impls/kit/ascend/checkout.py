@@ -42,6 +42,7 @@ import sys
 import tarfile
 import tempfile
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -62,6 +63,36 @@ RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-rele
 TAG_FILE = ".github/vllm-release-tag.commit"
 DOCS_CONF = "docs/source/conf.py"  # names the vLLM on branches older than the tag file
 SRC_VAR = "VLLM_ASCEND_SRC"
+
+
+@dataclass(frozen=True)
+class Line:
+    """The vllm-ascend releases one env runs, its adapter's generations: the variable that names a
+    checkout for it, the vLLM a checkout may pair with (-> the closure it runs on), and the release
+    tested without a checkout, with the vLLM it pairs with."""
+
+    env: str
+    src_var: str
+    closures: dict[str, str]
+    release: str
+    release_vllm: str
+
+
+LINES = {
+    line.env: line
+    for line in (
+        Line("vllm_ascend", SRC_VAR, CLOSURES, RELEASE, RELEASE_VLLM[RELEASE].removeprefix("v")),
+        # releases/v0.13.0 and its 0.13.0 release: 0.13's MtpProposer, the vllm_ascend_0_13 adapter's. A
+        # variable of its own, so that one tox run serves a checkout of each line (.ci/run sets SRC_VAR).
+        Line(
+            "vllm_ascend_0_13",
+            "VLLM_ASCEND_0_13_SRC",
+            {"0.13.0": "requirements/vllm_ascend_0_13.txt"},
+            "0.13.0",
+            "0.13.0",
+        ),
+    )
+}
 PACKAGING = ("setup.py", "pyproject.toml", "requirements.txt", TAG_FILE)  # what decides how a checkout installs
 BUILD_ENV = {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -81,9 +112,9 @@ def packaging_digest(tree: Path, *more: Path) -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()
 
 
-def paired_vllm(src: Path) -> str:
-    """The vLLM release the checkout pairs with (``v0.27.1`` in its tag file -> ``0.27.1``)."""
-    why = unpaired_reason(src)
+def paired_vllm(src: Path, line: Line = LINES["vllm_ascend"]) -> str:
+    """The vLLM release the checkout pairs with (``v0.27.1`` in its tag file -> ``0.27.1``), one of ``line``'s."""
+    why = unpaired_reason(src, line=line)
     if why:
         raise CheckoutError(why)
     return paired_tag(src)[0].removeprefix("v")
@@ -102,17 +133,19 @@ def paired_tag(src: Path) -> tuple[str, str] | None:
     return (found[1], f"{DOCS_CONF} pip_vllm_version") if found else None
 
 
-def unpaired_reason(src: Path, label: str | None = None) -> str | None:
-    """Why the checkout (named ``label``, else its path) pairs with no vLLM the harness has a closure
-    for, or ``None`` when it does."""
+def unpaired_reason(src: Path, label: str | None = None, line: Line = LINES["vllm_ascend"]) -> str | None:
+    """Why the checkout (named ``label``, else its path) pairs with no vLLM ``line`` has a closure for, or
+    ``None`` when it does."""
     paired = paired_tag(src)
     if paired is None:
-        return f"{label or f'{SRC_VAR}={src}'}: no {TAG_FILE} nor {DOCS_CONF} (is it a vllm-ascend checkout?)"
+        return f"{label or f'{line.src_var}={src}'}: no {TAG_FILE} nor {DOCS_CONF} (is it a vllm-ascend checkout?)"
     tag, where = paired
-    if tag.removeprefix("v") not in CLOSURES:
+    if tag.removeprefix("v") not in line.closures:
+        other = [o.env for o in LINES.values() if o is not line and tag.removeprefix("v") in o.closures]
         return (
             f"{label or src} pairs with vLLM {tag!r} ({where}); the harness has closures for vLLM "
-            f"{', '.join(sorted(CLOSURES))} only (sim/impls/kit/ascend/checkout.py CLOSURES)"
+            f"{', '.join(sorted(line.closures))} only (sim/impls/kit/ascend/checkout.py LINES)"
+            + (f"; tox -e {other[0]} runs it ({LINES[other[0]].src_var}=<checkout>)" if other else "")
         )
     return None
 

@@ -1,10 +1,13 @@
-"""``python -m sim.impls.kit.ascend.install``: vLLM and the vllm-ascend under test into this env
-(tox's ``commands_pre`` of ``tox -e vllm_ascend``), as ``checkout``'s docstring describes: the released
-wheels, a checkout (``VLLM_ASCEND_SRC``), and vLLM from a source tree (``VLLM_SRC``, ``vllm_source``).
+"""``python -m sim.impls.kit.ascend.install [--line ENV]``: vLLM and the vllm-ascend under test into this
+env (tox's ``commands_pre`` of ``tox -e vllm_ascend``, and of ``tox -e vllm_ascend_0_13`` with ``--line
+vllm_ascend_0_13``), as ``checkout``'s docstring describes: the released wheels, a checkout (the line's
+variable: ``VLLM_ASCEND_SRC``, ``VLLM_ASCEND_0_13_SRC``), and, on the ``vllm_ascend`` line, vLLM from a
+source tree (``VLLM_SRC``, ``vllm_source``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -12,16 +15,7 @@ import sys
 from pathlib import Path
 
 from sim.impls.kit.ascend import checkout, vllm_source
-from sim.impls.kit.ascend.checkout import (
-    BUILD_ENV,
-    CLOSURES,
-    RELEASE,
-    RELEASE_VLLM,
-    ROOT,
-    SRC_VAR,
-    TAG_FILE,
-    CheckoutError,
-)
+from sim.impls.kit.ascend.checkout import BUILD_ENV, LINES, ROOT, SRC_VAR, TAG_FILE, CheckoutError, Line
 
 
 def _pip(*args: str, env: dict | None = None) -> None:
@@ -33,9 +27,11 @@ def _pip(*args: str, env: dict | None = None) -> None:
 RECORD = Path(sys.prefix) / "mtp-checkout-install.json"  # the checkout installed here, on the index's vLLM
 
 
-def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False) -> None:
-    """Install vLLM and vllm-ascend into this env: from ``src`` (a checkout), or the released wheels;
-    vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
+def install(
+    src: str | None, vllm_src: str | None = None, any_commit: bool = False, line: Line = LINES["vllm_ascend"]
+) -> None:
+    """Install vLLM and vllm-ascend of ``line`` into this env: from ``src`` (a checkout), or the released
+    wheels; vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
     unless ``any_commit``), or the release the checkout pairs with."""
     if vllm_src and not src:
         raise CheckoutError(
@@ -43,30 +39,31 @@ def install(src: str | None, vllm_src: str | None = None, any_commit: bool = Fal
             f"its {vllm_source.MAIN_VERIFIED_FILE} names the commit, its {TAG_FILE} the closure"
         )
     if not src:
-        vllm = RELEASE_VLLM[RELEASE].removeprefix("v")
-        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        vllm = line.release_vllm
+        _pip("-r", str(ROOT / line.closures[vllm]))
         _pip("--no-deps", f"vllm=={vllm}")
         vllm_source.forget()
         editable = vllm_source.editable_path("vllm-ascend") is not None
         force = ["--force-reinstall"] if editable else []  # a checkout installed by an earlier run
-        _pip("--no-deps", *force, f"vllm-ascend=={RELEASE}")
+        _pip("--no-deps", *force, f"vllm-ascend=={line.release}")
         RECORD.unlink(missing_ok=True)
         return
     tree = Path(src).resolve()
     if not tree.is_dir():
-        raise CheckoutError(f"{SRC_VAR}={src}: not a directory")
-    vllm = checkout.paired_vllm(tree)
-    wanted = {"tree": str(tree), "vllm": vllm, "digest": checkout.packaging_digest(tree, ROOT / CLOSURES[vllm])}
+        raise CheckoutError(f"{line.src_var}={src}: not a directory")
+    vllm = checkout.paired_vllm(tree, line)
+    closure = ROOT / line.closures[vllm]
+    wanted = {"tree": str(tree), "vllm": vllm, "digest": checkout.packaging_digest(tree, closure)}
     if not vllm_src and installed_already(wanted):
-        print(f"{SRC_VAR}={tree}: installed here already, on vLLM {vllm}, its packaging unchanged", flush=True)
+        print(f"{line.src_var}={tree}: installed here already, on vLLM {vllm}, its packaging unchanged", flush=True)
         return
     RECORD.unlink(missing_ok=True)
     if vllm_src:  # checked before anything is installed
         source = vllm_source.check(vllm_src, tree, vllm, any_commit)
-        _pip("-r", str(ROOT / CLOSURES[vllm]), "-r", str(vllm_source.BUILD_TOOLS))
+        _pip("-r", str(closure), "-r", str(vllm_source.BUILD_TOOLS))
         vllm_source.install(source, _pip)
     else:
-        _pip("-r", str(ROOT / CLOSURES[vllm]))
+        _pip("-r", str(closure))
         _pip("--no-deps", f"vllm=={vllm}")
         vllm_source.forget()
     _pip("--no-deps", "--no-build-isolation", "-e", str(tree), env=BUILD_ENV)
@@ -91,9 +88,15 @@ def installed_already(wanted: dict) -> bool:
     return recorded == wanted and version == wanted["vllm"] and not from_source and tree == wanted["tree"]
 
 
-def main() -> None:
+def main(argv: list[str] | tuple = ()) -> None:
+    parser = argparse.ArgumentParser(prog="python -m sim.impls.kit.ascend.install", description=__doc__.split("\n")[0])
+    parser.add_argument("--line", default="vllm_ascend", choices=sorted(LINES), help="the env's line of releases")
+    line = LINES[parser.parse_args(argv).line]
+    if line.src_var != SRC_VAR:  # vLLM from a source tree: the main line's main-verified leg only
+        install(os.environ.get(line.src_var), line=line)
+        return
     install(os.environ.get(SRC_VAR), *vllm_source.from_env())
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
