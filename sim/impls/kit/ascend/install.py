@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from sim.impls.kit.ascend import checkout, vllm_source
@@ -88,14 +89,14 @@ def installed_already(wanted: dict) -> bool:
     return recorded == wanted and version == wanted["vllm"] and not from_source and tree == wanted["tree"]
 
 
-def main(argv: list[str] | tuple = ()) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sim.impls.kit.ascend.install", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim.impls.kit.ascend.install", description="vLLM and the vllm-ascend under test into this env"
+    )
     parser.add_argument("--line", default="vllm_ascend", choices=sorted(LINES), help="the env's line of releases")
     line = LINES[parser.parse_args(argv).line]
-    if line.src_var != SRC_VAR:  # vLLM from a source tree: the main line's main-verified leg only
-        install(os.environ.get(line.src_var), line=line)
-        return
-    install(os.environ.get(SRC_VAR), *vllm_source.from_env())
+    vllm_from_source = vllm_source.from_env() if line.src_var == SRC_VAR else ()  # the main line's leg only
+    install(os.environ.get(line.src_var), *vllm_from_source, line=line)
 
 
 if __name__ == "__main__":
