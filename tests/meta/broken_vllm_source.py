@@ -40,7 +40,7 @@ def any_commit_lenient(value: str | None) -> bool:
     return bool(value)
 
 
-def paired_vllm_newest_for_any_tag(src: Path, line: checkout.Line = checkout.LINES["vllm_ascend"]) -> str:
+def paired_vllm_newest_for_any_tag(src: Path, line: checkout.Line = checkout.ASCEND) -> str:
     """A release tag without a closure runs on the newest closure instead of stopping."""
     version = (src / checkout.TAG_FILE).read_text().strip().removeprefix("v")
     return version if version in line.closures else max(line.closures)

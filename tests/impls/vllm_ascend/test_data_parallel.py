@@ -18,7 +18,7 @@ import pytest
 from sim import cli
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
-from sim.serving.scenario import RequestSpec
+from sim.serving.scenario import RequestSpec, Scenario
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
@@ -48,6 +48,11 @@ def pool(device):
 def _case(mode, *scenarios, setup=(SETUP,), attn="gqa", lmhead_tp=False) -> DpCase:
     ranks = (dataclasses.replace(s, graph_mode=mode, **DRAFTS[attn]) if s else None for s in scenarios)
     return DpCase.of(*ranks, setup=setup, lmhead_tp=lmhead_tp)
+
+
+def _lm_head_peer(peer: str) -> Scenario | None:
+    """The second rank beside ``TYPICAL`` under lm-head TP: idle, or busy serving the same model."""
+    return dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
 
 
 def _agree(case: DpCase, pool, name: str) -> list[str]:
@@ -248,7 +253,7 @@ def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
     (the checkout's all-gather and all-to-all over gloo), so both compute logits at the same rows, an idle
     rank in its dummy runs; each rank's drafts and metadata are still the reference's. The ranks serve one
     model (its seed), each its own requests."""
-    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    other = _lm_head_peer(peer)
     case = _case(mode, TYPICAL, other, lmhead_tp=True)
     assert _agree(case, pool, f"lmhead-tp-{peer}-{mode}") == []
 
@@ -272,7 +277,7 @@ def test_lm_head_logits_of_the_peer_rows_are_caught(pool, peer):
     """A logits processor that hands each rank its peer's rows under lm-head TP (every collective and
     shape as before): a rank's drafts are no longer the reference's, and the rank says which."""
     variant = "dp-lm-head-logits-of-the-peer-rows"
-    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    other = _lm_head_peer(peer)
     case = _case("eager", TYPICAL, other, setup=(SETUP, variant), lmhead_tp=True)
     with pytest.raises((RankFailure, AssertionError), match=r"rank \d: iteration \d+, request \d+: draft \d+"):
         assert check_dp(case, pool) == []
@@ -283,7 +288,7 @@ def test_lm_head_logits_of_the_peer_rows_are_caught(pool, peer):
 def test_lm_head_tp_written_otherwise_passes(pool, peer, mode):
     """The control: lm-head TP whose logits join the vocabulary slices by an all-gather, each rank keeping
     its own rows (no all-to-all), is right, and every rank's drafts and metadata are the reference's."""
-    other = dataclasses.replace(SMALL, seed=TYPICAL.seed) if peer == "busy" else None
+    other = _lm_head_peer(peer)
     case = _case(mode, TYPICAL, other, setup=(SETUP, "dp-lm-head-logits-gathered-whole"), lmhead_tp=True)
     assert _agree(case, pool, f"lmhead-tp-gathered-whole-{peer}-{mode}") == []
 

@@ -93,6 +93,7 @@ LINES = {
         ),
     )
 }
+ASCEND = LINES["vllm_ascend"]  # the line of tox -e vllm_ascend, the default everywhere
 PACKAGING = ("setup.py", "pyproject.toml", "requirements.txt", TAG_FILE)  # what decides how a checkout installs
 BUILD_ENV = {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -112,7 +113,7 @@ def packaging_digest(tree: Path, *more: Path) -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()
 
 
-def paired_vllm(src: Path, line: Line = LINES["vllm_ascend"]) -> str:
+def paired_vllm(src: Path, line: Line = ASCEND) -> str:
     """The vLLM release the checkout pairs with (``v0.27.1`` in its tag file -> ``0.27.1``), one of ``line``'s."""
     why = unpaired_reason(src, line=line)
     if why:
@@ -133,7 +134,7 @@ def paired_tag(src: Path) -> tuple[str, str] | None:
     return (found[1], f"{DOCS_CONF} pip_vllm_version") if found else None
 
 
-def unpaired_reason(src: Path, label: str | None = None, line: Line = LINES["vllm_ascend"]) -> str | None:
+def unpaired_reason(src: Path, label: str | None = None, line: Line = ASCEND) -> str | None:
     """Why the checkout (named ``label``, else its path) pairs with no vLLM ``line`` has a closure for, or
     ``None`` when it does."""
     paired = paired_tag(src)

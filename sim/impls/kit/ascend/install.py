@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sim.impls.kit.ascend import checkout, vllm_source
-from sim.impls.kit.ascend.checkout import BUILD_ENV, LINES, ROOT, SRC_VAR, TAG_FILE, CheckoutError, Line
+from sim.impls.kit.ascend.checkout import ASCEND, BUILD_ENV, LINES, ROOT, SRC_VAR, TAG_FILE, CheckoutError, Line
 
 
 def _pip(*args: str, env: dict | None = None) -> None:
@@ -28,9 +28,7 @@ def _pip(*args: str, env: dict | None = None) -> None:
 RECORD = Path(sys.prefix) / "mtp-checkout-install.json"  # the checkout installed here, on the index's vLLM
 
 
-def install(
-    src: str | None, vllm_src: str | None = None, any_commit: bool = False, line: Line = LINES["vllm_ascend"]
-) -> None:
+def install(src: str | None, vllm_src: str | None = None, any_commit: bool = False, line: Line = ASCEND) -> None:
     """Install vLLM and vllm-ascend of ``line`` into this env: from ``src`` (a checkout), or the released
     wheels; vLLM from the source tree ``vllm_src`` (checked against the checkout's main-verified commit
     unless ``any_commit``), or the release the checkout pairs with."""
@@ -95,7 +93,7 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     parser.add_argument("--line", default="vllm_ascend", choices=sorted(LINES), help="the env's line of releases")
     line = LINES[parser.parse_args(argv).line]
-    vllm_from_source = vllm_source.from_env() if line.src_var == SRC_VAR else ()  # the main line's leg only
+    vllm_from_source = vllm_source.from_env() if line is ASCEND else ()  # that line's leg only
     install(os.environ.get(line.src_var), *vllm_from_source, line=line)
 
 
