@@ -250,7 +250,7 @@ def cmd_run(args) -> int:
         case = ranks.dp_workloads(scenarios[0], args.dp, args.lmhead_tp)
         if args.save:
             case.save(args.save)
-        return ranks.run_dp(case, device, impl)
+        return ranks.run_vllm_ascend_ranks(case, device, impl)
     if args.save:
         scenarios[0].save(args.save)
     if scenarios[0].tp > 1:
@@ -270,9 +270,9 @@ def cmd_run(args) -> int:
 
 def cmd_replay(args) -> int:
     ranks.check_pcp_args(args)
-    case = ranks.dp_case(args.case)
+    case = ranks.vllm_ascend_ranks_case(args.case)
     if case is not None:
-        return ranks.run_dp(case, _load_device(args.device), _load_impl(args.impl))
+        return ranks.run_vllm_ascend_ranks(case, _load_device(args.device), _load_impl(args.impl))
     scenario = checked(Scenario.load, args.case)
     if ranks.tp_fields(args):
         scenario = checked(dataclasses.replace, scenario, **ranks.tp_fields(args))

@@ -1,5 +1,6 @@
-"""The CLI's runs on ranks: PCP and TP of the core, compared with one rank; a DP case of vllm-ascend's
-drafter, each rank against the reference and all against each other; and the option checks they need."""
+"""The CLI's runs on ranks: PCP and TP of the core, compared with one rank; a DP or TP case of
+vllm-ascend's drafter, each rank against the reference and all against each other; and the option
+checks they need."""
 
 from __future__ import annotations
 
@@ -36,22 +37,34 @@ def on_ranks(
     return 1
 
 
-def run_dp(case, device, impl) -> int:
-    """A DP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against each other."""
-    from sim.impls.vllm_ascend.data_parallel import DpPool, check_dp
+def run_vllm_ascend_ranks(case, device, impl) -> int:
+    """A DP or TP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against
+    each other."""
+    from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
+    from sim.impls.vllm_ascend.tensor_parallel import TpPool, check_tp
 
+    kind = "DP" if isinstance(case, DpCase) else "TP"
     if impl.name != "vllm_ascend" or device.name != "sim":
         raise UsageError(
-            f"a DP case with --impl {impl.name} --device {device.name}: DP ranks run vllm-ascend's drafter on the"
-            " simulator (--impl vllm_ascend)"
+            f"a {kind} case with --impl {impl.name} --device {device.name}: {kind} ranks run vllm-ascend's"
+            " drafter on the simulator (--impl vllm_ascend)"
+        )
+    if kind == "DP":
+        return on_ranks(
+            f"{len(case.scenarios)} data-parallel ranks",
+            DpPool(len(case.scenarios)),
+            lambda pool: check_dp(case, pool),
+            agree="agree",
+            differ="disagree",
+            compared="each with the reference, and with its peers' DP view per step",
         )
     return on_ranks(
-        f"{len(case.scenarios)} data-parallel ranks",
-        DpPool(len(case.scenarios)),
-        lambda pool: check_dp(case, pool),
+        f"{case.size} tensor-parallel ranks",
+        TpPool(case.size),
+        lambda pool: check_tp(case, pool),
         agree="agree",
         differ="disagree",
-        compared="each with the reference, and with its peers' DP view per step",
+        compared="each with the reference, and the collectives over the TP group",
     )
 
 
@@ -69,17 +82,22 @@ def dp_workloads(scenario: Scenario, n: int, lmhead_tp: bool = False):
     return checked(DpCase.of, *(rank(r) for r in range(n)), lmhead_tp=lmhead_tp)
 
 
-def dp_case(path: str):
-    """The DP case a replay file holds (``{"dp_ranks": [...]}``), else None (a scenario file)."""
+def vllm_ascend_ranks_case(path: str):
+    """The DP or TP case a replay file holds (``{"dp_ranks": [...]}``, ``{"tp_ranks": {...}}``), else None
+    (a scenario file)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
         return None  # Scenario.load names what is wrong
-    if not isinstance(data, dict) or "dp_ranks" not in data:
-        return None
-    from sim.impls.vllm_ascend.data_parallel import DpCase
+    if isinstance(data, dict) and "dp_ranks" in data:
+        from sim.impls.vllm_ascend.data_parallel import DpCase
 
-    return checked(DpCase.from_dict, data)
+        return checked(DpCase.from_dict, data)
+    if isinstance(data, dict) and "tp_ranks" in data:
+        from sim.impls.vllm_ascend.tensor_parallel import TpCase
+
+        return checked(TpCase.from_dict, data)
+    return None
 
 
 def run_pcp(scenario: Scenario, device, ranks: int, proposer=None, ops=None) -> int:

@@ -169,7 +169,12 @@ class TinyMtp(nn.Module):
         return self.block_output(x, torch.cat(outs, dim=1))
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return _rms(hidden_states, self.head_norm) @ self.lm_head.T
+        return self.head_input(hidden_states) @ self.lm_head.T
+
+    def head_input(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """What the lm head multiplies: the hidden state after the head's norm (an lm head split over
+        ranks, e.g. vLLM's ``ParallelLMHead``, takes it from here)."""
+        return _rms(hidden_states, self.head_norm)
 
     def compute_logits_shard(self, hidden_states: torch.Tensor, rank: int, size: int) -> torch.Tensor:
         """lm-head tensor parallel: this rank's slice of the vocabulary, [M, ceil(V / size)].

@@ -32,6 +32,23 @@ def dense_attention(q, k, v, q_pos, scale, recency):
     return torch.einsum("nhm,mhd->nhd", torch.softmax(scores, dim=-1), v)
 
 
+class ReportedIds:
+    """``model`` whose logits are over the ids an implementation's sampling reports (``Rules.sample_report``):
+    the logit of each reported id is the largest of the ids reported as it, so the argmax is the id
+    reported for the model's own argmax; ids nothing is reported as hold -inf."""
+
+    def __init__(self, model, report: tuple[int, ...]):
+        self.model, self.report = model, torch.tensor(report, dtype=torch.int64)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        logits = self.model.compute_logits(hidden_states)
+        out = torch.full_like(logits, float("-inf"))
+        return out.scatter_reduce(-1, self.report.to(logits.device).expand_as(logits), logits, reduce="amax")
+
+
 def _top2(logits: torch.Tensor) -> RefDraft:
     vals, ids = logits.topk(2)
     return RefDraft(int(ids[0]), int(ids[1]), float(vals[0] - vals[1]))

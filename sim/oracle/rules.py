@@ -112,6 +112,11 @@ class Rules:
     graphs_uniform_decode_only: in a graph mode, only a uniform decode batch (every request
         ``num_spec_tokens + 1`` tokens, none on its prompt's first chunk) runs padded to a captured size; any other runs eagerly at
         its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
+    sample_report: for each token id, the id the implementation's greedy sampling reports when that id
+        is the draft model's argmax (vllm-ascend's ``reduce-sample-ids-of-a-short-last-shard``, set from the
+        TP mesh run: ``sim.impls.vllm_ascend.tensor_parallel``); None: the id itself. The reference drafts
+        with the reported ids (``reference_drafts.ReportedIds``), each fed to the next step as the
+        implementation feeds it.
     defects: the known defects among the divergences modelled, each ``(id, the fields modelling it)``:
         an alternative, never the expectation. Where one decides a value, the spec's value is accepted
         too (``alternatives``), and what a call followed is reported (sim/serving/run.py). Not part of
@@ -140,6 +145,7 @@ class Rules:
     graph_mode: str = "eager"
     dp: int = 1
     graphs_uniform_decode_only: bool = False
+    sample_report: tuple[int, ...] | None = None
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from sim.models.tiny import TinyConfig, TinyMtp, TinyTarget
 from sim.oracle.cases import to_batch
 from sim.oracle.compare import Mismatch
 from sim.oracle.coverage import features
+from sim.oracle.reference_drafts import ReportedIds
 from sim.oracle.rules import CORE, Rules
 from sim.serving.acceptance import reference_drafter
 from sim.serving.checker import RunChecker
@@ -122,6 +123,8 @@ def run_scenario(
     tdev = device.torch_device
     model, target = build_models(scenario, tdev, poison_kv)
     ref_model = build_models(scenario, torch.device("cpu"))[0] if check or scenario.accept == "reference" else None
+    if ref_model is not None and rules.sample_report is not None:
+        ref_model = ReportedIds(ref_model, rules.sample_report)
     drafter = reference_drafter(ref_model, target, scenario) if scenario.accept == "reference" else None
     transfer = functools.partial(transfer_prompt_kv, model, target, block_size=scenario.block_size)
     sim = ServingSim(scenario, target, drafter, transfer if scenario.decode_node else None)

@@ -164,7 +164,6 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type, method)
     compilation = vllm_config.compilation_config
-    world.placed(vllm_config)
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
     compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
     compilation.max_cudagraph_capture_size = max(capture_sizes)
@@ -173,8 +172,7 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     except ValueError:  # no multiple of num_spec_tokens + 1 up to the largest size: vLLM refuses graphs
         compilation.cudagraph_mode = config.CUDAGraphMode.NONE
         compilation.cudagraph_capture_sizes = []
-    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
-    return vllm_config
+    return world.deploy(vllm_config)
 
 
 def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):

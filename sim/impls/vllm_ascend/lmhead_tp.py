@@ -1,5 +1,6 @@
-"""vllm-ascend's lm-head tensor parallelism across data-parallel ranks (``finegrained_tp_config.
-lmhead_tensor_parallel_size``), as a DP deployment of a MoE model runs it.
+"""The draft's lm head split by vocabulary over ranks: vllm-ascend's lm-head tensor parallelism across
+data-parallel ranks (``finegrained_tp_config.lmhead_tensor_parallel_size``), as a DP deployment of a MoE
+model runs it, and the plain tensor-parallel split of a TP deployment (``over_tp``).
 
 The lm head is split by vocabulary over the ranks of vllm-ascend's lm-head TP group (``_LMTP``, made
 of DP ranks): every logits computation all-gathers the ranks' hidden rows, multiplies them by the
@@ -14,6 +15,11 @@ A rank that computes logits at another count, or skips one, leaves its peers wai
 size in vllm-ascend's config. ``compute_logits`` is the draft's logits through the checkout's
 ``_get_logits_lmheadtp``, with the tiny model's slice of the vocabulary as the lm head
 (``TinyMtp.compute_logits_shard``): the collectives and their shapes are vllm-ascend's own.
+
+On TP ranks (``world.tensor_parallel_world``) the head is the checkout's own ``AscendParallelLMHead``,
+holding this rank's rows of the tiny lm head (``parallel_head``), and the logits are its
+``AscendLogitsProcessor``'s: all-gathered over the TP group, or under ``enable_reduce_sample`` this
+rank's columns only, which the drafter's ``greedy_sample`` reduces over the group itself.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ from sim.impls.kit.ascend.importing import import_ascend
 def enabled() -> bool:
     """Whether vllm-ascend's config has lm-head TP on (the checkout's ``lmhead_tp_enable``)."""
     return import_ascend("vllm_ascend.utils").lmhead_tp_enable()
+
+
+def over_tp() -> bool:
+    """Whether vLLM's tensor-parallel group has several ranks in this process: the lm head is split over them."""
+    state = import_ascend("vllm.distributed.parallel_state")
+    return state._TP is not None and state._TP.world_size > 1
 
 
 def _group(size: int):
@@ -107,3 +119,23 @@ def compute_logits(tiny, hidden_states: torch.Tensor) -> torch.Tensor:
 
     head = SimpleNamespace(quant_method=SimpleNamespace(apply=apply))
     return _logits_processor(tiny.vocab_size)._get_logits_lmheadtp(hidden_states, head, None)
+
+
+def parallel_head(tiny):
+    """The checkout's ``AscendParallelLMHead`` for ``tiny``'s vocabulary on this TP rank: the tiny lm
+    head's rows given to the head's own weight loader, which keeps this rank's slice (vLLM pads the
+    vocabulary to a multiple of 64 and splits that evenly; padded rows are zeros)."""
+    config = import_ascend("vllm.config")
+    vllm_config = import_ascend("vllm_ascend.ascend_config").get_ascend_config().vllm_config
+    heads = import_ascend("vllm_ascend.ops.vocab_parallel_embedding")
+    vocab, hidden = tiny.lm_head.shape
+    with config.set_current_vllm_config(vllm_config):
+        head = heads.AscendParallelLMHead(vocab, hidden, params_dtype=tiny.lm_head.dtype, prefix="shared_head.head")
+    head.weight_loader(head.weight, tiny.lm_head.detach())
+    return head
+
+
+def compute_logits_over_tp(tiny, head, hidden_states: torch.Tensor) -> torch.Tensor:
+    """The draft's logits of ``hidden_states`` on this TP rank: the checkout's ``AscendLogitsProcessor``
+    on ``head`` (``parallel_head``), after the tiny model's head norm, as DeepSeek's MTP layer computes them."""
+    return _logits_processor(tiny.vocab_size)(head, tiny.head_input(hidden_states))

@@ -183,11 +183,19 @@ class AscendTinyMtp(VllmTinyMtp):
         (``TinyMtp.forward_layers``)."""
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
+        self.tp_head = (
+            None  # on TP ranks: this rank's slice of the lm head (``lmhead_tp.parallel_head``), made at first use
+        )
 
     def compute_logits(self, hidden_states):
-        """The draft's logits; under vllm-ascend's lm-head TP through its own split (``lmhead_tp``)."""
+        """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split
+        of the lm head (``lmhead_tp``)."""
         if lmhead_tp.enabled():
             return lmhead_tp.compute_logits(self.tiny, logit_view(hidden_states))
+        if lmhead_tp.over_tp():
+            if self.tp_head is None:
+                self.tp_head = lmhead_tp.parallel_head(self.tiny)
+            return lmhead_tp.compute_logits_over_tp(self.tiny, self.tp_head, logit_view(hidden_states))
         return super().compute_logits(hidden_states)
 
     def attention(self, context):

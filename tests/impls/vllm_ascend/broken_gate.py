@@ -19,6 +19,7 @@ from tests.impls.vllm_ascend import method_breaks as method
 from tests.impls.vllm_ascend import mla_breaks as mla
 from tests.impls.vllm_ascend import rejection_breaks as reject
 from tests.impls.vllm_ascend import sfa_breaks as sfa
+from tests.impls.vllm_ascend import tp_breaks as tp
 
 ENV = "MTP_BROKEN_VLLM_ASCEND"
 UPDATE = "attn_update_stack_num_spec_norm"
@@ -37,6 +38,8 @@ BUILDER_MODULES = {MLA_BUILDER: "vllm_ascend.attention.mla_v1", SFA_BUILDER: "vl
 REJECT_KERNELS = "vllm_ascend.ops.triton.reject_sample"  # the rejection sampler's kernels, a whole module
 LMHEAD_CHECK = "lmhead_tp_enable"  # the drafter's check of lm-head TP (llm_base_proposer's name for it)
 LMHEAD_LOGITS = "AscendLogitsProcessor._get_logits_lmheadtp"  # the lm head's logits under lm-head TP
+LOGITS_GATHER = "AscendLogitsProcessor._gather_logits"  # the lm head's logits gathered over the TP group
+GREEDY_SAMPLE = "greedy_sample"  # the drafter's reduce-sample greedy over TP ranks (llm_base_proposer's)
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -85,6 +88,8 @@ VARIANTS = {
     "dp-dummy-replays-a-graph-whatever-its-peers-run": ("dummy_run", dp.dummy_replays_a_graph_whatever_its_peers_run),
     "dp-sample-rows-unpadded-under-lmhead-tp": (LMHEAD_CHECK, dp.sample_rows_unpadded_under_lmhead_tp),
     "dp-lm-head-logits-of-the-peer-rows": (LMHEAD_LOGITS, dp.lm_head_logits_of_the_peer_rows),
+    "tp-draft-ids-of-the-local-slice": (GREEDY_SAMPLE, tp.draft_ids_of_the_local_slice),
+    "tp-logits-not-gathered": (LOGITS_GATHER, tp.logits_not_gathered),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -146,6 +151,10 @@ FIXES = {
         "rejection-kernels-read-before-their-buffer",
         ((REJECT_KERNELS, fixes.predecessor_loads_masked),),
     ),
+    "reduce-sample-ids-from-the-slice-start": (
+        "reduce-sample-ids-of-a-short-last-shard",
+        ((GREEDY_SAMPLE, tp.draft_ids_from_the_slice_start),),
+    ),
 }
 # The known defects no fix variant is kept for, and why.
 NO_FIX = {
@@ -177,6 +186,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             if target == REJECT_KERNELS:
                 fixing(monkeypatch)
                 continue
+            if target == GREEDY_SAMPLE:
+                module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+                monkeypatch.setattr(module, target, fixing(getattr(module, target)))
+                continue
             if target.startswith(tuple(BUILDER_MODULES)):
                 change_builder(target, fixing, monkeypatch)
                 continue
@@ -190,7 +203,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
-    if target in (DEVICE_CORRECTION, LMHEAD_CHECK):
+    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE):
         module = import_ascend(
             "vllm_ascend.spec_decode.utils"
             if target == DEVICE_CORRECTION
@@ -198,9 +211,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         )
         monkeypatch.setattr(module, target, breaking(getattr(module, target)))
         return
-    if target == LMHEAD_LOGITS:
+    if target in (LMHEAD_LOGITS, LOGITS_GATHER):
         cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor
-        monkeypatch.setattr(cls, "_get_logits_lmheadtp", breaking(cls._get_logits_lmheadtp))
+        method = target.split(".")[1]
+        monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
         return
     if target == REJECT_SAMPLE:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")

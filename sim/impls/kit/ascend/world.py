@@ -51,12 +51,15 @@ def deployed(additional_config: dict):
 
 def vllm_config(hidden_size: int, method: str = "mtp"):
     """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) for drafting ``method``
-    on ``build_device()``, placed on this rank (``placed``), with vllm-ascend's config initialised from
-    it and the deployment's ``additional_config`` (``deployed``); every per-step buffer exists for
-    ``MAX_SPEC_TOKENS``."""
-    vllm_config = tiny_config.vllm_config(
-        import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type, method
+    on ``build_device()``, deployed (``deploy``); every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
+    return deploy(
+        tiny_config.vllm_config(import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type, method)
     )
+
+
+def deploy(vllm_config):
+    """``vllm_config`` placed on this rank (``placed``), with the deployment's ``additional_config``
+    (``deployed``) and vllm-ascend's config initialised from it: what every proposer is built with."""
     vllm_config.additional_config = dict(_DEPLOYED)
     placed(vllm_config)
     import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
@@ -64,12 +67,15 @@ def vllm_config(hidden_size: int, method: str = "mtp"):
 
 
 def placed(vllm_config) -> None:
-    """``vllm_config``'s parallel config told this rank's data-parallel place, where vLLM's parallel
-    state has several (``data_parallel_world``); one rank's otherwise."""
+    """``vllm_config``'s parallel config told this rank's data- or tensor-parallel place, where vLLM's
+    parallel state has several ranks (``data_parallel_world``, ``tensor_parallel_world``); one rank's
+    otherwise."""
     state = import_ascend("vllm.distributed.parallel_state")
+    parallel = vllm_config.parallel_config
     if state._DP is not None and state._DP.world_size > 1:
-        parallel = vllm_config.parallel_config
         parallel.data_parallel_size, parallel.data_parallel_rank = state._DP.world_size, state._DP.rank_in_group
+    if state._TP is not None and state._TP.world_size > 1:
+        parallel.tensor_parallel_size = state._TP.world_size
 
 
 def data_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
@@ -78,23 +84,41 @@ def data_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
     ``init_distributed_environment`` and ``ensure_model_parallel_initialized``, its DP group's
     collectives over gloo, each given up after ``timeout_s`` (vLLM's groups wait 30 minutes). Before
     any proposer is built (``single_rank_world`` then finds it); once per process."""
+    _parallel_world("_DP", rank, size, timeout_s)
+
+
+def tensor_parallel_world(rank: int, size: int, timeout_s: float = 10.0) -> None:
+    """vLLM's parallel state for tensor-parallel rank ``rank`` of ``size`` (DP 1), as
+    ``data_parallel_world`` makes a DP rank's: its TP group's collectives over gloo."""
+    _parallel_world("_TP", rank, size, timeout_s)
+
+
+def _parallel_world(name: str, rank: int, size: int, timeout_s: float) -> None:
     import torch.distributed as dist
 
     state = import_ascend("vllm.distributed.parallel_state")
-    if state._DP is not None and (state._DP.world_size, state._DP.rank_in_group) == (size, rank):
+    made = getattr(state, name)
+    if made is not None and (made.world_size, made.rank_in_group) == (size, rank):
         return  # made by an earlier case of this rank process
     if not dist.is_initialized() or dist.get_world_size() != size:
-        raise ValueError(f"data_parallel_world(rank={rank}, size={size}): needs this process in a group of {size}")
+        what = {"_DP": "data", "_TP": "tensor"}[name]
+        raise ValueError(f"{what}_parallel_world(rank={rank}, size={size}): needs this process in a group of {size}")
     fake_torch_npu.register_device_hooks()
     config = import_ascend("vllm.config")
     vllm_config = tiny_config.vllm_config(config, 64, 1, build_device().type)
-    vllm_config.parallel_config.data_parallel_size, vllm_config.parallel_config.data_parallel_rank = size, rank
+    parallel = vllm_config.parallel_config
+    if name == "_DP":
+        parallel.data_parallel_size, parallel.data_parallel_rank = size, rank
+    else:
+        parallel.tensor_parallel_size = size
+    tp = size if name == "_TP" else 1
     with config.set_current_vllm_config(vllm_config):
-        # the group exists: vLLM offsets the rank by the DP rank and joins it (no init method is used)
-        state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
-        state.ensure_model_parallel_initialized(1, 1)
-    for group in (state.get_dp_group().cpu_group, state.get_dp_group().device_group):
-        group.set_timeout(datetime.timedelta(seconds=timeout_s))  # a peer at another collective
+        # the group exists: vLLM joins it (no init method is used); a DP rank offsets its rank by its DP rank
+        state.init_distributed_environment(world_size=tp, rank=rank if tp > 1 else 0, local_rank=0, backend="gloo")
+        state.ensure_model_parallel_initialized(tp, 1)
+    group = getattr(state, name)
+    for g in (group.cpu_group, group.device_group):
+        g.set_timeout(datetime.timedelta(seconds=timeout_s))  # a peer at another collective
 
 
 def forget_model_facts() -> None:

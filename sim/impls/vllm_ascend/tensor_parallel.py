@@ -1,0 +1,225 @@
+"""vllm-ascend's drafter on tensor-parallel ranks: every rank serves the same batch, the lm head split.
+
+In a TP deployment every rank of the TP group runs the drafter on the same batch; the draft model's
+layers are split over the ranks, and so is its lm head, by vocabulary. What the drafter itself does
+differently on TP ranks is how it turns the split logits into draft tokens: the logits all-gathered over
+the TP group (vLLM's ``LogitsProcessor._gather_logits``) then ``argmax``, or, under vllm-ascend's
+``enable_reduce_sample``, each rank's columns only, reduced by the drafter's own ``greedy_sample`` (each
+rank's best value and its global id, all-gathered). So here the draft's lm head is the checkout's
+``AscendParallelLMHead`` on each rank with its slice of the tiny lm head (``lmhead_tp.parallel_head``),
+its logits the checkout's ``AscendLogitsProcessor``; the rest of the tiny draft is whole on every rank
+(its layers' split would gather to the same values; the metadata every rank builds is the same).
+
+Each rank is a process of a ``sim.ranks`` pool (gloo), with vLLM's parallel state for its TP place
+(``world.tensor_parallel_world``), running the checkout's drafter through the runner's hand-off as the
+single-rank gate does. The spec: every rank drafts what the reference drafts for the batch with its
+per-step metadata (the gate's checker, on that rank), and every rank issues the same collectives over
+the TP group, each named by the functions that issued it (on an NPU a rank at another collective
+hangs its peers).
+
+Under ``enable_reduce_sample`` the checkout has the known defect ``reduce-sample-ids-of-a-short-last-shard``
+where the vocabulary is not a multiple of 64 (the tiny model's 96 is not): its ranks are held to that
+defect's model (``reduce_sample_report``, ``Rules.sample_report``), everything else to the spec; a case
+with ``spec=True`` holds them to the spec alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.ranks.pool import RankError, RankPool, RankResult
+from sim.serving.scenario import Scenario
+
+SERVE = "sim.impls.vllm_ascend.tensor_parallel:serve_tp"
+REDUCE_SAMPLE_DEFECT = "reduce-sample-ids-of-a-short-last-shard"
+VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE: a split lm head's vocabulary is padded to a multiple of it
+
+
+def reduce_sample_report(vocab_size: int, size: int) -> tuple[int, ...] | None:
+    """For each token id, the id vllm-ascend's reduce-sample ``greedy_sample`` reports when it is the
+    argmax on ``size`` TP ranks (``reduce-sample-ids-of-a-short-last-shard``): rank r holds ids
+    ``r * W .. r * W + n_r - 1`` of the vocabulary padded to a multiple of 64 and split evenly (W each,
+    ``n_r`` of them real ids) and reports ``local + r * n_r``. None where every rank's ids are reported
+    as themselves (a vocabulary that is a multiple of 64)."""
+    width = -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING // size
+    report = []
+    for t in range(vocab_size):
+        r = t // width
+        kept = min(width, vocab_size - r * width)
+        report.append(t - r * width + r * kept)
+    return None if report == list(range(vocab_size)) else tuple(report)
+
+
+@dataclass
+class TpCase:
+    """What ``size`` TP ranks run: one scenario (a dict of ``Scenario``, served whole by every rank), with
+    vllm-ascend's ``enable_reduce_sample`` or without. ``setup``: e.g. a changed vllm-ascend applied in
+    each rank for this case (the function returns what undoes it, or None)."""
+
+    scenario: dict
+    reduce_sample: bool = False
+    setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls before serving it
+    spec: bool = False  # the ranks held to the spec, the known reduce-sample defect not modelled
+    size: int = 2
+
+    @classmethod
+    def of(
+        cls,
+        scenario: Scenario,
+        reduce_sample: bool = False,
+        setup: tuple[str, ...] = (),
+        spec: bool = False,
+        size: int = 2,
+    ) -> TpCase:
+        if scenario.tp != 1 or scenario.dp != 1:
+            raise ValueError(
+                f"tp_ranks with tp={scenario.tp}, dp={scenario.dp}: every TP rank serves the scenario whole"
+                " (its own tp and dp are 1); tp_size is the TP size"
+            )
+        if type(size) is not int or size < 2:
+            raise ValueError(f"tp_size={size!r}: a TP case has at least two ranks")
+        return cls(dataclasses.asdict(scenario), reduce_sample, setup, spec, size)
+
+    def save(self, path: str | Path) -> Path:
+        """The case as a replay file (``python -m sim replay PATH --impl vllm_ascend``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        saved = {"tp_ranks": self.scenario, "tp_size": self.size, "reduce_sample": self.reduce_sample}
+        path.write_text(json.dumps(saved, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TpCase:
+        """The case a replay file's ``{"tp_ranks": {...}}`` describes; ``ValueError`` names the field."""
+        spec = data.get("tp_ranks")
+        if not isinstance(spec, dict):
+            raise ValueError(f"tp_ranks={spec!r}: expected the scenario every TP rank serves")
+        reduce = data.get("reduce_sample", False)
+        if type(reduce) is not bool:
+            raise ValueError(f"reduce_sample={reduce!r}: expected true or false")
+        try:
+            scenario = Scenario.from_dict(spec)
+        except ValueError as exc:
+            raise ValueError(f"tp_ranks: {exc}") from None
+        return cls.of(scenario, reduce, size=data.get("tp_size", 2))
+
+
+@dataclass
+class TpRankResult(RankResult):
+    problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
+    sites: list[str] = field(default_factory=list)  # its collectives over the TP group, by issuer, in order
+
+
+def serve_tp(case: TpCase, rank: int, size: int, device) -> TpRankResult:
+    """One TP rank's run of ``case`` (the pool's serve function)."""
+    from devices.plugins import import_object
+    from sim.impls.kit.ascend import world
+    from sim.impls.kit.ascend.importing import import_ascend
+    from sim.impls.vllm_ascend.adapter import implementation
+    from sim.serving.run import run_scenario
+
+    undo = None
+    result = TpRankResult(rank)
+    try:
+        world.tensor_parallel_world(rank, size)
+        world.forget_model_facts()  # each case is a server of its own drafter
+        if case.setup:
+            undo = import_object(case.setup[0])(*case.setup[1:])
+        group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
+        scenario, impl = Scenario.from_dict(case.scenario), implementation()
+        modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
+        shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
+        rules = dataclasses.replace(impl.rules, sample_report=shown)
+        with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
+            report = run_scenario(scenario, device, impl, rules=rules)
+        result.drafts = report.drafts
+        result.problems = [str(m) for m in report.mismatches[:4]]
+        result.collectives = len(result.sites)
+        return result
+    except RankError:
+        raise
+    except Exception as exc:
+        frames = "".join(traceback.format_tb(exc.__traceback__)[-5:])
+        where = f"after the TP collectives {result.sites}"
+        raise RankError(f"{where}: {type(exc).__name__}: {exc}\n{frames}", len(result.sites), "crash") from exc
+    finally:
+        if undo is not None:
+            undo()
+
+
+@contextlib.contextmanager
+def reduce_sample(on: bool):
+    """Inside, vllm-ascend's ``enable_reduce_sample`` as ``on`` says: in the proposers built inside
+    (``world.deployed``) and in the current config (a proposer built before, in this rank process,
+    reads it when it samples)."""
+    from sim.impls.kit.ascend import world
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    configs = import_ascend("vllm_ascend.ascend_config")
+    with world.deployed({"enable_reduce_sample": True} if on else {}):
+        if configs._ASCEND_CONFIG is not None:
+            configs._ASCEND_CONFIG.enable_reduce_sample = on
+        try:
+            yield
+        finally:
+            if configs._ASCEND_CONFIG is not None:
+                configs._ASCEND_CONFIG.enable_reduce_sample = False  # off, as outside any reduce-sample case
+
+
+@contextlib.contextmanager
+def named_collectives(group, sites: list[str]):
+    """Every all-gather and all-reduce of vLLM's ``group`` named in ``sites`` by the two functions that
+    issued it (e.g. ``compute_logits > _gather_logits``). vLLM's collective custom ops are registered for
+    the NPU's dispatch key; on the simulator's CPU tensors the group calls its device communicator directly."""
+    group.use_custom_op_call = False
+    originals = {name: getattr(group, name) for name in ("all_gather", "all_reduce")}
+
+    def named(name):
+        def collective(*args, **kwargs):
+            caller = sys._getframe(1)
+            sites.append(f"{caller.f_back.f_code.co_name} > {caller.f_code.co_name}: {name}")
+            return originals[name](*args, **kwargs)
+
+        return collective
+
+    for name in originals:
+        setattr(group, name, named(name))
+    try:
+        yield sites
+    finally:
+        for name in originals:
+            delattr(group, name)
+
+
+class TpPool(RankPool):
+    """``size`` TP ranks on the simulator, serving ``TpCase``s."""
+
+    def __init__(self, size: int, **timeouts):
+        super().__init__(size, SERVE, "sim", **timeouts)
+        self.preload = ("sim.impls.vllm_ascend.rank_preload",)
+
+
+def check_tp(case: TpCase, pool: TpPool) -> list[str]:
+    """Problems found running ``case`` on ``pool``'s ranks: each rank's differences from the reference,
+    then the first collective at which the ranks differ."""
+    if case.size != pool.size:
+        raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
+    results = pool.run(case)
+    problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
+    for i, per_rank in enumerate(zip(*(r.sites for r in results))):
+        if len(set(per_rank)) > 1:
+            said = "; ".join(f"rank {r.rank}: {site}" for r, site in zip(results, per_rank))
+            problems.append(f"TP collective {i}: the ranks issued different collectives: {said}")
+            break
+    counts = {r.rank: len(r.sites) for r in results}
+    if len(set(counts.values())) > 1:
+        problems.append(f"the ranks issued different numbers of TP collectives: {counts}")
+    if not any(r.sites for r in results):
+        problems.append(f"no rank issued a collective over the TP group of {pool.size}: the lm head is not split")
+    return problems

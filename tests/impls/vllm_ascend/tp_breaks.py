@@ -1,0 +1,47 @@
+"""Broken vllm-ascends on tensor-parallel ranks, as a regression there would bring them: each takes the
+original function and returns the broken one.
+
+``draft_ids_of_the_local_slice`` is the drafter's reduce-sample ``greedy_sample`` reporting each rank's
+argmax as its index in the rank's slice of the vocabulary (the slice's offset lost), so a draft whose
+argmax lies past the first slice comes out as another id; ``logits_not_gathered`` is a logits processor
+whose gather over the TP group is lost, so each rank drafts from its own slice of the vocabulary.
+
+``draft_ids_from_the_slice_start`` is the fix of the known defect ``reduce-sample-ids-of-a-short-last-shard``:
+the same reduction, each rank's index offset by where its slice starts (the padded vocabulary is split
+evenly, so every slice is as wide as the widest rank's kept columns, the first rank's), which must meet
+the spec.
+"""
+
+from __future__ import annotations
+
+
+def _greedy(offset):
+    """``greedy_sample`` over the TP group with each rank's local argmax offset by ``offset(group, kept)``,
+    ``kept`` the columns of the rank's logits (a device tensor: full graphs capture the drafter's sampling)."""
+
+    def greedy_sample(logits):
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
+        best, local = logits.max(dim=-1)
+        ids = local + offset(group, local.new_full((1,), logits.shape[-1]))
+        values = group.all_gather(best.unsqueeze(-1), dim=-1)
+        every = group.all_gather(ids.unsqueeze(-1), dim=-1)
+        return every.gather(-1, values.argmax(dim=-1, keepdim=True)).squeeze(-1)
+
+    return greedy_sample
+
+
+def draft_ids_of_the_local_slice(original):
+    return _greedy(lambda group, kept: 0)
+
+
+def logits_not_gathered(original):
+    return lambda self, logits: logits
+
+
+def draft_ids_from_the_slice_start(original):
+    def start(group, kept):
+        return group.rank_in_group * group.all_gather(kept, dim=0).max()  # on the device: graphs capture it
+
+    return _greedy(start)
