@@ -103,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="on N data-parallel ranks (--impl vllm_ascend), each its own workload (seed + rank)",
     )
+    run.add_argument(
+        "--reduce-sample",
+        action="store_true",
+        help="with --tp and --impl vllm_ascend: vllm-ascend's enable_reduce_sample (each rank's slice reduced)",
+    )
     run.add_argument("--no-check", action="store_true", help="skip the reference comparison")
     run.add_argument("--save", metavar="PATH", help="also write the scenario as JSON (a single seed)")
     run.add_argument("--json", metavar="PATH", help="write the report as JSON (for CI artifacts and `report`)")
@@ -123,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--tp",
             type=_positive,
             metavar="T",
-            help="run on T tensor-parallel ranks (a TP path below), compare with one",
+            help="run on T tensor-parallel ranks (a TP path below), compare with one; with --impl vllm_ascend,"
+            " its drafter on T ranks, the lm head split over them, each rank against the reference",
         )
         p.add_argument(
             "--lmhead-tp",
@@ -248,6 +254,11 @@ def cmd_run(args) -> int:
         if len(scenarios) > 1 or args.pcp or scenarios[0].tp > 1 or args.no_check:
             raise UsageError(f"--dp {args.dp}: one --seed, no --pcp, --tp or --no-check (each rank is checked)")
         case = ranks.dp_workloads(scenarios[0], args.dp, args.lmhead_tp)
+        if args.save:
+            case.save(args.save)
+        return ranks.run_vllm_ascend_ranks(case, device, impl)
+    if ranks.vllm_ascend_tp(args) or args.reduce_sample:
+        case = ranks.tp_case(args, scenarios)
         if args.save:
             case.save(args.save)
         return ranks.run_vllm_ascend_ranks(case, device, impl)

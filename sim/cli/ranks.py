@@ -123,9 +123,32 @@ def run_tp(scenario: Scenario, device, pcp: int | None = None, proposer=None) ->
     )
 
 
+def vllm_ascend_tp(args) -> bool:
+    """Whether --tp asks for vllm-ascend's drafter on TP ranks (a ``TpCase``), not the core's TP paths."""
+    return bool(args.tp) and args.impl == "vllm_ascend"
+
+
+def tp_case(args, scenarios: list[Scenario]):
+    """The TP case ``run --impl vllm_ascend --tp N [--reduce-sample]`` asks for."""
+    from sim.impls.vllm_ascend.tensor_parallel import TpCase
+
+    if not vllm_ascend_tp(args):
+        raise UsageError(
+            f"--reduce-sample with --impl {args.impl}, --tp {args.tp}: it is vllm-ascend's, on TP ranks"
+            " (--impl vllm_ascend --tp N)"
+        )
+    if len(scenarios) > 1 or args.pcp or args.no_check or args.lmhead_tp or args.shared_expert_dp:
+        raise UsageError(
+            f"--tp {args.tp} --impl vllm_ascend: one --seed, no --pcp, --no-check, --lmhead-tp or --shared-expert-dp"
+            " (each rank is checked; its lm head is split over the TP ranks)"
+        )
+    return checked(TpCase.of, scenarios[0], args.reduce_sample, size=args.tp)
+
+
 def tp_fields(args) -> dict:
-    """The scenario fields the TP options set (none given: none; with --dp, --lmhead-tp is the DP case's)."""
-    if not (args.tp or (args.lmhead_tp and not args.dp) or args.shared_expert_dp):
+    """The scenario fields the TP options set (none given: none; with --dp, --lmhead-tp is the DP case's;
+    with --impl vllm_ascend, --tp is its ``TpCase``'s)."""
+    if vllm_ascend_tp(args) or not (args.tp or (args.lmhead_tp and not args.dp) or args.shared_expert_dp):
         return {}
     return {"tp": args.tp or 1, "lmhead_tp": args.lmhead_tp, "shared_expert_dp": args.shared_expert_dp}
 

@@ -30,6 +30,7 @@ import dataclasses
 import json
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,6 +129,8 @@ def serve_tp(case: TpCase, rank: int, size: int, device) -> TpRankResult:
     result = TpRankResult(rank)
     try:
         world.tensor_parallel_world(rank, size)
+        # vLLM's device communicator gathers with torch's all_gather_into_tensor, which warns on every call
+        warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*deprecated", category=FutureWarning)
         world.forget_model_facts()  # each case is a server of its own drafter
         if case.setup:
             undo = import_object(case.setup[0])(*case.setup[1:])

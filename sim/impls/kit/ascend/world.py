@@ -117,6 +117,9 @@ def _parallel_world(name: str, rank: int, size: int, timeout_s: float) -> None:
         state.init_distributed_environment(world_size=tp, rank=rank if tp > 1 else 0, local_rank=0, backend="gloo")
         state.ensure_model_parallel_initialized(tp, 1)
     group = getattr(state, name)
+    # a TP group's shared-memory broadcaster (vLLM's executor-side broadcast, unused here) let go at once,
+    # so no shared memory outlives the rank (its creator unlinks it when it goes)
+    group.mq_broadcaster = None
     for g in (group.cpu_group, group.device_group):
         g.set_timeout(datetime.timedelta(seconds=timeout_s))  # a peer at another collective
 
