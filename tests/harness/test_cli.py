@@ -42,6 +42,7 @@ def _write(tmp_path, name: str, text: str) -> str:
         (["run", "--pcp", "2", "--impl", "vllm"], ["--pcp", "--impl vllm"]),
         (["run", "--tp", "2"], ["tp=2", "lmhead_tp=False", "shared_expert_dp=False"]),
         (["run", "--shared-expert-dp"], ["tp=1", "shared_expert_dp=True"]),
+        (["run", "--reduce-sample"], ["--reduce-sample", "--impl core", "--impl vllm_ascend --tp N"]),
         (["run", "--tp", "2", "--lmhead-tp", "--graph-mode", "full"], ["graph_mode='full'", "lmhead_tp"]),
         (["run", "--tp", "2", "--lmhead-tp", "--impl", "vllm"], ["tp=2", "--impl"]),
         (["run", "--tp", "2", "--lmhead-tp", "--shared-expert-dp", "--pcp", "2"], ["--pcp 2", "one TP path"]),
