@@ -43,8 +43,8 @@ def pool(device):
     ranks.close()
 
 
-def _case(mode: str, reduce_sample: bool, setup=(SETUP,), spec: bool = False, **fields) -> TpCase:
-    return TpCase.of(dataclasses.replace(TYPICAL, graph_mode=mode, **fields), reduce_sample, setup, spec)
+def _case(mode: str, reduce_sample: bool, setup=(SETUP,), spec: bool = False, size: int = 2, **fields) -> TpCase:
+    return TpCase.of(dataclasses.replace(TYPICAL, graph_mode=mode, **fields), reduce_sample, setup, spec, size)
 
 
 def _agree(case: TpCase, pool, name: str) -> list[str]:
@@ -65,6 +65,21 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, sampl
     reduce_sample = SAMPLING[sampling]
     vocab = {"vocab_size": WHOLE_SLICES} if reduce_sample else {}
     assert _agree(_case(mode, reduce_sample, **vocab), pool, f"{sampling}-{mode}") == []
+
+
+@AFTER_ONE_RANK
+def test_four_tp_ranks_draft_the_reference(device):
+    """Four ranks (slices of 32 of a 128-id vocabulary; every rank's offset a different multiple), the
+    logits gathered and reduced, eagerly."""
+    if device.name != "sim":
+        pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
+    ranks = TpPool(4, case_timeout_s=120)
+    try:
+        for reduce_sample in (False, True):
+            case = _case("eager", reduce_sample, vocab_size=WHOLE_SLICES, size=4)
+            assert _agree(case, ranks, f"four-ranks-{reduce_sample}") == []
+    finally:
+        ranks.close()
 
 
 @AFTER_ONE_RANK
