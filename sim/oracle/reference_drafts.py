@@ -44,9 +44,14 @@ class ReportedIds:
         return getattr(self.model, name)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        logits = self.model.compute_logits(hidden_states)
-        out = torch.full_like(logits, float("-inf"))
-        return out.scatter_reduce(-1, self.report.to(logits.device).expand_as(logits), logits, reduce="amax")
+        return reported_logits(self.model.compute_logits(hidden_states), self.report)
+
+
+def reported_logits(logits: torch.Tensor, report) -> torch.Tensor:
+    """``logits`` over the ids a sampler reports (``report[id]``, as ``ReportedIds``): the argmax of the
+    result is the id reported for the argmax of ``logits``."""
+    index = torch.as_tensor(report, dtype=torch.int64, device=logits.device).expand_as(logits)
+    return torch.full_like(logits, float("-inf")).scatter_reduce(-1, index, logits, reduce="amax")
 
 
 def _top2(logits: torch.Tensor) -> RefDraft:

@@ -166,13 +166,15 @@ DIVERGENCES = table(
     ),
     Divergence(
         "reduce-sample-ids-of-a-short-last-shard",
-        "vllm_ascend/spec_decode/llm_base_proposer.py: greedy_sample (enable_reduce_sample, TP > 1)",
+        "vllm_ascend/spec_decode/llm_base_proposer.py: greedy_sample, and sample/rejection_sampler.py's for the "
+        "target's verification (enable_reduce_sample, TP > 1)",
         "a draft token is the argmax over the whole vocabulary, whichever TP rank's slice of the lm head holds it",
         "each rank reports its slice's argmax as local index + rank * V_local, V_local the columns the logits "
         "processor kept (num_org_embeddings_per_partition); vLLM splits the vocabulary padded to a multiple "
         "of 64, so where the vocabulary is not one, the last rank keeps fewer columns than its slice's start "
         "is apart, and an argmax there is reported that many ids low (vocabulary 96 on 2 ranks: 64..95 "
-        "reported as 32..63). Modelled on the TP ranks that show it (Rules.sample_report, set from the mesh); "
+        "reported as 32..63); the rejection sampler reports the target's argmax so, and verifies drafts against "
+        "it. Modelled on the TP ranks that show it (Rules.sample_report, set from the mesh); "
         "latent for the vocabularies of the models served, all multiples of 64",
         "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_fails_the_spec",
         kind=Kind.DEFECT,

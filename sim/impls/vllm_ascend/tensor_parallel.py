@@ -44,17 +44,21 @@ VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE: a split lm head's vocab
 
 def reduce_sample_report(vocab_size: int, size: int) -> tuple[int, ...] | None:
     """For each token id, the id vllm-ascend's reduce-sample ``greedy_sample`` reports when it is the
-    argmax on ``size`` TP ranks (``reduce-sample-ids-of-a-short-last-shard``): rank r holds ids
-    ``r * W .. r * W + n_r - 1`` of the vocabulary padded to a multiple of 64 and split evenly (W each,
-    ``n_r`` of them real ids) and reports ``local + r * n_r``. None where every rank's ids are reported
-    as themselves (a vocabulary that is a multiple of 64)."""
-    width = -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING // size
+    argmax on ``size`` TP ranks (``reduce-sample-ids-of-a-short-last-shard``): rank r holds the ids of its
+    ``vocab_slice``, ``n_r`` of them, and reports ``local + r * n_r``. None where every rank's ids are
+    reported as themselves (a vocabulary that is a multiple of 64)."""
     report = []
-    for t in range(vocab_size):
-        r = t // width
-        kept = min(width, vocab_size - r * width)
-        report.append(t - r * width + r * kept)
+    for r in range(size):
+        ids = vocab_slice(vocab_size, r, size)
+        report += [t - ids.start + r * (ids.stop - ids.start) for t in range(ids.start, ids.stop)]
     return None if report == list(range(vocab_size)) else tuple(report)
+
+
+def vocab_slice(vocab_size: int, rank: int, size: int) -> slice:
+    """The ids rank ``rank`` of ``size`` holds of a vocabulary split as vLLM splits it (padded to a
+    multiple of 64, then evenly): its real ones."""
+    width = -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING // size
+    return slice(min(rank * width, vocab_size), min((rank + 1) * width, vocab_size))
 
 
 @dataclass
@@ -111,14 +115,26 @@ class TpCase:
         return cls.of(scenario, reduce, size=data.get("tp_size", 2))
 
 
+@dataclass(frozen=True)
+class TpSampleCase:
+    """A verification batch (``sim.oracle.rejection.Verification``, greedy) that ``size`` TP ranks score with
+    vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank holding its slice of the
+    target's logits (vLLM's split: the vocabulary padded to a multiple of 64, split evenly)."""
+
+    verification: object
+    size: int = 2
+    setup: tuple[str, ...] = ()  # as ``TpCase.setup``
+
+
 @dataclass
 class TpRankResult(RankResult):
     problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
     sites: list[str] = field(default_factory=list)  # its collectives over the TP group, by issuer, in order
+    rows: list[list[int]] = field(default_factory=list)  # a sample case's output rows
 
 
-def serve_tp(case: TpCase, rank: int, size: int, device) -> TpRankResult:
-    """One TP rank's run of ``case`` (the pool's serve function)."""
+def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRankResult:
+    """One TP rank's run of ``case`` (the pool's serve function): a serving run, or a verification batch scored."""
     from devices.plugins import import_object
     from sim.impls.kit.ascend import world
     from sim.impls.kit.ascend.importing import import_ascend
@@ -135,6 +151,11 @@ def serve_tp(case: TpCase, rank: int, size: int, device) -> TpRankResult:
         if case.setup:
             undo = import_object(case.setup[0])(*case.setup[1:])
         group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
+        if isinstance(case, TpSampleCase):
+            with reduce_sample(True), named_collectives(group, result.sites):
+                result.rows = _sampled_on_rank(case.verification, rank, size)
+            result.collectives = len(result.sites)
+            return result
         scenario, impl = Scenario.from_dict(case.scenario), implementation()
         modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
         shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
@@ -154,6 +175,17 @@ def serve_tp(case: TpCase, rank: int, size: int, device) -> TpRankResult:
     finally:
         if undo is not None:
             undo()
+
+
+def _sampled_on_rank(v, rank: int, size: int) -> list[list[int]]:
+    """The checkout's rejection sampler's rows for ``v`` on this TP rank, handed its slice of the target's
+    logits, on the proposer's device with vllm-ascend's config of the deployment (the sampler reads it)."""
+    from sim.impls.kit.ascend import world
+    from sim.impls.vllm_ascend import rejection
+
+    world.vllm_config(32)
+    own = v.target_logits[:, vocab_slice(v.target_logits.shape[-1], rank, size)].contiguous()
+    return rejection.sample(dataclasses.replace(v, target_logits=own), world.build_device()).rows
 
 
 @contextlib.contextmanager
@@ -208,13 +240,40 @@ class TpPool(RankPool):
         self.preload = ("sim.impls.vllm_ascend.rank_preload",)
 
 
+def check_tp_sample(case: TpSampleCase, pool: TpPool, report: tuple[int, ...] | None = None) -> list[str]:
+    """Problems found scoring ``case`` on ``pool``'s ranks: each rank's rows against the reference's greedy
+    rows (``report``: a known defect's ids, as ``Rules.sample_report``), then the ranks' collectives."""
+    from sim.oracle.reference_drafts import reported_logits
+    from sim.oracle.rejection import greedy_rows
+
+    if case.size != pool.size:
+        raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
+    v = case.verification
+    if report is not None:
+        v = dataclasses.replace(v, target_logits=reported_logits(v.target_logits, report))
+    want = greedy_rows(v)
+    results = pool.run(case)
+    problems = [
+        f"rank {r.rank}: request {i} (drafts {list(v.drafts[i])}): got {got}, want {row}"
+        for r in results
+        for i, (got, row) in enumerate(zip(r.rows, want, strict=True))
+        if got != row
+    ][:4]
+    return problems + _collective_problems(results, pool.size)
+
+
 def check_tp(case: TpCase, pool: TpPool) -> list[str]:
     """Problems found running ``case`` on ``pool``'s ranks: each rank's differences from the reference,
     then the first collective at which the ranks differ."""
     if case.size != pool.size:
         raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
     results = pool.run(case)
-    problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
+    return [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]] + _collective_problems(results, pool.size)
+
+
+def _collective_problems(results: list[TpRankResult], size: int) -> list[str]:
+    """The first collective at which the ranks differ, their counts where they differ, none at all."""
+    problems = []
     for i, per_rank in enumerate(zip(*(r.sites for r in results))):
         if len(set(per_rank)) > 1:
             said = "; ".join(f"rank {r.rank}: {site}" for r, site in zip(results, per_rank))
@@ -224,5 +283,5 @@ def check_tp(case: TpCase, pool: TpPool) -> list[str]:
     if len(set(counts.values())) > 1:
         problems.append(f"the ranks issued different numbers of TP collectives: {counts}")
     if not any(r.sites for r in results):
-        problems.append(f"no rank issued a collective over the TP group of {pool.size}: the lm head is not split")
+        problems.append(f"no rank issued a collective over the TP group of {size}: the lm head is not split")
     return problems

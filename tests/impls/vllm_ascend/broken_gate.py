@@ -40,6 +40,7 @@ LMHEAD_CHECK = "lmhead_tp_enable"  # the drafter's check of lm-head TP (llm_base
 LMHEAD_LOGITS = "AscendLogitsProcessor._get_logits_lmheadtp"  # the lm head's logits under lm-head TP
 LOGITS_GATHER = "AscendLogitsProcessor._gather_logits"  # the lm head's logits gathered over the TP group
 GREEDY_SAMPLE = "greedy_sample"  # the drafter's reduce-sample greedy over TP ranks (llm_base_proposer's)
+VERIFY_GREEDY = "rejection_sampler.greedy_sample"  # the rejection sampler's reduce-sample greedy of the target
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -90,6 +91,7 @@ VARIANTS = {
     "dp-lm-head-logits-of-the-peer-rows": (LMHEAD_LOGITS, dp.lm_head_logits_of_the_peer_rows),
     "tp-draft-ids-of-the-local-slice": (GREEDY_SAMPLE, tp.draft_ids_of_the_local_slice),
     "tp-logits-not-gathered": (LOGITS_GATHER, tp.logits_not_gathered),
+    "tp-verify-ids-of-the-local-slice": (VERIFY_GREEDY, tp.draft_ids_of_the_local_slice),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -203,13 +205,15 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
-    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE):
+    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE, VERIFY_GREEDY):
         module = import_ascend(
-            "vllm_ascend.spec_decode.utils"
-            if target == DEVICE_CORRECTION
-            else "vllm_ascend.spec_decode.llm_base_proposer"
+            {
+                DEVICE_CORRECTION: "vllm_ascend.spec_decode.utils",
+                VERIFY_GREEDY: "vllm_ascend.sample.rejection_sampler",
+            }.get(target, "vllm_ascend.spec_decode.llm_base_proposer")
         )
-        monkeypatch.setattr(module, target, breaking(getattr(module, target)))
+        name = target.rsplit(".", 1)[-1]
+        monkeypatch.setattr(module, name, breaking(getattr(module, name)))
         return
     if target in (LMHEAD_LOGITS, LOGITS_GATHER):
         cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor

@@ -13,6 +13,7 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
 from sim import cli
 from sim.impls.vllm_ascend.tensor_parallel import (
@@ -20,9 +21,12 @@ from sim.impls.vllm_ascend.tensor_parallel import (
     TpCase,
     TpPool,
     TpRankResult,
+    TpSampleCase,
     check_tp,
+    check_tp_sample,
     reduce_sample_report,
 )
+from sim.oracle.rejection import Verification
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.properties.test_propose_loop import TYPICAL
 
@@ -167,6 +171,41 @@ def test_a_tp_case_for_another_implementation_is_one_line_and_exit_2(tmp_path, c
     path = _case("eager", False, setup=()).save(tmp_path / "tp.json")
     assert cli.main(["replay", str(path), "--impl", "core"]) == 2
     assert "TP ranks run vllm-ascend's drafter on the simulator (--impl vllm_ascend)" in capsys.readouterr().err
+
+
+def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> Verification:
+    """A greedy verification batch over ``vocab`` ids: random target logits, each request's drafts the
+    target's argmax up to one that is not (at a position of its own, or none), so rows end everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(num_reqs * k, vocab, generator=g)
+    best = logits.argmax(-1).view(num_reqs, k)
+    drafts = tuple(
+        tuple(int(t) if i != r % (k + 1) else (int(t) + 1) % vocab for i, t in enumerate(best[r]))
+        for r in range(num_reqs)
+    )
+    bonus = tuple(int(t) for t in torch.randint(vocab, (num_reqs,), generator=g))
+    return Verification(drafts, logits, bonus, (0.0,) * num_reqs, k)
+
+
+@pytest.mark.parametrize("vocab", [WHOLE_SLICES, 96])
+def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab):
+    """vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank its slice of the target's
+    logits: every rank's greedy rows are the reference's, on 96 ids those of the known defect's ids (the
+    same arithmetic as the drafter's, ``reduce-sample-ids-of-a-short-last-shard``), and held to the spec
+    there they differ."""
+    case = TpSampleCase(_verification(vocab), setup=(SETUP,))
+    report = reduce_sample_report(vocab, 2)
+    assert check_tp_sample(case, pool, report) == []
+    if report is not None:
+        assert any("want" in p for p in check_tp_sample(case, pool)), "the defect no longer shows in the sampler"
+
+
+def test_a_verification_that_loses_its_slices_offsets_is_caught(pool):
+    """The rejection sampler's reduce-sample greedy reporting each rank's local index fails, naming a request."""
+    variant = "tp-verify-ids-of-the-local-slice"
+    assert broken_gate.VARIANTS[variant][1] is tp_breaks.draft_ids_of_the_local_slice
+    problems = check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=(SETUP, variant)), pool)
+    assert any("request" in p and "want" in p for p in problems), problems
 
 
 class _Answered:

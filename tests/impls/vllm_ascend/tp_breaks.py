@@ -1,9 +1,10 @@
 """Broken vllm-ascends on tensor-parallel ranks, as a regression there would bring them: each takes the
 original function and returns the broken one.
 
-``draft_ids_of_the_local_slice`` is the drafter's reduce-sample ``greedy_sample`` reporting each rank's
-argmax as its index in the rank's slice of the vocabulary (the slice's offset lost), so a draft whose
-argmax lies past the first slice comes out as another id; ``logits_not_gathered`` is a logits processor
+``draft_ids_of_the_local_slice`` is a reduce-sample ``greedy_sample`` (the drafter's, or the rejection
+sampler's for the target, ``tp-verify-ids-of-the-local-slice``) reporting each rank's argmax as its index
+in the rank's slice of the vocabulary (the slice's offset lost), so an argmax past the first slice comes
+out as another id; ``logits_not_gathered`` is a logits processor
 whose gather over the TP group is lost, so each rank drafts from its own slice of the vocabulary.
 
 ``draft_ids_from_the_slice_start`` is the fix of the known defect ``reduce-sample-ids-of-a-short-last-shard``:
