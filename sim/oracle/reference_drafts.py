@@ -89,8 +89,9 @@ def reference_drafts(
     pos = torch.arange(L)
     x = model.block_input(torch.tensor(history[1:]), target_hidden)
     q, keys, vals = model.qkv(x, at(pos))
-    out = model.block_output(x, dense_attention(q, keys, vals, pos, model.scale, model.recency))
-    h = out[-1:]
+    # every accepted position's KV, the last one's query only: drafting reads nothing else (O(L), so a
+    # 64k-token context costs what its cache holds)
+    h = model.block_output(x[-1:], dense_attention(q[-1:], keys, vals, pos[-1:], model.scale, model.recency))
     drafts = [_top2(model.compute_logits(h)[0])]
     for j in range(2, k + 1):
         p = L - 2 + j
