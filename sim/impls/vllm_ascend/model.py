@@ -193,10 +193,22 @@ class AscendTinyMtp(VllmTinyMtp):
         if lmhead_tp.enabled():
             return lmhead_tp.compute_logits(self.tiny, logit_view(hidden_states))
         if lmhead_tp.over_tp():
-            if self.tp_head is None:
-                self.tp_head = lmhead_tp.parallel_head(self.tiny)
-            return lmhead_tp.compute_logits_over_tp(self.tiny, self.tp_head, logit_view(hidden_states))
+            return self.logits_processor(self.lm_head, hidden_states)
         return super().compute_logits(hidden_states)
+
+    @property
+    def lm_head(self):
+        """The draft's lm head as vllm-ascend's: the checkout's ``AscendParallelLMHead`` holding this rank's
+        slice of the tiny lm head (``lmhead_tp.parallel_head``, made at first use). An EAGLE-3 drafter under
+        ``enable_reduce_sample`` hands it to ``logits_processor`` itself (``compute_draft_token_ids``)."""
+        if self.tp_head is None:
+            self.tp_head = lmhead_tp.parallel_head(self.tiny)
+        return self.tp_head
+
+    def logits_processor(self, lm_head, hidden_states):
+        """The logits of ``lm_head`` (``lm_head``) by the checkout's ``AscendLogitsProcessor``, after the tiny
+        model's head norm of the first output's view (as the draft model's own processor would take them)."""
+        return lmhead_tp.compute_logits_over_tp(self.tiny, lm_head, logit_view(hidden_states))
 
     def attention(self, context):
         """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""

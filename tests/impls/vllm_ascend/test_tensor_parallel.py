@@ -33,6 +33,9 @@ from tests.properties.test_propose_loop import TYPICAL
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 MODES = ("eager", "full")
 SAMPLING = {"gathered": False, "reduce-sample": True}
+# the drafter: MTP, EAGLE-3 (its reduce-sample path calls the draft's logits processor itself), MTP under
+# the runner's asynchronous scheduling
+DRAFTERS = {"mtp": {}, "eagle3": {"method": "eagle3"}, "mtp-async": {"async_scheduling": True}}
 WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every rank keeps its slice's width (the models served)
 # After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
 AFTER_ONE_RANK = pytest.mark.order(1)
@@ -63,12 +66,26 @@ def _agree(case: TpCase, pool, name: str) -> list[str]:
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("sampling", SAMPLING)
-def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, sampling, mode):
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, drafter, sampling, mode):
     """Reduce-sample cases run a vocabulary of whole 64-id slices, as every model served has: there the
-    known defect cannot show (``reduce_sample_report`` None), and the spec alone holds."""
+    known defect cannot show (``reduce_sample_report`` None), and the spec alone holds. An EAGLE-3
+    drafter under reduce sampling hands the lm head to the draft's logits processor itself."""
     reduce_sample = SAMPLING[sampling]
     vocab = {"vocab_size": WHOLE_SLICES} if reduce_sample else {}
-    assert _agree(_case(mode, reduce_sample, **vocab), pool, f"{sampling}-{mode}") == []
+    case = _case(mode, reduce_sample, **DRAFTERS[drafter], **vocab)
+    assert _agree(case, pool, f"{drafter}-{sampling}-{mode}") == []
+
+
+@pytest.mark.parametrize("sampling", SAMPLING)
+def test_tp_ranks_touch_no_stand_in(pool, sampling):
+    """No value of the ranks' runs (a serving run under full graphs, and the rejection sampler's batch)
+    comes from the fake ``torch_npu``'s mocks (each rank watches them)."""
+    watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)
+    reduce_sample = SAMPLING[sampling]
+    assert check_tp(_case("full", reduce_sample, setup=watch, vocab_size=WHOLE_SLICES), pool) == []
+    if reduce_sample:
+        assert check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=watch), pool) == []
 
 
 @AFTER_ONE_RANK
