@@ -204,6 +204,7 @@ def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> 
     return Verification(drafts, logits, bonus, (0.0,) * num_reqs, k)
 
 
+@AFTER_ONE_RANK
 @pytest.mark.parametrize("vocab", [WHOLE_SLICES, 96])
 def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab):
     """vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank its slice of the target's
