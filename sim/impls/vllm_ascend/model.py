@@ -183,9 +183,7 @@ class AscendTinyMtp(VllmTinyMtp):
         (``TinyMtp.forward_layers``)."""
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
-        self.tp_head = (
-            None  # on TP ranks: this rank's slice of the lm head (``lmhead_tp.parallel_head``), made at first use
-        )
+        self.tp_head = None  # this rank's slice of the lm head (``lm_head``), made at first use
 
     def compute_logits(self, hidden_states):
         """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split

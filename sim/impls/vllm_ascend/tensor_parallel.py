@@ -138,8 +138,6 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
     from devices.plugins import import_object
     from sim.impls.kit.ascend import world
     from sim.impls.kit.ascend.importing import import_ascend
-    from sim.impls.vllm_ascend.adapter import implementation
-    from sim.serving.run import run_scenario
 
     undo = None
     result = TpRankResult(rank)
@@ -154,16 +152,10 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
         if isinstance(case, TpSampleCase):
             with reduce_sample(True), named_collectives(group, result.sites):
                 result.rows = _sampled_on_rank(case.verification, rank, size)
-            result.collectives = len(result.sites)
-            return result
-        scenario, impl = Scenario.from_dict(case.scenario), implementation()
-        modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
-        shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
-        rules = dataclasses.replace(impl.rules, sample_report=shown)
-        with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
-            report = run_scenario(scenario, device, impl, rules=rules)
-        result.drafts = report.drafts
-        result.problems = [str(m) for m in report.mismatches[:4]]
+        else:
+            with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
+                report = _served_on_rank(case, size, device)
+            result.drafts, result.problems = report.drafts, [str(m) for m in report.mismatches[:4]]
         result.collectives = len(result.sites)
         return result
     except RankError:
@@ -175,6 +167,18 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
     finally:
         if undo is not None:
             undo()
+
+
+def _served_on_rank(case: TpCase, size: int, device):
+    """The case's serving run on this rank, checked against the reference; under reduce sampling, with the
+    known defect's ids modelled where the implementation lists it (``reduce_sample_report``)."""
+    from sim.impls.vllm_ascend.adapter import implementation
+    from sim.serving.run import run_scenario
+
+    scenario, impl = Scenario.from_dict(case.scenario), implementation()
+    modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
+    shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
+    return run_scenario(scenario, device, impl, rules=dataclasses.replace(impl.rules, sample_report=shown))
 
 
 def _sampled_on_rank(v, rank: int, size: int) -> list[list[int]]:
