@@ -89,6 +89,14 @@ class TpCase:
             )
         if type(size) is not int or size < 2:
             raise ValueError(f"tp_size={size!r}: a TP case has at least two ranks")
+        slices = [vocab_slice(scenario.vocab_size, r, size) for r in range(size)]
+        empty = [r for r, ids in enumerate(slices) if ids.stop == ids.start]
+        if reduce_sample and empty:
+            raise ValueError(
+                f"reduce_sample with vocab_size={scenario.vocab_size} on {size} ranks: rank {empty[0]} holds none of"
+                " its ids (vLLM pads the vocabulary to a multiple of 64 and splits that evenly), and vllm-ascend's"
+                " reduction takes the max over each rank's columns"
+            )
         return cls(dataclasses.asdict(scenario), reduce_sample, setup, spec, size)
 
     def save(self, path: str | Path) -> Path:

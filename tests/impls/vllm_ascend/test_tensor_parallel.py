@@ -177,6 +177,10 @@ def test_the_replay_command_a_failure_prints_runs_the_case(tmp_path, capsys, dev
         ({"tp_ranks": {}, "reduce_sample": "yes"}, r"^reduce_sample='yes': expected true or false$"),
         ({"tp_ranks": {"accept": "maybe"}}, r"^tp_ranks: accept='maybe': expected one of"),
         ({"tp_ranks": {}, "tp_size": 1}, r"^tp_size=1: a TP case has at least two ranks$"),
+        (
+            {"tp_ranks": {}, "tp_size": 4, "reduce_sample": True},
+            r"^reduce_sample with vocab_size=96 on 4 ranks: rank 3 holds none of its ids",
+        ),
     ],
 )
 def test_a_bad_tp_case_names_the_field(data, said):
