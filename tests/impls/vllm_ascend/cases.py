@@ -1,4 +1,5 @@
-"""Shared helpers of the vllm-ascend differential tests: both views of one case."""
+"""Shared helpers of the vllm-ascend differential tests: both views of one case; a rank case's problems
+with its replay."""
 
 from __future__ import annotations
 
@@ -12,3 +13,12 @@ ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
 def both(case: BatchCase, padded: bool, ops: AscendOps = ASCEND):
     """(batch, sampled, core's PreparedCall, vllm-ascend's PreparedCall) of one case."""
     return suites.both(case, padded, ops)
+
+
+def with_replay(problems: list[str], case, name: str) -> list[str]:
+    """``problems`` of a case on ranks (``DpCase``, ``TpCase``), and where there are some, the case saved
+    under ``failures/NAME.json`` with the command that replays it."""
+    if problems:
+        path = case.save(f"failures/{name}.json")
+        problems.append(f"replay: python -m sim replay {path} --impl vllm_ascend")
+    return problems

@@ -20,6 +20,7 @@ from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, Dr
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
+from tests.impls.vllm_ascend.cases import with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
@@ -56,12 +57,8 @@ def _lm_head_peer(peer: str) -> Scenario | None:
 
 
 def _agree(case: DpCase, pool, name: str) -> list[str]:
-    """The ranks' problems, and where they differ, the case saved with the command that replays it."""
-    problems = check_dp(case, pool)
-    if problems:
-        path = case.save(f"failures/dp-{name}.json")
-        problems.append(f"replay: python -m sim replay {path} --impl vllm_ascend")
-    return problems
+    """The ranks' problems, with the case's replay where there are some."""
+    return with_replay(check_dp(case, pool), case, f"dp-{name}")
 
 
 @AFTER_ONE_RANK

@@ -28,6 +28,7 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 )
 from sim.oracle.rejection import Verification
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
+from tests.impls.vllm_ascend.cases import with_replay
 from tests.properties.test_propose_loop import TYPICAL
 
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
@@ -55,12 +56,8 @@ def _case(mode: str, reduce_sample: bool, setup=(SETUP,), spec: bool = False, si
 
 
 def _agree(case: TpCase, pool, name: str) -> list[str]:
-    """The ranks' problems, and where there are some, the case saved with the command that replays it."""
-    problems = check_tp(case, pool)
-    if problems:
-        path = case.save(f"failures/tp-{name}.json")
-        problems.append(f"replay: python -m sim replay {path} --impl vllm_ascend")
-    return problems
+    """The ranks' problems, with the case's replay where there are some."""
+    return with_replay(check_tp(case, pool), case, f"tp-{name}")
 
 
 @AFTER_ONE_RANK
