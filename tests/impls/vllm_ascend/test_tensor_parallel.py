@@ -29,14 +29,19 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 from sim.oracle.rejection import Verification
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import with_replay
-from tests.properties.test_propose_loop import TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 MODES = ("eager", "full")
 SAMPLING = {"gathered": False, "reduce-sample": True}
-# the drafter: MTP, EAGLE-3 (its reduce-sample path calls the draft's logits processor itself), MTP under
-# the runner's asynchronous scheduling
-DRAFTERS = {"mtp": {}, "eagle3": {"method": "eagle3"}, "mtp-async": {"async_scheduling": True}}
+# the drafter: MTP (its draft layer of each attention family), EAGLE-3 (its reduce-sample path calls the
+# draft's logits processor itself), MTP under the runner's asynchronous scheduling
+DRAFTERS = {
+    "mtp": {},
+    **{f"mtp-{attn}": fields for attn, fields in FAMILY_FIELDS.items()},
+    "eagle3": {"method": "eagle3"},
+    "mtp-async": {"async_scheduling": True},
+}
 WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every rank keeps its slice's width (the models served)
 # After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
 AFTER_ONE_RANK = pytest.mark.order(1)
