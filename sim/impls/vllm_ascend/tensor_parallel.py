@@ -13,9 +13,11 @@ its logits the checkout's ``AscendLogitsProcessor``; the rest of the tiny draft 
 Each rank is a process of a ``sim.ranks`` pool (gloo), with vLLM's parallel state for its TP place
 (``world.tensor_parallel_world``), running the checkout's drafter through the runner's hand-off as the
 single-rank gate does. The spec: every rank drafts what the reference drafts for the batch with its
-per-step metadata (the gate's checker, on that rank), and every rank issues the same collectives over
-the TP group, each named by the functions that issued it (on an NPU a rank at another collective
-hangs its peers).
+per-step metadata (the gate's checker, on that rank); every rank issues the same collectives over the
+TP group, each named by the functions that issued it (on an NPU a rank at another collective hangs its
+peers); and every draft forward is told what a draft's forward is, on every rank alike (``Forward``:
+the rows it is handed, its token count, a draft's context, FlashComm1 off where the deployment has it
+off: vllm-ascend's draft forwards inheriting the target's sequence parallelism lost acceptance, #13752).
 
 Under ``enable_reduce_sample`` the checkout has the known defect ``reduce-sample-ids-of-a-short-last-shard``
 where the vocabulary is not a multiple of 64 (the tiny model's 96 is not): its ranks are held to that
@@ -134,11 +136,38 @@ class TpSampleCase:
     setup: tuple[str, ...] = ()  # as ``TpCase.setup``
 
 
+@dataclass(frozen=True)
+class Forward:
+    """What one draft forward's context tells the model on a TP rank."""
+
+    rows: int  # the rows the model was handed
+    num_tokens: int  # the context's token count
+    draft: bool  # ``is_draft_model``
+    flash_comm: bool  # FlashComm1 (sequence parallelism over the TP ranks) on
+
+    @classmethod
+    def of(cls, context, rows: int) -> Forward:
+        flash = bool(getattr(context, "flash_comm_v1_enabled", False))  # main: no such flag, FlashComm1 removed
+        return cls(rows, int(getattr(context, "num_tokens", rows) or 0), bool(context.is_draft_model), flash)
+
+    def problem(self) -> str | None:
+        """Why this forward is not a draft's of a deployment without FlashComm1, or None."""
+        if not self.draft:
+            return f"{self}: not told it is a draft's forward (is_draft_model False)"
+        if self.flash_comm:
+            return f"{self}: told FlashComm1 is on, in a deployment without it (its rows would be split over the ranks)"
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.rows} rows, {self.num_tokens} tokens, draft {self.draft}, FlashComm1 {self.flash_comm}"
+
+
 @dataclass
 class TpRankResult(RankResult):
     problems: list[str] = field(default_factory=list)  # this rank's differences from the reference
     sites: list[str] = field(default_factory=list)  # its collectives over the TP group, by issuer, in order
     rows: list[list[int]] = field(default_factory=list)  # a sample case's output rows
+    forwards: list[Forward] = field(default_factory=list)  # a serving case's draft forwards, in order
 
 
 def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRankResult:
@@ -162,7 +191,7 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
                 result.rows = _sampled_on_rank(case.verification, rank, size)
         else:
             with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
-                report = _served_on_rank(case, size, device)
+                report = _served_on_rank(case, size, device, result.forwards)
             result.drafts, result.problems = report.drafts, [str(m) for m in report.mismatches[:4]]
         result.collectives = len(result.sites)
         return result
@@ -177,16 +206,24 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
             undo()
 
 
-def _served_on_rank(case: TpCase, size: int, device):
-    """The case's serving run on this rank, checked against the reference; under reduce sampling, with the
-    known defect's ids modelled where the implementation lists it (``reduce_sample_report``)."""
+def _served_on_rank(case: TpCase, size: int, device, forwards: list[Forward]):
+    """The case's serving run on this rank, checked against the reference, its draft forwards recorded in
+    ``forwards``; under reduce sampling, with the known defect's ids modelled where the implementation lists
+    it (``reduce_sample_report``)."""
     from sim.impls.vllm_ascend.adapter import implementation
     from sim.serving.run import run_scenario
 
     scenario, impl = Scenario.from_dict(case.scenario), implementation()
     modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
     shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
-    return run_scenario(scenario, device, impl, rules=dataclasses.replace(impl.rules, sample_report=shown))
+
+    class Recorded(impl.proposer_cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.model.on_forward = lambda context, rows: forwards.append(Forward.of(context, rows))
+
+    rules = dataclasses.replace(impl.rules, sample_report=shown)
+    return run_scenario(scenario, device, impl, proposer_cls=Recorded, rules=rules)
 
 
 def _sampled_on_rank(v, rank: int, size: int) -> list[list[int]]:
@@ -280,7 +317,25 @@ def check_tp(case: TpCase, pool: TpPool) -> list[str]:
     if case.size != pool.size:
         raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
     results = pool.run(case)
-    return [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]] + _collective_problems(results, pool.size)
+    problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
+    return problems + _forward_problems(results) + _collective_problems(results, pool.size)
+
+
+def _forward_problems(results: list[TpRankResult]) -> list[str]:
+    """The first draft forward that is not a draft's of this deployment, or at which the ranks differ."""
+    for i, per_rank in enumerate(zip(*(r.forwards for r in results))):
+        wrong = next((f"rank {r.rank}: {p}" for r, f in zip(results, per_rank) if (p := f.problem())), None)
+        if wrong:
+            return [f"draft forward {i}: {wrong}"]
+        if len(set(per_rank)) > 1:
+            said = "; ".join(f"rank {r.rank}: {f}" for r, f in zip(results, per_rank))
+            return [f"draft forward {i}: the ranks were told different things: {said}"]
+    counts = {r.rank: len(r.forwards) for r in results}
+    if len(set(counts.values())) > 1:
+        return [f"the ranks ran different numbers of draft forwards: {counts}"]
+    if not any(counts.values()):
+        return ["no draft forward was recorded on any rank"]
+    return []
 
 
 def _collective_problems(results: list[TpRankResult], size: int) -> list[str]:

@@ -41,6 +41,7 @@ LMHEAD_LOGITS = "AscendLogitsProcessor._get_logits_lmheadtp"  # the lm head's lo
 LOGITS_GATHER = "AscendLogitsProcessor._gather_logits"  # the lm head's logits gathered over the TP group
 GREEDY_SAMPLE = "greedy_sample"  # the drafter's reduce-sample greedy over TP ranks (llm_base_proposer's)
 VERIFY_GREEDY = "rejection_sampler.greedy_sample"  # the rejection sampler's reduce-sample greedy of the target
+DRAFT_CONTEXT = "set_ascend_forward_context"  # the forward context a drafter opens (llm_base_proposer's name)
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 
@@ -92,6 +93,7 @@ VARIANTS = {
     "tp-draft-ids-of-the-local-slice": (GREEDY_SAMPLE, tp.draft_ids_of_the_local_slice),
     "tp-logits-not-gathered": (LOGITS_GATHER, tp.logits_not_gathered),
     "tp-verify-ids-of-the-local-slice": (VERIFY_GREEDY, tp.draft_ids_of_the_local_slice),
+    "tp-draft-forward-told-it-is-the-targets": (DRAFT_CONTEXT, tp.forward_told_it_is_the_targets),
 }
 
 # name -> the same, for changed vllm-ascends the whole gate must pass (a variant's control: the code
@@ -205,7 +207,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
-    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE, VERIFY_GREEDY):
+    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE, VERIFY_GREEDY, DRAFT_CONTEXT):
         module = import_ascend(
             {
                 DEVICE_CORRECTION: "vllm_ascend.spec_decode.utils",

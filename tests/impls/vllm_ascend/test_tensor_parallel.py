@@ -18,6 +18,7 @@ import torch
 from sim import cli
 from sim.impls.vllm_ascend.tensor_parallel import (
     REDUCE_SAMPLE_DEFECT,
+    Forward,
     TpCase,
     TpPool,
     TpRankResult,
@@ -148,10 +149,12 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     [
         ("tp-draft-ids-of-the-local-slice", tp_breaks.draft_ids_of_the_local_slice, True),
         ("tp-logits-not-gathered", tp_breaks.logits_not_gathered, False),
+        ("tp-draft-forward-told-it-is-the-targets", tp_breaks.forward_told_it_is_the_targets, False),
     ],
 )
 def test_each_tp_break_is_caught(pool, variant, breaking, reduce_sample):
-    """Each TP break, applied in the ranks, fails them, naming a draft. The ranks undo it after the case."""
+    """Each TP break, applied in the ranks, fails them, naming a draft or a draft forward. The ranks undo it
+    after the case."""
     assert broken_gate.VARIANTS[variant][1] is breaking
     problems = check_tp(_case("eager", reduce_sample, setup=(SETUP, variant)), pool)
     assert any("draft" in p for p in problems), problems
@@ -232,16 +235,47 @@ def test_a_verification_that_loses_its_slices_offsets_is_caught(pool):
     assert any("request" in p and "want" in p for p in problems), problems
 
 
+DRAFT_FORWARD = Forward(rows=12, num_tokens=12, draft=True, flash_comm=False)
+GATHER = "compute_logits > _gather_logits: all_gather"
+
+
 class _Answered:
-    """A pool of two whose ranks' results are made here (the collective checks on their own, no ranks)."""
+    """A pool of two whose ranks' results are made here (the checks across ranks on their own, no ranks):
+    per rank, its collectives, and its draft forwards (by default one draft's)."""
 
     size = 2
 
-    def __init__(self, *sites: list[str]):
-        self.results = [TpRankResult(r, sites=list(s)) for r, s in enumerate(sites)]
+    def __init__(self, *sites: list[str], forwards=((DRAFT_FORWARD,), (DRAFT_FORWARD,))):
+        self.results = [
+            TpRankResult(r, sites=list(s), forwards=list(f)) for r, (s, f) in enumerate(zip(sites, forwards))
+        ]
 
     def run(self, case):
         return self.results
+
+
+@pytest.mark.parametrize(
+    "forwards, said",
+    [
+        (
+            [(DRAFT_FORWARD,), (dataclasses.replace(DRAFT_FORWARD, flash_comm=True),)],
+            "draft forward 0: rank 1: 12 rows, 12 tokens, draft True, FlashComm1 True: told FlashComm1 is on",
+        ),
+        (
+            [(dataclasses.replace(DRAFT_FORWARD, draft=False),), (DRAFT_FORWARD,)],
+            "draft forward 0: rank 0: 12 rows, 12 tokens, draft False, FlashComm1 False: not told it is a draft's",
+        ),
+        (
+            [(DRAFT_FORWARD,), (dataclasses.replace(DRAFT_FORWARD, rows=16, num_tokens=16),)],
+            "draft forward 0: the ranks were told different things: rank 0: 12 rows",
+        ),
+        ([(DRAFT_FORWARD,), ()], "the ranks ran different numbers of draft forwards: {0: 1, 1: 0}"),
+        ([(), ()], "no draft forward was recorded on any rank"),
+    ],
+)
+def test_draft_forwards_told_otherwise_are_named(forwards, said):
+    problems = check_tp(_case("eager", False), _Answered([GATHER], [GATHER], forwards=forwards))
+    assert len(problems) == 1 and problems[0].startswith(said), problems
 
 
 def test_ranks_at_different_collectives_are_named():

@@ -7,6 +7,10 @@ in the rank's slice of the vocabulary (the slice's offset lost), so an argmax pa
 out as another id; ``logits_not_gathered`` is a logits processor
 whose gather over the TP group is lost, so each rank drafts from its own slice of the vocabulary.
 
+``forward_told_it_is_the_targets`` is a drafter that opens its forward contexts as the target's
+(``is_draft_model`` False), so a draft forward is set up with what the target's would get (the class of
+vllm-ascend's draft forwards inheriting the target's FlashComm1 / sequence parallelism, #13752).
+
 ``draft_ids_from_the_slice_start`` is the fix of the known defect ``reduce-sample-ids-of-a-short-last-shard``:
 the same reduction, each rank's index offset by where its slice starts (the padded vocabulary is split
 evenly, so every slice is as wide as the widest rank's kept columns, the first rank's), which must meet
@@ -46,3 +50,10 @@ def draft_ids_from_the_slice_start(original):
         return group.rank_in_group * group.all_gather(kept, dim=0).max()  # on the device: graphs capture it
 
     return _greedy(start)
+
+
+def forward_told_it_is_the_targets(original):
+    def set_ascend_forward_context(*args, **kwargs):
+        return original(*args, **{**kwargs, "is_draft_model": False})
+
+    return set_ascend_forward_context
