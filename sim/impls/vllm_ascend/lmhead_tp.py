@@ -12,14 +12,14 @@ A rank that computes logits at another count, or skips one, leaves its peers wai
 
 ``across_dp`` turns it on for one DP case in a rank process: the group over the DP ranks (vLLM's
 ``init_model_parallel_group`` on gloo, what ``init_ascend_model_parallel`` makes for that size) and the
-size in vllm-ascend's config. ``compute_logits`` is the draft's logits through the checkout's
-``_get_logits_lmheadtp``, with the tiny model's slice of the vocabulary as the lm head
-(``TinyMtp.compute_logits_shard``): the collectives and their shapes are vllm-ascend's own.
+size in vllm-ascend's config.
 
-On TP ranks (``world.tensor_parallel_world``) the head is the checkout's own ``AscendParallelLMHead``,
-holding this rank's rows of the tiny lm head (``parallel_head``), and the logits are its
-``AscendLogitsProcessor``'s: all-gathered over the TP group, or under ``enable_reduce_sample`` this
-rank's columns only, which the drafter's ``greedy_sample`` reduces over the group itself.
+Either way the head is the checkout's own ``AscendParallelLMHead``, holding this rank's rows of the tiny
+lm head (``parallel_head``: its comm group the lm-head TP group, or the TP group), and the logits are its
+``AscendLogitsProcessor``'s (``compute_logits_over_tp``): under lm-head TP ``_get_logits_lmheadtp``
+(main: ``lmhead_all_to_all``); on TP ranks (``world.tensor_parallel_world``) all-gathered over the TP
+group, or under ``enable_reduce_sample`` this rank's columns only, which the drafter's ``greedy_sample``
+reduces over the group itself. The collectives and their shapes are vllm-ascend's own.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from types import SimpleNamespace
 
 import torch
 
@@ -107,24 +106,11 @@ def _logits_processor(vocab_size: int):
         return import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor(vocab_size)
 
 
-def compute_logits(tiny, hidden_states: torch.Tensor) -> torch.Tensor:
-    """The draft's logits of ``hidden_states`` (this rank's rows) under lm-head TP: the checkout's
-    ``AscendLogitsProcessor._get_logits_lmheadtp``, its lm head the tiny model's vocabulary slice of
-    this rank (``TinyMtp.compute_logits_shard``)."""
-    group = import_ascend("vllm_ascend.distributed.parallel_state").get_lmhead_tp_group()
-    rank, size = group.rank_in_group, group.world_size
-
-    def apply(_layer, gathered, bias=None):
-        return tiny.compute_logits_shard(gathered, rank, size)
-
-    head = SimpleNamespace(quant_method=SimpleNamespace(apply=apply))
-    return _logits_processor(tiny.vocab_size)._get_logits_lmheadtp(hidden_states, head, None)
-
-
 def parallel_head(tiny):
-    """The checkout's ``AscendParallelLMHead`` for ``tiny``'s vocabulary on this TP rank: the tiny lm
-    head's rows given to the head's own weight loader, which keeps this rank's slice (vLLM pads the
-    vocabulary to a multiple of 64 and splits that evenly; padded rows are zeros)."""
+    """The checkout's ``AscendParallelLMHead`` for ``tiny``'s vocabulary on this rank of its group (the
+    lm-head TP group where lm-head TP is on, else the TP group): the tiny lm head's rows given to the
+    head's own weight loader, which keeps this rank's slice (vLLM pads the vocabulary to a multiple of 64
+    and splits that evenly; padded rows are zeros)."""
     config = import_ascend("vllm.config")
     vllm_config = import_ascend("vllm_ascend.ascend_config").get_ascend_config().vllm_config
     heads = import_ascend("vllm_ascend.ops.vocab_parallel_embedding")
@@ -136,6 +122,6 @@ def parallel_head(tiny):
 
 
 def compute_logits_over_tp(tiny, head, hidden_states: torch.Tensor) -> torch.Tensor:
-    """The draft's logits of ``hidden_states`` on this TP rank: the checkout's ``AscendLogitsProcessor``
-    on ``head`` (``parallel_head``), after the tiny model's head norm, as DeepSeek's MTP layer computes them."""
+    """The draft's logits of ``hidden_states`` on this rank: the checkout's ``AscendLogitsProcessor`` on
+    ``head`` (``parallel_head``), after the tiny model's head norm, as DeepSeek's MTP layer computes them."""
     return _logits_processor(tiny.vocab_size)(head, tiny.head_input(hidden_states))

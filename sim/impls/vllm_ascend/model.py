@@ -188,9 +188,7 @@ class AscendTinyMtp(VllmTinyMtp):
     def compute_logits(self, hidden_states):
         """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split
         of the lm head (``lmhead_tp``)."""
-        if lmhead_tp.enabled():
-            return lmhead_tp.compute_logits(self.tiny, logit_view(hidden_states))
-        if lmhead_tp.over_tp():
+        if lmhead_tp.enabled() or lmhead_tp.over_tp():
             return self.logits_processor(self.lm_head, hidden_states)
         return super().compute_logits(hidden_states)
 
