@@ -72,12 +72,19 @@ def smallest_case(impl: Implementation, divergence: Divergence, device, k: int =
 
 
 def explain(impl_name: str, divergence_id: str, device, seed: int = 0) -> Explanation:
-    """``ValueError`` naming the known ids when ``divergence_id`` is none of the implementation's."""
+    """``ValueError`` naming the known ids when ``divergence_id`` is none of the implementation's, and naming
+    its pin when no rule models it (a kernel's access, a defect only ranks show): a search would find
+    nothing, and the acceptance run would measure the other divergences."""
     impl = load_implementation(impl_name)
     known = {d.id: d for d in impl.divergences}
     if divergence_id not in known:
         raise ValueError(f"{divergence_id!r}: {impl.name} has no such divergence (known: {', '.join(known) or 'none'})")
     d = known[divergence_id]
+    if not d.rule:
+        raise ValueError(
+            f"{divergence_id}: no rule models it in a serving run of one rank, so no case or acceptance of its own"
+            f" can be measured here; its pin shows it: {d.pinned_by}"
+        )
     case = smallest_case(impl, d, device)
     under_spec = under_rules = None
     if case is not None:

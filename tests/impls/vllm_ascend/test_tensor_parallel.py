@@ -293,3 +293,12 @@ def test_ranks_at_different_collectives_are_named():
 def test_ranks_that_issue_no_collective_are_told_the_head_is_not_split():
     problems = check_tp(_case("eager", False), _Answered([], []))
     assert problems == ["no rank issued a collective over the TP group of 2: the lm head is not split"]
+
+
+def test_explain_names_the_pin_of_a_defect_only_ranks_show(capsys):
+    """``python -m sim explain`` measures what a rule decides in a one-rank run: for this defect, one line
+    naming its pin, exit 2 (not a search that finds nothing and an acceptance table of the other divergences)."""
+    assert cli.main(["explain", REDUCE_SAMPLE_DEFECT, "--impl", "vllm_ascend"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{REDUCE_SAMPLE_DEFECT}: no rule models it in a serving run of one rank" in err
+    assert "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_fails_the_spec" in err
