@@ -107,6 +107,7 @@ CONTROLS = {
     "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
     "runner-correction-per-request": (CORRECTION, handoff.correction_per_request),
     "dp-lm-head-logits-gathered-whole": (LMHEAD_LOGITS, dp.lm_head_logits_gathered_whole),
+    "tp-logits-gathered-by-all-reduce": (LOGITS_GATHER, tp.logits_gathered_by_all_reduce),
 }
 
 

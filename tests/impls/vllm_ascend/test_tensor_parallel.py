@@ -160,6 +160,15 @@ def test_each_tp_break_is_caught(pool, variant, breaking, reduce_sample):
     assert any("draft" in p for p in problems), problems
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_logits_gathered_otherwise_pass(pool, mode):
+    """The control of ``tp-logits-not-gathered``: the logits gathered by an all-reduce of each rank's columns
+    placed in zeros, right and written otherwise, pass (so the check is of the gather's loss alone)."""
+    control = "tp-logits-gathered-by-all-reduce"
+    assert broken_gate.CONTROLS[control][1] is tp_breaks.logits_gathered_by_all_reduce
+    assert _agree(_case(mode, False, setup=(SETUP, control)), pool, f"{control}-{mode}") == []
+
+
 def test_a_tp_case_file_replays_as_saved(tmp_path):
     case = _case("full", True, setup=())
     assert TpCase.from_dict(json.loads(case.save(tmp_path / "c.json").read_text())) == case

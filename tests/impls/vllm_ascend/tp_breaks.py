@@ -11,6 +11,10 @@ whose gather over the TP group is lost, so each rank drafts from its own slice o
 (``is_draft_model`` False), so a draft forward is set up with what the target's would get (the class of
 vllm-ascend's draft forwards inheriting the target's FlashComm1 / sequence parallelism, #13752).
 
+``logits_gathered_by_all_reduce`` is the control of ``logits_not_gathered``: the logits gathered otherwise
+and right (each rank's columns placed at its slice in zeros, summed over the TP group), which the gate must
+pass.
+
 ``draft_ids_from_the_slice_start`` is the fix of the known defect ``reduce-sample-ids-of-a-short-last-shard``:
 the same reduction, each rank's index offset by where its slice starts (the padded vocabulary is split
 evenly, so every slice is as wide as the widest rank's kept columns, the first rank's), which must meet
@@ -57,3 +61,16 @@ def forward_told_it_is_the_targets(original):
         return original(*args, **{**kwargs, "is_draft_model": False})
 
     return set_ascend_forward_context
+
+
+def logits_gathered_by_all_reduce(original):
+    def _gather_logits(self, logits):
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
+        width, rank = logits.shape[-1], group.rank_in_group
+        whole = logits.new_zeros(*logits.shape[:-1], width * group.world_size)
+        whole[..., rank * width : (rank + 1) * width] = logits
+        return group.all_reduce(whole)
+
+    return _gather_logits
