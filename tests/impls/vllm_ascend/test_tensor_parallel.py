@@ -106,13 +106,32 @@ def test_four_tp_ranks_draft_the_reference(device):
         ranks.close()
 
 
+@pytest.fixture
+def defect_accepted(request) -> bool:
+    """Whether the session accepts ``reduce-sample-ids-of-a-short-last-shard`` (its ``--divergences`` list;
+    without one, every divergence): if not, its ranks are held to the design (``TpCase.spec``)."""
+    return any(d.id == REDUCE_SAMPLE_DEFECT for d in request.config.mtp_impl.divergences)
+
+
+@pytest.fixture
+def known_defect(request, defect_accepted):
+    """The spec test's marks where the defect is accepted: a strict expected failure, whose XPASS ends the
+    session with the defect's "fixed:" line (``known_defect``); else the design, held as any test."""
+    if defect_accepted:
+        request.node.add_marker(pytest.mark.known_defect(REDUCE_SAMPLE_DEFECT))
+        reason = f"known defect {REDUCE_SAMPLE_DEFECT}: the spec fails"
+        request.node.add_marker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason))
+
+
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-def test_reduce_sample_over_a_short_last_shard_follows_the_defects_model(pool, mode):
+def test_reduce_sample_over_a_short_last_shard_follows_the_defects_model(pool, mode, defect_accepted):
     """On the tiny model's 96 ids the last rank keeps 32 of its 64: the drafts are the defect's
-    (``Rules.sample_report``), every other value the spec's."""
+    (``Rules.sample_report``), every other value the spec's; with the defect dropped from the session's
+    list, the spec's."""
     assert reduce_sample_report(WHOLE_SLICES, 2) is None and reduce_sample_report(96, 2) is not None
-    assert _agree(_case(mode, True), pool, f"reduce-sample-short-last-shard-{mode}") == []
+    case = _case(mode, True, spec=not defect_accepted)
+    assert _agree(case, pool, f"reduce-sample-short-last-shard-{mode}") == []
 
 
 def test_the_reduce_sample_report_of_a_short_last_shard():
@@ -123,12 +142,11 @@ def test_the_reduce_sample_report_of_a_short_last_shard():
     assert reduce_sample_report(100, 2) == (*range(64), *range(36, 72))
 
 
-@pytest.mark.known_defect(REDUCE_SAMPLE_DEFECT)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"known defect {REDUCE_SAMPLE_DEFECT}: the spec fails")
+@pytest.mark.usefixtures("known_defect")
 def test_reduce_sample_over_a_short_last_shard_fails_the_spec(pool):
     """Held to the spec, the checkout's reduce-sample drafts differ on a vocabulary of 96 (not whole slices):
-    XFAIL while the defect is there; the day it is fixed, this XPASSes and the session ends with the
-    defect's "fixed:" line (``known_defect``)."""
+    XFAIL while the defect is there and accepted; the day it is fixed, this XPASSes and the session ends
+    with the defect's "fixed:" line (``known_defect``); with the id dropped from the list, it passes."""
     problems = check_tp(_case("eager", True, spec=True), pool)
     assert problems == []
 
