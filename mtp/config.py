@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-METHODS = ("mtp", "eagle3")
+METHODS = ("mtp", "eagle", "eagle3")
 EAGLE3_AUX_LAYERS = 3  # auxiliary hidden states eagle3 takes from the target
 
 
@@ -22,7 +22,9 @@ class ProposerConfig:
     uses_mrope:      positions are M-RoPE's [3, T] rows (temporal, height,
                      width) besides the [T] sequence positions that slots and
                      seq_lens come from (``mtp.mrope``); off by default.
-    method:          ``"mtp"``, or ``"eagle3"``: the target hands its
+    method:          ``"mtp"``; ``"eagle"`` (EAGLE-1: a draft head of its
+                     own, drafting from the target's last hidden states as
+                     MTP does); or ``"eagle3"``: the target hands its
                      auxiliary hidden states ([T, 3 * hidden_size]) and the
                      draft model's ``combine_hidden_states`` folds them to
                      ``hidden_size`` before the first pass, never later.

@@ -79,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--accept", choices=ACCEPT_POLICIES, default="random", help="how many drafts the target accepts")
     run.add_argument("--mrope", action="store_true", help="a multimodal model: image prompts, M-RoPE [3, T] positions")
     run.add_argument(
-        "--method", choices=METHODS, default="mtp", help="draft method (eagle3 combines aux hidden states)"
+        "--method",
+        choices=METHODS,
+        default="mtp",
+        help="draft method (eagle: EAGLE-1; eagle3 combines aux hidden states)",
     )
     run.add_argument(
         "--attn",

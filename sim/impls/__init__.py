@@ -117,6 +117,7 @@ class Implementation:
                 Feature.DRAFT_ATTN_GROUPS,
                 f"draft_attn_groups={scenario.draft_attn_groups}",
             ),
+            (scenario.method == "eagle", Feature.EAGLE, f"method={scenario.method!r}"),
             (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
             (scenario.mrope, Feature.MROPE, "mrope=True"),
             (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),

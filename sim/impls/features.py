@@ -22,6 +22,7 @@ class Feature(enum.Enum):
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
     MLA_DRAFT = "an MLA draft layer, its metadata (RoPE included) built by the implementation's MLA builder (Scenario.draft_attn)"
     SFA_DRAFT = "an SFA draft layer, its metadata (RoPE included) built by the implementation's SFA builder (Scenario.draft_attn)"
+    EAGLE = "an EAGLE-1 drafter: a draft head of its own on the target's last hidden states (Scenario.method)"
     EAGLE3 = "an EAGLE-3 drafter: the target hands three layers, folded by the draft (Scenario.method)"
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"

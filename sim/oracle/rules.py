@@ -100,8 +100,8 @@ class Rules:
     draft_attn: the attention family of the draft layer, ``gqa``, ``mla`` or ``sfa`` (a fact of the
         configuration run, not a divergence: it decides nothing unless ``rope_from_last_build`` or one of
         the ``graph_steps_*`` rules holds).
-    dense_drafts_skip_dp_sync: a drafter whose draft has no experts (an EAGLE-3 head: attention and an
-        MLP) syncs nothing with its data-parallel peers: each rank drafts at its own size, its forwards
+    dense_drafts_skip_dp_sync: a drafter whose draft has no experts (an EAGLE or EAGLE-3 head: attention
+        and an MLP) syncs nothing with its data-parallel peers: each rank drafts at its own size, its forwards
         told their own token count for every rank (vllm-ascend's ``dense-draft-skips-the-dp-sync``;
         ``drafts_outside_dp``).
     method, graph_mode: the drafting method and the drafter's graph mode (facts of the configuration
@@ -195,8 +195,8 @@ class Rules:
     @property
     def drafts_outside_dp(self) -> bool:
         """Whether the drafter syncs nothing with its DP peers: ``dense_drafts_skip_dp_sync`` for a
-        method whose draft is dense (eagle3; MTP layers are the target's MoE layers)."""
-        return self.dense_drafts_skip_dp_sync and self.method == "eagle3"
+        method whose draft is dense (an EAGLE or EAGLE-3 head; MTP layers are the target's MoE layers)."""
+        return self.dense_drafts_skip_dp_sync and self.method in ("eagle", "eagle3")
 
     @property
     def rotates_at_last_build(self) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from sim.oracle.rules import DRAFT_ATTNS
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
-METHODS = ("mtp", "eagle3")  # mtp.config.METHODS
+METHODS = ("mtp", "eagle", "eagle3")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -35,8 +35,10 @@ class Scenario:
     verification), ``all``, ``none`` or ``random`` (uniform, from ``seed``).
     mrope: a multimodal model: prompts hold an image, positions are M-RoPE's
     [3, T] rows (``sim.models.mrope``) and the draft model rotates by them.
-    method: ``mtp``, or ``eagle3``: the target hands its auxiliary hidden
-    states, which the draft model combines before the first pass.
+    method: ``mtp``; ``eagle`` (EAGLE-1: the same drafts from the target's
+    last hidden states, through the implementation's EAGLE paths); or
+    ``eagle3``: the target hands its auxiliary hidden states, which the
+    draft model combines before the first pass.
     tp: tensor-parallel ranks (``sim.ranks.tp``), each running one of the TP
     paths, and compared with one rank: ``lmhead_tp`` (the lm head's
     vocabulary split over them) and/or ``shared_expert_dp`` (the draft layer

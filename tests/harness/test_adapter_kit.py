@@ -71,12 +71,12 @@ def check_limits(module) -> None:
 
 
 DRAFT_KINDS = [
-    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE3, Feature.MROPE, Feature.ASYNC_SCHEDULING,
+    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3, Feature.MROPE, Feature.ASYNC_SCHEDULING,
 ]  # fmt: skip
 
 
 def check_lacks(module) -> None:
-    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle3, M-RoPE and async
+    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle and eagle3, M-RoPE and async
     scheduling unless given or had,
     the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
@@ -86,7 +86,8 @@ def check_lacks(module) -> None:
     ]  # fmt: skip
     assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
     assert lacking[Feature.MLA_DRAFT] is lacking[Feature.SFA_DRAFT] is module.GQA_DRAFT
-    assert (lacking[Feature.EAGLE3], lacking[Feature.MROPE]) == (module.MTP_ONLY, module.TEXT_ONLY)
+    assert lacking[Feature.EAGLE] is lacking[Feature.EAGLE3] is module.MTP_ONLY
+    assert lacking[Feature.MROPE] is module.TEXT_ONLY
     assert lacking[Feature.ASYNC_SCHEDULING] is module.SYNC_RUNNER
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"

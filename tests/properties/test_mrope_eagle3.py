@@ -1,12 +1,13 @@
-"""M-RoPE and eagle3 on whole serving runs equal the from-scratch reference.
+"""M-RoPE, eagle and eagle3 on whole serving runs equal the from-scratch reference.
 
 M-RoPE: prompts hold an image (``sim.models.mrope``), so the three rows
 differ and text after the image is offset from its sequence position; every
 model call's three rows are compared with the reference, and the drafts
 with drafts computed from scratch by a model that rotates by the three rows.
-eagle3: the target hands three layers, combined before the first pass only.
+eagle (EAGLE-1): the drafts of mtp, through an implementation's EAGLE paths (its draft class, its
+method's branches). eagle3: the target hands three layers, combined before the first pass only.
 Each path runs padded and unpadded, eagerly and in each graph mode, under every implementation
-that has it (the ``uses`` marks: vLLM's and vllm-ascend's drafters run eagle3).
+that has it (the ``uses`` marks: vLLM's and vllm-ascend's drafters run eagle and eagle3).
 """
 
 from __future__ import annotations
@@ -26,14 +27,19 @@ from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, PADDING, USES_EAGLE3, USES_MROPE
+from tests.checks.modes import MODES, PADDING, USES_EAGLE, USES_EAGLE3, USES_MROPE
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
 PATHS = share(12 * len(MODES) * len(PADDING), at_least=3)  # a twelfth of the profile's examples per path
-VARIANTS = {"mrope": {"mrope": True}, "eagle3": {"method": "eagle3"}, "both": {"mrope": True, "method": "eagle3"}}
-USES = {"mrope": [USES_MROPE], "eagle3": [USES_EAGLE3], "both": [USES_MROPE, USES_EAGLE3]}
+VARIANTS = {
+    "mrope": {"mrope": True},
+    "eagle": {"method": "eagle"},
+    "eagle3": {"method": "eagle3"},
+    "both": {"mrope": True, "method": "eagle3"},
+}
+USES = {"mrope": [USES_MROPE], "eagle": [USES_EAGLE], "eagle3": [USES_EAGLE3], "both": [USES_MROPE, USES_EAGLE3]}
 PATH_PARAMS = [pytest.param(path, marks=USES[path]) for path in VARIANTS]
 
 

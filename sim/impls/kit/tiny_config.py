@@ -1,8 +1,8 @@
 """The tiny DeepSeek-V3 ``VllmConfig`` every vLLM-based proposer is built from, and a shared proposer's limits.
 
 A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; with method
-``eagle3`` the draft is a one-layer Llama config, which vLLM makes an ``Eagle3LlamaForCausalLM``
-(what EAGLE-3 heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded.
+``eagle`` or ``eagle3`` the draft is a one-layer Llama config, which vLLM makes an
+``EagleLlamaForCausalLM`` or ``Eagle3LlamaForCausalLM`` (what EAGLE heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded.
 Each adapter builds one proposer per hidden size with buffers sized once, generously (``MAX_TOKENS``
 rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``), and sets the per-call sizes before each use;
 ``refuse_past_limits`` refuses a call the buffers cannot hold, naming the field and its value.
@@ -52,8 +52,8 @@ def config_dir(hidden_size: int) -> str:
     return str(path)
 
 
-def eagle3_dir(hidden_size: int) -> str:
-    """A ``config.json`` of a one-layer Llama that vLLM wraps as an EAGLE-3 draft (``EAGLEConfig``)."""
+def eagle_dir(hidden_size: int) -> str:
+    """A ``config.json`` of a one-layer Llama that vLLM wraps as an EAGLE or EAGLE-3 draft (``EAGLEConfig``)."""
     path = scratch(f"eagle3-{hidden_size}")
     config = {
         "model_type": "llama",
@@ -85,13 +85,13 @@ def _model_classes_inspected_here():
 
 
 def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str, method: str = "mtp"):
-    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer (``method="eagle3"``: with the
-    EAGLE-3 draft of ``eagle3_dir`` instead), from ``config`` (the generation's ``vllm.config`` module) on
+    """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer (``method`` eagle or eagle3: with
+    the EAGLE or EAGLE-3 draft of ``eagle_dir`` instead), from ``config`` (the generation's ``vllm.config`` module) on
     ``device``; ``num_speculative_tokens``: the most drafts any call sets (every per-step buffer exists
     for them)."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
-    draft = {"model": eagle3_dir(hidden_size)} if method == "eagle3" else {}
+    draft = {"model": eagle_dir(hidden_size)} if method in ("eagle", "eagle3") else {}
     with _model_classes_inspected_here():  # the target's class, then (in SpeculativeConfig) the draft's
         model_config = config.ModelConfig(
             model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True

@@ -161,7 +161,7 @@ class VllmTinyMtp(nn.Module):
     computed from and the state fed back, which differ in value (``logit_view``)."""
 
     def __init__(self, tiny):
-        nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``as_eagle3``)
+        nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``draft_class``)
         self.tiny = tiny
         self.trace: list[StepRecord] | None = None
         self.sample_indices: torch.Tensor | None = None  # first pass: set by the adapter
@@ -211,15 +211,30 @@ class VllmTinyMtp(nn.Module):
         return self.tiny.combine_hidden_states(hidden_states)
 
 
+DRAFT_CLASSES = {  # the method -> the class vLLM builds for a Llama EAGLE draft of it (module, class)
+    "eagle": ("vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM"),
+    "eagle3": ("vllm.model_executor.models.llama_eagle3", "Eagle3LlamaForCausalLM"),
+}
+
+
+def draft_class(model_cls: type, method: str, importer) -> type:
+    """``model_cls`` (a tiny draft behind vLLM's interface) as the draft class vLLM builds for ``method``
+    (``DRAFT_CLASSES``, imported by ``importer``; mtp: ``model_cls`` itself): vLLM's and vllm-ascend's
+    ``propose`` assert that an eagle3 draft is one of their EAGLE-3 classes before they fold the target's
+    auxiliary hidden states with its ``combine_hidden_states``, and a drafter may take paths by the
+    class. The class is vLLM's by inheritance only: nothing of it is built (no weights), every method
+    the drafter calls is the tiny model's, so a method or attribute of vLLM's class that a drafter
+    reached would fail on what it reads (as on a draft vLLM built, whose parts are other than the
+    drafter assumed)."""
+    if method not in DRAFT_CLASSES:
+        return model_cls
+    module, name = DRAFT_CLASSES[method]
+    return _subclass(model_cls, getattr(importer(module), name))
+
+
 @functools.cache
-def as_eagle3(model_cls: type, eagle3_cls: type) -> type:
-    """``model_cls`` (a tiny draft behind vLLM's interface) as an EAGLE-3 head: vLLM's and vllm-ascend's
-    ``propose`` assert that an eagle3 draft is one of their EAGLE-3 classes (``eagle3_cls``, e.g.
-    ``Eagle3LlamaForCausalLM``) before they fold the target's auxiliary hidden states with its
-    ``combine_hidden_states``. The class is ``eagle3_cls`` by inheritance only: nothing of it is built
-    (no weights), every method the drafter calls is the tiny model's, so a method of ``eagle3_cls`` that
-    a drafter reached would fail on the attributes it reads."""
-    return type(f"{model_cls.__name__}As{eagle3_cls.__name__}", (model_cls, eagle3_cls), {})
+def _subclass(model_cls: type, vllm_cls: type) -> type:
+    return type(f"{model_cls.__name__}As{vllm_cls.__name__}", (model_cls, vllm_cls), {})
 
 
 def target_layers(hidden: torch.Tensor, eagle3: bool) -> tuple[torch.Tensor, list[torch.Tensor] | None]:

@@ -28,7 +28,7 @@ from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.kit.vllm_eagle import configured, eagle_proposer
-from sim.impls.kit.vllm_model import SnapshotAttnGroup, VllmTinyMtp, as_eagle3
+from sim.impls.kit.vllm_model import SnapshotAttnGroup, VllmTinyMtp, draft_class
 from sim.impls.kit.vllm_types import GREEDY
 from sim.impls.vllm import divergences
 
@@ -101,15 +101,14 @@ class VllmOps(HelperOps):
 
 class VllmProposer(EagerAdapter):
     """vLLM's ``EagleProposer.propose`` behind ``MtpProposer``'s constructor and trace (eager only), for
-    method ``mtp`` or ``eagle3`` (its draft then an ``Eagle3LlamaForCausalLM``: ``as_eagle3``; the
-    target's three layers handed as its runner concatenates them)."""
+    method ``mtp``, ``eagle`` or ``eagle3`` (its draft then vLLM's Llama EAGLE class: ``draft_class``;
+    eagle3's target's three layers handed as its runner concatenates them)."""
 
     label, graphs_need = "the vLLM adapter", "a GPU (CUDA graphs)"
 
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
         super().__init__(cfg, model, device, mode)
-        eagle3 = interop.import_vllm("vllm.model_executor.models.llama_eagle3").Eagle3LlamaForCausalLM
-        self.model = (as_eagle3(VllmTinyMtp, eagle3) if cfg.method == "eagle3" else VllmTinyMtp)(model)
+        self.model = draft_class(VllmTinyMtp, cfg.method, interop.import_vllm)(model)
         self.attn_group = SnapshotAttnGroup()
         start_fresh(_proposer(cfg))  # a serving run starts where a newly built vLLM proposer would
 

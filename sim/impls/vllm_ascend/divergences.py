@@ -107,7 +107,7 @@ DIVERGENCES = table(
         "data-parallel ranks draft at one synced size, under one num_tokens_across_dp",
         "a draft without experts (an EAGLE-3 head) syncs nothing with its DP peers: each rank drafts at its "
         "own size, its forwards told that size for every rank; nothing in a dense draft meets the peers",
-        "test_data_parallel.py::test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers",
+        "test_data_parallel.py::test_an_eagle_drafter_syncs_nothing_with_its_dp_peers",
         kind=Kind.DESIGN,
         rule={"dense_drafts_skip_dp_sync": True},
     ),
@@ -177,6 +177,19 @@ DIVERGENCES = table(
         "it. Modelled on the TP ranks that show it (Rules.sample_report, set from the mesh); "
         "latent for the vocabularies of the models served, all multiples of 64",
         "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_fails_the_spec",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
+        "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
+        "vllm_ascend/spec_decode/llm_base_proposer.py: _run_merged_draft, and its draft steps "
+        "(enable_reduce_sample, method eagle: self.model.model.logits_processor._gather_logits)",
+        "an EAGLE-1 drafter under reduce sampling drafts what it drafts with the logits gathered",
+        "for a method other than mtp, eagle3 and dflash, the reduce-sample branch gathers the logits through "
+        "the draft's inner model's logits processor; vLLM's EAGLE-1 Llama draft (EagleLlamaForCausalLM) keeps "
+        "its logits processor on itself, its inner model a LlamaModel without one, so the first draft raises "
+        "AttributeError: an EAGLE-1 drafter cannot serve with enable_reduce_sample, on one rank or many. "
+        "A crash: nothing of it is modelled; the pin runs it on TP ranks, and the gathered path is compared",
+        "test_tensor_parallel.py::test_an_eagle_drafter_under_reduce_sample_reads_a_missing_logits_processor",
         kind=Kind.DEFECT,
     ),
     Divergence(

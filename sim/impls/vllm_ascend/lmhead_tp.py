@@ -125,3 +125,8 @@ def compute_logits_over_tp(tiny, head, hidden_states: torch.Tensor) -> torch.Ten
     """The draft's logits of ``hidden_states`` on this rank: the checkout's ``AscendLogitsProcessor`` on
     ``head`` (``parallel_head``), after the tiny model's head norm, as DeepSeek's MTP layer computes them."""
     return _logits_processor(tiny.vocab_size)(head, tiny.head_input(hidden_states))
+
+
+def gather_logits(tiny, logits: torch.Tensor) -> torch.Tensor:
+    """This rank's columns of the draft's logits gathered over the TP group, by the checkout's processor."""
+    return _logits_processor(tiny.vocab_size)._gather_logits(logits)

@@ -34,7 +34,7 @@ from sim.impls.kit.vllm_model import (
     LAYER,
     SnapshotAttnGroup,
     VllmTinyMtp,
-    as_eagle3,
+    draft_class,
     logit_view,
     rotated_positions,
     rows_of_slots,
@@ -167,6 +167,22 @@ class AscendSnapshotAttnGroup(SnapshotAttnGroup):
         )
 
 
+class DraftLogitsProcessor:
+    """The draft's logits processor, as vLLM's draft classes hold one (``logits_processor``): the logits of
+    an lm head and the draft's first output, and their gather over the TP group (``_gather_logits``), each
+    by the checkout's ``AscendLogitsProcessor`` (``lmhead_tp``)."""
+
+    def __init__(self, tiny):
+        self.tiny = tiny
+
+    def __call__(self, lm_head, hidden_states):
+        """The logits of ``lm_head`` after the tiny model's head norm of the first output's view."""
+        return lmhead_tp.compute_logits_over_tp(self.tiny, lm_head, logit_view(hidden_states))
+
+    def _gather_logits(self, logits):
+        return lmhead_tp.gather_logits(self.tiny, logits)
+
+
 class AscendTinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's draft model: KV slots come with the attention metadata (int32 there).
 
@@ -184,6 +200,7 @@ class AscendTinyMtp(VllmTinyMtp):
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
         self.tp_head = None  # this rank's slice of the lm head (``lm_head``), made at first use
+        self.logits_processor = DraftLogitsProcessor(tiny)
 
     def compute_logits(self, hidden_states):
         """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split
@@ -200,11 +217,6 @@ class AscendTinyMtp(VllmTinyMtp):
         if self.tp_head is None:
             self.tp_head = lmhead_tp.parallel_head(self.tiny)
         return self.tp_head
-
-    def logits_processor(self, lm_head, hidden_states):
-        """The logits of ``lm_head`` (``lm_head``) by the checkout's ``AscendLogitsProcessor``, after the tiny
-        model's head norm of the first output's view (as the draft model's own processor would take them)."""
-        return lmhead_tp.compute_logits_over_tp(self.tiny, lm_head, logit_view(hidden_states))
 
     def attention(self, context):
         """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""
@@ -304,8 +316,5 @@ class AscendTinyMtp(VllmTinyMtp):
 
 def draft_model(tiny, more_layers=(), method: str = "mtp") -> AscendTinyMtp:
     """The tiny draft as vllm-ascend's drafter of ``method`` is handed it (``load_model``): an
-    ``AscendTinyMtp``; for eagle3 also an ``Eagle3LlamaForCausalLM`` (``vllm_model.as_eagle3``)."""
-    if method != "eagle3":
-        return AscendTinyMtp(tiny, more_layers)
-    eagle3 = import_ascend("vllm.model_executor.models.llama_eagle3").Eagle3LlamaForCausalLM
-    return as_eagle3(AscendTinyMtp, eagle3)(tiny, more_layers)
+    ``AscendTinyMtp``; for eagle and eagle3 also vLLM's Llama EAGLE class (``vllm_model.draft_class``)."""
+    return draft_class(AscendTinyMtp, method, import_ascend)(tiny, more_layers)

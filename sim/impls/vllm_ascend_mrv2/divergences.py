@@ -122,7 +122,7 @@ LACKS = tables.lacks(
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE3,),
+    has=(Feature.EAGLE, Feature.EAGLE3),
 )
 
 

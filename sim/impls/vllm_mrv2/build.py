@@ -25,13 +25,14 @@ CPU = torch.device("cpu")
 
 SPECULATORS = {  # the method -> the speculator class vLLM's init_speculator picks for it (module, class)
     "mtp": ("vllm.v1.worker.gpu.spec_decode.mtp.speculator", "MTPSpeculator"),
+    "eagle": ("vllm.v1.worker.gpu.spec_decode.eagle.speculator", "EagleSpeculator"),
     "eagle3": ("vllm.v1.worker.gpu.spec_decode.eagle.speculator", "EagleSpeculator"),
 }
 
 
 def speculator(hidden_size: int, method: str = "mtp"):
     """One MRV2 speculator per hidden size and method (``MTPSpeculator``, or ``EagleSpeculator`` for
-    eagle3, as ``init_speculator`` picks), with no CUDA-graph manager: ``init_cudagraph_manager`` needs
+    eagle and eagle3, as ``init_speculator`` picks), with no CUDA-graph manager: ``init_cudagraph_manager`` needs
     vLLM's pipeline-parallel group, and the adapter runs eagerly (``propose(is_profile=True)``)."""
     return _speculator(hidden_size, method)
 

@@ -20,5 +20,5 @@ RULES = rules_of(DIVERGENCES.values())
 LACKS = tables.lacks(
     "the MRV2 adapter runs eagerly only (its drafter graphs are CUDA graphs)",
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE3,),
+    has=(Feature.EAGLE, Feature.EAGLE3),
 )

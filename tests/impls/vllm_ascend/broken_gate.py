@@ -76,6 +76,7 @@ VARIANTS = {
     "runner-placeholders-reach-the-model": (INPUT_IDS, handoff.placeholders_reach_the_model),
     "runner-new-rows-corrected-as-the-first": (DEVICE_CORRECTION, handoff.new_rows_corrected_as_the_first),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
+    "eagle-draft-steps-as-new-prompts": (UPDATE, meta.other_methods_steps_as_new_prompts),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
     "builder-lists-shared-across-steps": (BUILDER, meta.lists_shared_across_steps),
     "mla-rope-of-the-next-position": (MLA_BUILDER + "build_decode_metadata", mla.rope_of_the_next_position),
@@ -159,6 +160,10 @@ FIXES = {
     "reduce-sample-ids-from-the-slice-start": (
         "reduce-sample-ids-of-a-short-last-shard",
         ((GREEDY_SAMPLE, tp.draft_ids_from_the_slice_start),),
+    ),
+    "eagle-gathers-through-the-drafts-own-processor": (
+        "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
+        (("_run_merged_draft", fixes.gather_through_the_drafts_own_processor),),
     ),
 }
 # The known defects no fix variant is kept for, and why.

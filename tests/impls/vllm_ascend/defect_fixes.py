@@ -36,6 +36,9 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   step's decode cos and sin are gathered afresh and copied into a graph-stable buffer of that step's
   own (as #10878 gave SFA's lengths per-step buffers), and the dummy run captures steps 2..K through
   ``build_for_drafting`` (as its ``use_compress`` branch already does), so a capture holds those buffers.
+- ``gather_through_the_drafts_own_processor``: ``eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks``:
+  ``_run_merged_draft``'s reduce-sample branch for other methods gathers the logits through
+  ``self.model.logits_processor`` (where vLLM's draft classes keep it), at the first pass and each step.
 - ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-graph-steps-replay-the-first-pass``
   fixed the same way on the SFA builder (its draft steps already gather afresh).
 
@@ -166,6 +169,16 @@ _EVERY_LAYER = """                    for layer_name in self.attn_layer_names:
 def layers_of_their_group(propose):
     """``_propose`` whose draft steps hand each attention group's layers that group's metadata."""
     return edited(propose, (_EVERY_LAYER, _EVERY_LAYER.replace("self.attn_layer_names", "attn_group.layer_names")))
+
+
+_INNER_GATHER = "logits = self.model.model.logits_processor._gather_logits(logits)"
+
+
+def gather_through_the_drafts_own_processor(run_merged_draft):
+    """``_run_merged_draft`` gathering an EAGLE-1 draft's reduce-sample logits through its own logits
+    processor: the first pass's line (20 spaces in) and the draft steps' (24), the same in 0.23.0 and main."""
+    own = _INNER_GATHER.replace("self.model.model.", "self.model.")
+    return edited(run_merged_draft, *((f"\n{' ' * n}{_INNER_GATHER}", f"\n{' ' * n}{own}") for n in (20, 24)))
 
 
 def _masked_predecessor(match) -> str:

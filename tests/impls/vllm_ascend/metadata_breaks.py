@@ -19,6 +19,10 @@ the signature ``sim.impls.vllm_ascend.generation`` reads):
   (a drafter that no longer sets ``SpecDecoding`` there): after a batch of new prompts
   (``PrefillNoCache``) each step reads no cached context, its one row attending to itself alone
   (the class of vllm-ascend #8029: a state that contradicts the batch it labels).
+- ``other_methods_steps_as_new_prompts``: the update labels steps 2..K of a drafter of another method
+  than mtp ``PrefillNoCache`` (vllm-ascend's ``SpecDecoding if mtp else ChunkedPrefill`` choice taken for
+  a prefill's): an EAGLE drafter's step reads no cached context; an MTP drafter's is untouched, so only
+  a run of another method sees it.
 - ``lists_shared_across_steps``: the attention builder (``AscendAttentionMetadataBuilder.build``) hands
   every build the same ``seq_lens_list`` object, rewritten in place, as the SFA builder did with its
   graph-stable length buffers before vllm-ascend #14236: earlier steps' metadata read the last step's.
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+
+from sim.impls.kit.ascend.importing import import_ascend
 
 
 def _old_metadata(original, self, args, kwargs):
@@ -66,6 +72,17 @@ def host_mirror_not_advanced(field: str):
 
 def attn_state_of_the_first_pass(original):
     return host_mirror_not_advanced("attn_state")(original)
+
+
+def other_methods_steps_as_new_prompts(original):
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        if self.method != "mtp":
+            states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
+            kwargs["attn_group"] = _BuiltOnStaleMirror(kwargs["attn_group"], "attn_state", states.PrefillNoCache)
+        return original(self, *args, **kwargs)
+
+    return broken
 
 
 def computed_as_seq_lens(original):

@@ -27,7 +27,8 @@ SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
 MODES = ("eager", "full")
 FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata
-DRAFTS = {**FAMILIES, "eagle3": {"method": "eagle3"}}  # and an EAGLE-3 drafter (its dummy runs are its own)
+DENSE = {"eagle": {"method": "eagle"}, "eagle3": {"method": "eagle3"}}  # EAGLE heads: no experts, no DP sync
+DRAFTS = {**FAMILIES, **DENSE}  # each family's MTP drafter, and the EAGLE heads (their dummy runs are their own)
 # The fixed DP cases: early, but after the one-rank fixed runs (order 0), which most regressions fail
 # seconds in; a worker's first DP case first starts its pool of rank processes (about 8 s).
 AFTER_ONE_RANK = pytest.mark.order(1)
@@ -70,18 +71,19 @@ def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, a
 
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("attn", DRAFTS)
+@pytest.mark.parametrize("attn", [d for d in DRAFTS if d != "eagle"])  # EAGLE-1's dummy runs: EAGLE-3's path
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
     assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
 
 
-def test_an_eagle3_drafter_syncs_nothing_with_its_dp_peers(pool):
-    """dense-draft-skips-the-dp-sync: an EAGLE-3 head has no experts, so its drafter issues no DP
-    collective (the target's step still syncs): each rank drafts its own rows, told its own size for
+@pytest.mark.parametrize("method", DENSE)
+def test_an_eagle_drafter_syncs_nothing_with_its_dp_peers(pool, method):
+    """dense-draft-skips-the-dp-sync: an EAGLE-1 or EAGLE-3 head has no experts, so its drafter issues no
+    DP collective (the target's step still syncs): each rank drafts its own rows, told its own size for
     every rank; the same case held to the MTP drafter's spec (one synced view) fails."""
     from sim.impls.vllm_ascend.data_parallel import _dp_view_problem
 
-    results = pool.run(_case("eager", TYPICAL, SMALL, attn="eagle3"))
+    results = pool.run(_case("eager", TYPICAL, SMALL, attn=method))
     assert all(r.alone for r in results) and not any(r.problems for r in results)
     for r in results:
         assert not any("_propose" in site or "dummy_run" in site for sites in r.sites for site in sites), r.sites

@@ -17,6 +17,7 @@ kernels do.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -41,9 +42,11 @@ from tests.impls.vllm_ascend.metadata_breaks import (
     computed_not_advanced,
     host_mirror_not_advanced,
     lists_shared_across_steps,
+    other_methods_steps_as_new_prompts,
     written_into_the_step_before,
 )
 from tests.impls.vllm_ascend.method_breaks import host_mirror_read_before_its_copy_lands
+from tests.properties.test_propose_loop import TYPICAL
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -53,16 +56,19 @@ def _break_the_update(monkeypatch, breaking, method: str = "attn_update_stack_nu
     monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
 
 
-def _serving_runs_fail(impl, device, name: str, record_property, padded: bool | None, match: str) -> AssertionError:
-    """The failure of the serving runs of ``impl`` (hypothesis' shrunk example), whose message must match
-    ``match``; records the seconds from the start of the search to the first failing example."""
+def _serving_runs_fail(
+    impl, device, name: str, record_property, padded: bool | None, match: str, **fields
+) -> AssertionError:
+    """The failure of the serving runs of ``impl`` (hypothesis' shrunk example, its scenario's ``fields``
+    replaced), whose message must match ``match``; records the seconds from the start of the search to
+    the first failing example."""
     start, first = time.perf_counter(), []
 
     @settings(settings.get_profile("broken"), derandomize=settings.default.derandomize, max_examples=60)
     @given(scenario=scenarios(padded=padded, max_iterations=10))
     def gate(scenario):
         try:
-            check_implementation(impl, scenario, device, name)
+            check_implementation(impl, dataclasses.replace(scenario, **fields), device, name)
         except AssertionError:
             first or first.append(time.perf_counter() - start)
             raise
@@ -179,4 +185,15 @@ def test_draft_steps_built_with_the_first_passs_state_fail_by_name(monkeypatch, 
     _break_the_update(monkeypatch, attn_state_of_the_first_pass)
     match = r"step [2-9]: the attention reads no cached context \(attn_state PrefillNoCache\)"
     failure = _serving_runs_fail(impl, device, "step-attn-state", record_property, None, match)
+    assert isinstance(failure, MetadataMismatch)
+
+
+def test_an_eagle_drafters_steps_labelled_new_prompts_fail_by_name(monkeypatch, device, impl, record_property):
+    """Steps 2..K of a drafter of another method than mtp labelled ``PrefillNoCache``: an EAGLE drafter's
+    runs fail by name; an MTP drafter's step metadata is not touched (its run passes), so the gate sees
+    the break through its EAGLE runs alone."""
+    _break_the_update(monkeypatch, other_methods_steps_as_new_prompts)
+    check_implementation(impl, TYPICAL, device, "other-methods-steps-mtp")
+    match = r"step [2-9]: the attention reads no cached context \(attn_state PrefillNoCache\)"
+    failure = _serving_runs_fail(impl, device, "eagle-steps-new-prompts", record_property, None, match, method="eagle")
     assert isinstance(failure, MetadataMismatch)

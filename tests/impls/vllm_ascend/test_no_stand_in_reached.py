@@ -76,10 +76,11 @@ def watched_in_rank(*allowed: str):
 
 
 # The draft each serving run is made with: its attention family (its builder's runs, cos/sin included), its
-# method (eagle3: the runner's concatenation and the fold), its arrival (a decode node's transferred prompts),
+# method (eagle: its draft class and its method's branches; eagle3: the runner's concatenation and the fold), its arrival (a decode node's transferred prompts),
 # or its runner's scheduling (async: the count copy on the copy stream and the next step's correction; padded only).
 DRAFTS = {
-    "gqa": {}, **FAMILY_FIELDS, "eagle3": {"method": "eagle3"}, "decode-node": {"decode_node": True},
+    "gqa": {}, **FAMILY_FIELDS, "eagle": {"method": "eagle"}, "eagle3": {"method": "eagle3"},
+    "decode-node": {"decode_node": True},
     "async-scheduling": {"async_scheduling": True},
 }  # fmt: skip
 
