@@ -6,7 +6,9 @@ lengths the scheduler counted ahead by the copied counts (``Scenario.async_sched
 drafts and metadata are compared as in a synchronous run, and what the runner hands on besides
 (``sim.oracle.next_step``), on the simulator's streams, where a copy reading another stream's unwaited
 write is named and a host read before the copy's event lands reads poison (``devices.sim.streams``).
-Under every implementation whose runner schedules asynchronously (the ``uses`` mark: vllm-ascend's).
+Under every implementation whose runner schedules asynchronously (the ``uses`` mark: vllm-ascend's), for
+each drafting method it has: the runner hands an EAGLE-3 drafter the target's three layers, and an EAGLE
+drafter takes its method's branches, step after step as for MTP.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from hypothesis import given
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING
+from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3
 from tests.properties.test_mrope_eagle3 import SMALL
 from tests.strategies.scenarios import scenarios
 
@@ -27,24 +29,32 @@ pytestmark = [pytest.mark.order(2), USES_ASYNC_SCHEDULING]  # whole serving runs
 
 DRAWN = share(12 * len(MODES), at_least=3)
 ASYNC = dataclasses.replace(SMALL, async_scheduling=True)
+METHODS = [
+    pytest.param("mtp"),
+    pytest.param("eagle", marks=USES_EAGLE),
+    pytest.param("eagle3", marks=USES_EAGLE3),
+]
+DRAWN_METHODS = [m for m in METHODS if m.values[0] != "eagle"]  # EAGLE-1's runner hand-off is MTP's
 
 
-@pytest.mark.order(0)  # one fixed serving run per mode: beside the other fixed runs
+@pytest.mark.order(0)  # one fixed serving run per mode and method: beside the other fixed runs
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", MODES)
-def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode):
+def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode, method):
     """``SMALL`` scheduled asynchronously, run early so that a broken count copy or correction fails
     within seconds; its drafts are the synchronous run's, call for call."""
-    scenario = dataclasses.replace(ASYNC, graph_mode=mode)
-    check_implementation(impl, scenario, device, f"small-async-{mode}")
+    scenario = dataclasses.replace(ASYNC, graph_mode=mode, method=method)
+    check_implementation(impl, scenario, device, f"small-async-{mode}-{method}")
     synchronous = run_scenario(dataclasses.replace(scenario, async_scheduling=False), device, impl, check=False)
     asynchronous = run_scenario(scenario, device, impl, check=False)
     assert asynchronous.drafts == synchronous.drafts
 
 
+@pytest.mark.parametrize("method", DRAWN_METHODS)
 @pytest.mark.parametrize("mode", MODES)
 @DRAWN
 @given(scenario=scenarios())
-def test_async_scheduling_matches_reference(device, impl, mode, scenario, request):
+def test_async_scheduling_matches_reference(device, impl, mode, method, scenario, request):
     """Drafts (margin-aware), every call's metadata, and what the runner hands each next step."""
-    scenario = dataclasses.replace(scenario, padded=True, graph_mode=mode, async_scheduling=True)
+    scenario = dataclasses.replace(scenario, padded=True, graph_mode=mode, async_scheduling=True, method=method)
     check_implementation(impl, scenario, device, request.node.name)
