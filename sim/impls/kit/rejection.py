@@ -53,8 +53,10 @@ def sampling_metadata(metadata_module, logits_processors, temperature: tuple[flo
     return metadata_module.SamplingMetadata(**given)
 
 
-def sample(rejection_sample, metadata, v: Verification, device: torch.device, tolerated=()) -> Sampled:
-    """``rejection_sample``'s output rows for ``v`` (``metadata``: its ``SamplingMetadata``)."""
+def sample(rejection_sample, metadata, v: Verification, device: torch.device, tolerated=(), constrain=None) -> Sampled:
+    """``rejection_sample``'s output rows for ``v`` (``metadata``: its ``SamplingMetadata``); ``constrain``:
+    what the sampler's ``forward`` hands it in place of the target's logits, ``constrain(logits,
+    cu_num_draft_tokens, metadata)`` (vllm-ascend's ``apply_sampling_constraints``)."""
     counts = [len(d) for d in v.drafts]
     cu = torch.tensor(counts, dtype=torch.int32).cumsum(0).to(torch.int32).to(device)
     draft_ids = torch.tensor([t for d in v.drafts for t in d], dtype=torch.int32, device=device)
@@ -62,6 +64,8 @@ def sample(rejection_sample, metadata, v: Verification, device: torch.device, to
     probs = None if v.draft_probs is None else v.draft_probs.to(device).contiguous()
     logits = v.target_logits.to(device, torch.float32).contiguous()
     with kernel_bounds.tolerating(*tolerated) as watched:
+        if constrain is not None:
+            logits = constrain(logits, cu, metadata)
         out = rejection_sample(draft_ids, counts, v.max_spec_len, cu, probs, logits, bonus, metadata)
     kernels = {a.kernel for a in tolerated}
     return Sampled(out.cpu().tolist(), set(watched.seen), bool(kernels & watched.launched))

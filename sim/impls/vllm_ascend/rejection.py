@@ -27,6 +27,18 @@ READS_BEFORE_CU_NUM_DRAFT_TOKENS = (
 )
 
 
+def _constraints(module):
+    """The target's logits as ``AscendRejectionSampler.forward`` hands them to ``rejection_sample``: through
+    the checkout's ``apply_sampling_constraints`` (temperatures; no top-k or top-p, the runner's
+    ``prepare_sampling`` top-k None). Under ``enable_reduce_sample`` on TP ranks, random requests' logits
+    become the candidates gathered over the ranks and their vocabulary ids."""
+
+    def constrain(logits, cu_num_draft_tokens, metadata):
+        return module.apply_sampling_constraints(logits, cu_num_draft_tokens, metadata, None)
+
+    return constrain
+
+
 def sample(v: Verification, device: torch.device, triton: bool = True, tolerate: bool = True) -> kit.Sampled:
     """The checkout's output rows for ``v``, and which of the defect's reads its kernels made
     (``tolerate=False``: none is let through)."""
@@ -42,6 +54,6 @@ def sample(v: Verification, device: torch.device, triton: bool = True, tolerate:
     try:
         with unpinned_host_memory():
             tolerated = READS_BEFORE_CU_NUM_DRAFT_TOKENS if tolerate else ()
-            return kit.sample(module.rejection_sample, metadata, v, device, tolerated)
+            return kit.sample(module.rejection_sample, metadata, v, device, tolerated, _constraints(module))
     finally:
         module.HAS_TRITON = before

@@ -127,13 +127,15 @@ class TpCase:
 
 @dataclass(frozen=True)
 class TpSampleCase:
-    """A verification batch (``sim.oracle.rejection.Verification``, greedy) that ``size`` TP ranks score with
-    vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank holding its slice of the
-    target's logits (vLLM's split: the vocabulary padded to a multiple of 64, split evenly)."""
+    """A verification batch (``sim.oracle.rejection.Verification``: greedy requests, random ones or both)
+    that ``size`` TP ranks score with vllm-ascend's rejection sampler under ``enable_reduce_sample``, each
+    rank holding its slice of the target's logits (vLLM's split: the vocabulary padded to a multiple of 64,
+    split evenly); every rank's random draws seeded with ``seed``, as vLLM seeds every worker alike."""
 
     verification: object
     size: int = 2
     setup: tuple[str, ...] = ()  # as ``TpCase.setup``
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
         group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
         if isinstance(case, TpSampleCase):
             with reduce_sample(True), named_collectives(group, result.sites):
-                result.rows = _sampled_on_rank(case.verification, rank, size)
+                result.rows = _sampled_on_rank(case.verification, rank, size, case.seed)
         else:
             with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
                 report = _served_on_rank(case, size, device, result.forwards)
@@ -226,13 +228,17 @@ def _served_on_rank(case: TpCase, size: int, device, forwards: list[Forward]):
     return run_scenario(scenario, device, impl, proposer_cls=Recorded, rules=rules)
 
 
-def _sampled_on_rank(v, rank: int, size: int) -> list[list[int]]:
+def _sampled_on_rank(v, rank: int, size: int, seed: int) -> list[list[int]]:
     """The checkout's rejection sampler's rows for ``v`` on this TP rank, handed its slice of the target's
-    logits, on the proposer's device with vllm-ascend's config of the deployment (the sampler reads it)."""
+    logits, on the proposer's device with vllm-ascend's config of the deployment (the sampler reads it),
+    its random draws seeded with ``seed``."""
+    import torch
+
     from sim.impls.kit.ascend import world
     from sim.impls.vllm_ascend import rejection
 
     world.vllm_config(32)
+    torch.default_generator.manual_seed(seed)  # the CPU's draws: torch.manual_seed would seed the fake NPU too
     own = v.target_logits[:, vocab_slice(v.target_logits.shape[-1], rank, size)].contiguous()
     return rejection.sample(dataclasses.replace(v, target_logits=own), world.build_device()).rows
 
@@ -290,25 +296,35 @@ class TpPool(RankPool):
 
 
 def check_tp_sample(case: TpSampleCase, pool: TpPool, report: tuple[int, ...] | None = None) -> list[str]:
-    """Problems found scoring ``case`` on ``pool``'s ranks: each rank's rows against the reference's greedy
-    rows (``report``: a known defect's ids, as ``Rules.sample_report``), then the ranks' collectives."""
-    from sim.oracle.reference_drafts import reported_logits
-    from sim.oracle.rejection import greedy_rows
-
+    """Problems found scoring ``case`` on ``pool``'s ranks (``sample_problems``)."""
     if case.size != pool.size:
         raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
+    return sample_problems(case, pool.run(case), report)
+
+
+def sample_problems(case: TpSampleCase, results: list[TpRankResult], report: tuple[int, ...] | None = None):
+    """What is wrong with the ranks' rows for ``case``: a greedy request's row other than the reference's
+    (``report``: a known defect's ids, as ``Rules.sample_report``); a random request's row that no
+    rejection sampler gives, or other than rank 0's (ranks that sample differently leave the TP group
+    with different tokens); then the ranks' collectives."""
+    from sim.oracle.reference_drafts import reported_logits
+    from sim.oracle.rejection import greedy_rows, row_is_well_formed
+
     v = case.verification
     if report is not None:
         v = dataclasses.replace(v, target_logits=reported_logits(v.target_logits, report))
     want = greedy_rows(v)
-    results = pool.run(case)
-    problems = [
-        f"rank {r.rank}: request {i} (drafts {list(v.drafts[i])}): got {got}, want {row}"
-        for r in results
-        for i, (got, row) in enumerate(zip(r.rows, want, strict=True))
-        if got != row
-    ][:4]
-    return problems + _collective_problems(results, pool.size)
+    problems = []
+    for r in results:
+        for i, (got, row) in enumerate(zip(r.rows, want, strict=True)):
+            said = f"rank {r.rank}: request {i} (drafts {list(v.drafts[i])}, temperature {v.temperature[i]})"
+            if v.temperature[i] == 0 and got != row:
+                problems.append(f"{said}: got {got}, want {row}")
+            elif v.temperature[i] != 0 and (wrong := row_is_well_formed(got, v.drafts[i])):
+                problems.append(f"{said}: {wrong}")
+            elif got != results[0].rows[i]:
+                problems.append(f"{said}: got {got}, rank 0 {results[0].rows[i]}")
+    return problems[:4] + _collective_problems(results, len(results))
 
 
 def check_tp(case: TpCase, pool: TpPool) -> list[str]:

@@ -41,6 +41,7 @@ LMHEAD_LOGITS = "AscendLogitsProcessor._get_logits_lmheadtp"  # the lm head's lo
 LOGITS_GATHER = "AscendLogitsProcessor._gather_logits"  # the lm head's logits gathered over the TP group
 GREEDY_SAMPLE = "greedy_sample"  # the drafter's reduce-sample greedy over TP ranks (llm_base_proposer's)
 VERIFY_GREEDY = "rejection_sampler.greedy_sample"  # the rejection sampler's reduce-sample greedy of the target
+VERIFY_CANDIDATES = "rejection_sampler.apply_top_k_top_p"  # its reduce-sample candidates of random requests
 DRAFT_CONTEXT = "set_ascend_forward_context"  # the forward context a drafter opens (llm_base_proposer's name)
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
@@ -94,6 +95,7 @@ VARIANTS = {
     "tp-draft-ids-of-the-local-slice": (GREEDY_SAMPLE, tp.draft_ids_of_the_local_slice),
     "tp-logits-not-gathered": (LOGITS_GATHER, tp.logits_not_gathered),
     "tp-verify-ids-of-the-local-slice": (VERIFY_GREEDY, tp.draft_ids_of_the_local_slice),
+    "tp-random-candidates-of-the-local-slice": (VERIFY_CANDIDATES, tp.candidate_ids_of_the_local_slice),
     "tp-draft-forward-told-it-is-the-targets": (DRAFT_CONTEXT, tp.forward_told_it_is_the_targets),
 }
 
@@ -159,7 +161,11 @@ FIXES = {
     ),
     "reduce-sample-ids-from-the-slice-start": (
         "reduce-sample-ids-of-a-short-last-shard",
-        ((GREEDY_SAMPLE, tp.draft_ids_from_the_slice_start),),
+        (
+            (GREEDY_SAMPLE, tp.draft_ids_from_the_slice_start),
+            (VERIFY_GREEDY, tp.draft_ids_from_the_slice_start),
+            (VERIFY_CANDIDATES, tp.candidates_from_the_slice_start),
+        ),
     ),
     "eagle-gathers-through-the-drafts-own-processor": (
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
@@ -196,9 +202,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             if target == REJECT_KERNELS:
                 fixing(monkeypatch)
                 continue
-            if target == GREEDY_SAMPLE:
-                module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
-                monkeypatch.setattr(module, target, fixing(getattr(module, target)))
+            if target in MODULE_FUNCTIONS:
+                change_function(target, fixing, monkeypatch)
                 continue
             if target.startswith(tuple(BUILDER_MODULES)):
                 change_builder(target, fixing, monkeypatch)
@@ -213,15 +218,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
         return
-    if target in (DEVICE_CORRECTION, LMHEAD_CHECK, GREEDY_SAMPLE, VERIFY_GREEDY, DRAFT_CONTEXT):
-        module = import_ascend(
-            {
-                DEVICE_CORRECTION: "vllm_ascend.spec_decode.utils",
-                VERIFY_GREEDY: "vllm_ascend.sample.rejection_sampler",
-            }.get(target, "vllm_ascend.spec_decode.llm_base_proposer")
-        )
-        name = target.rsplit(".", 1)[-1]
-        monkeypatch.setattr(module, name, breaking(getattr(module, name)))
+    if target in MODULE_FUNCTIONS:
+        change_function(target, breaking, monkeypatch)
         return
     if target in (LMHEAD_LOGITS, LOGITS_GATHER):
         cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor
@@ -249,6 +247,25 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     cls = shared.defining_class(configured(2, 16, 64, 8), target)
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
+
+
+# a function of a checkout module (not a method): the target -> its module, where its callers find it
+MODULE_FUNCTIONS = {
+    DEVICE_CORRECTION: "vllm_ascend.spec_decode.utils",
+    LMHEAD_CHECK: "vllm_ascend.spec_decode.llm_base_proposer",
+    GREEDY_SAMPLE: "vllm_ascend.spec_decode.llm_base_proposer",
+    DRAFT_CONTEXT: "vllm_ascend.spec_decode.llm_base_proposer",
+    VERIFY_GREEDY: "vllm_ascend.sample.rejection_sampler",
+    VERIFY_CANDIDATES: "vllm_ascend.sample.rejection_sampler",
+}
+
+
+def change_function(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Change the module function ``target`` names (a key of ``MODULE_FUNCTIONS``) where its callers find it."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    module, name = import_ascend(MODULE_FUNCTIONS[target]), target.rsplit(".", 1)[-1]
+    monkeypatch.setattr(module, name, changing(getattr(module, name)))
 
 
 def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,10 +26,12 @@ from sim.impls.vllm_ascend.tensor_parallel import (
     check_tp,
     check_tp_sample,
     reduce_sample_report,
+    sample_problems,
 )
 from sim.oracle.rejection import Verification
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
+from tests.checks.rejection_checks import first_ids_problem
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
@@ -88,13 +90,14 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
 
 @pytest.mark.parametrize("sampling", SAMPLING)
 def test_tp_ranks_touch_no_stand_in(pool, sampling):
-    """No value of the ranks' runs (a serving run under full graphs, and the rejection sampler's batch)
-    comes from the fake ``torch_npu``'s mocks (each rank watches them)."""
+    """No value of the ranks' runs (a serving run under full graphs, and the rejection sampler's greedy and
+    random batches) comes from the fake ``torch_npu``'s mocks (each rank watches them)."""
     watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)
     reduce_sample = SAMPLING[sampling]
     assert check_tp(_case("full", reduce_sample, setup=watch, vocab_size=WHOLE_SLICES), pool) == []
     if reduce_sample:
         assert check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=watch), pool) == []
+        assert check_tp_sample(TpSampleCase(_random_verification(WHOLE_SLICES)[0], setup=watch), pool) == []
 
 
 @AFTER_ONE_RANK
@@ -119,25 +122,20 @@ def defect_accepted(request) -> bool:
     return any(d.id == REDUCE_SAMPLE_DEFECT for d in request.config.mtp_impl.divergences)
 
 
-@pytest.fixture
-def known_defect(request, defect_accepted):
-    """The spec test's marks where the defect is accepted: a strict expected failure, whose XPASS ends the
-    session with the defect's "fixed:" line (``known_defect``); else the design, held as any test."""
-    if defect_accepted:
-        request.node.add_marker(pytest.mark.known_defect(REDUCE_SAMPLE_DEFECT))
-        reason = f"known defect {REDUCE_SAMPLE_DEFECT}: the spec fails"
-        request.node.add_marker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason))
-
-
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-def test_reduce_sample_over_a_short_last_shard_follows_the_defects_model(pool, mode, defect_accepted):
-    """On the tiny model's 96 ids the last rank keeps 32 of its 64: the drafts are the defect's
-    (``Rules.sample_report``), every other value the spec's; with the defect dropped from the session's
-    list, the spec's."""
+def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(pool, mode, defect_accepted):
+    """On the tiny model's 96 ids the last rank keeps 32 of its 64. Accepted, the pin records which the ranks
+    followed: the defect's drafts (``Rules.sample_report``, every other value the spec's) or the spec's
+    (fixed: the session ends with the defect's "fixed:" line); either else fails, naming both. Dropped
+    from the session's list, the spec alone."""
     assert reduce_sample_report(WHOLE_SLICES, 2) is None and reduce_sample_report(96, 2) is not None
-    case = _case(mode, True, spec=not defect_accepted)
-    assert _agree(case, pool, f"reduce-sample-short-last-shard-{mode}") == []
+    spec = check_tp(_case(mode, True, spec=True), pool)
+    if not defect_accepted:
+        assert with_replay(spec, _case(mode, True, spec=True), f"reduce-sample-short-last-shard-{mode}") == []
+        return
+    shown = check_tp(_case(mode, True), pool)
+    pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec[:1] + shown[:1])
 
 
 def test_the_reduce_sample_report_of_a_short_last_shard():
@@ -146,15 +144,6 @@ def test_the_reduce_sample_report_of_a_short_last_shard():
     assert reduce_sample_report(96, 2) == (*range(64), *range(32, 64))
     assert reduce_sample_report(96, 4) is None
     assert reduce_sample_report(100, 2) == (*range(64), *range(36, 72))
-
-
-@pytest.mark.usefixtures("known_defect")
-def test_reduce_sample_over_a_short_last_shard_fails_the_spec(pool):
-    """Held to the spec, the checkout's reduce-sample drafts differ on a vocabulary of 96 (not whole slices):
-    XFAIL while the defect is there and accepted; the day it is fixed, this XPASSes and the session ends
-    with the defect's "fixed:" line (``known_defect``); with the id dropped from the list, it passes."""
-    problems = check_tp(_case("eager", True, spec=True), pool)
-    assert problems == []
 
 
 def test_an_eagle_drafter_under_reduce_sample_reads_a_missing_logits_processor(pool, request):
@@ -186,13 +175,19 @@ def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
 
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     """The defect fixed (``broken_gate.FIXES``: each rank's ids offset by where its slice starts, written
-    otherwise than the checkout's reduction) meets the spec, eager and under full graphs, and the
-    defect's model no longer holds (the gate says the fix is there)."""
+    otherwise than the checkout's reduction, in the drafter's and the rejection sampler's greedy, and the
+    sampler's random candidates taken from slices of one width) meets the spec: the drafts, eager and under
+    full graphs (where the defect's model no longer holds: the gate says the fix is there), the target's
+    greedy rows and its random draws."""
     name = "reduce-sample-ids-from-the-slice-start"
-    assert broken_gate.FIXES[name][1][0][1] is tp_breaks.draft_ids_from_the_slice_start
+    fixes = [fixing for _, fixing in broken_gate.FIXES[name][1]]
+    assert fixes == [tp_breaks.draft_ids_from_the_slice_start] * 2 + [tp_breaks.candidates_from_the_slice_start]
     for mode in MODES:
         assert _agree(_case(mode, True, setup=(SETUP, name), spec=True), pool, f"reduce-sample-fixed-{mode}") == []
     assert any("draft" in p for p in check_tp(_case("eager", True, setup=(SETUP, name)), pool))
+    assert check_tp_sample(TpSampleCase(_verification(96), setup=(SETUP, name)), pool) == []  # the target's greedy
+    problems, rows, q = _random_rows(pool, 96, setup=(SETUP, name))  # and its random requests' candidates
+    assert problems == [] and first_ids_problem(rows, q) is None, (problems, first_ids_problem(rows, q))
 
 
 @pytest.mark.parametrize(
@@ -275,16 +270,85 @@ def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> 
 
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("vocab", [WHOLE_SLICES, 96])
-def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab):
+def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab, defect_accepted):
     """vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank its slice of the target's
-    logits: every rank's greedy rows are the reference's, on 96 ids those of the known defect's ids (the
-    same arithmetic as the drafter's, ``reduce-sample-ids-of-a-short-last-shard``), and held to the spec
-    there they differ."""
+    logits: every rank's greedy rows are the reference's; on 96 ids, where the session accepts the known
+    defect (the same arithmetic as the drafter's, ``reduce-sample-ids-of-a-short-last-shard``), the pin
+    records whether they are the defect's ids' rows or the spec's (fixed), and either else fails."""
     case = TpSampleCase(_verification(vocab), setup=(SETUP,))
     report = reduce_sample_report(vocab, 2)
-    assert check_tp_sample(case, pool, report) == []
-    if report is not None:
-        assert any("want" in p for p in check_tp_sample(case, pool)), "the defect no longer shows in the sampler"
+    spec = check_tp_sample(case, pool)
+    if report is None or not defect_accepted:
+        assert spec == []
+        return
+    shown = check_tp_sample(case, pool, report)
+    pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec + shown)
+
+
+MASS = (10, 20, 30, 40, 70, 80, 90, 95)  # four ids in each rank's slice (of 96 ids or of 128)
+MASS_LOGITS = (2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5)
+
+
+def _random_verification(vocab: int, n: int = 300) -> tuple[Verification, torch.Tensor]:
+    """``n`` one-draft random requests (temperature 1) whose target puts its mass on ``MASS``, each drafting
+    an id it gives none (so it is rejected, and the first output id is a draw of the target's distribution),
+    and that distribution."""
+    logits = torch.full((vocab,), -40.0)
+    logits[list(MASS)] = torch.tensor(MASS_LOGITS)
+    q = torch.zeros(vocab)
+    q[list(MASS)] = torch.tensor(MASS_LOGITS).softmax(-1)
+    return Verification(((3,),) * n, logits.expand(n, vocab).contiguous(), (0,) * n, (1.0,) * n, 1), q
+
+
+def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list[int]], torch.Tensor]:
+    """The ranks' problems with a random batch over ``vocab`` ids, rank 0's rows, and the target's distribution."""
+    v, q = _random_verification(vocab)
+    case = TpSampleCase(v, setup=setup, seed=7)
+    results = pool.run(case)
+    return sample_problems(case, results), results[0].rows, q
+
+
+@AFTER_ONE_RANK
+def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool):
+    """Random requests under reduce sampling: each rank's candidates and their vocabulary ids gathered over
+    the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
+    follow the target's distribution."""
+    problems, rows, q = _random_rows(pool, WHOLE_SLICES)
+    assert problems == []
+    assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
+
+
+@AFTER_ONE_RANK
+def test_random_rows_over_a_short_last_shard_gather_candidates_of_other_widths(pool, defect_accepted):
+    """``reduce-sample-ids-of-a-short-last-shard`` in the random path: each rank gathers as many candidates
+    as its logits have columns, and on 96 ids the last rank has 32 to the first's 64, so the ranks'
+    all-gather of the candidates mismatches (gloo aborts; on an NPU, HCCL's collective of unequal sizes).
+    Accepted, the pin records that mismatch (the defect), or rows that are draws of the target's
+    distribution (the spec: fixed); dropped from the session's list, the case is held to the spec."""
+    if not defect_accepted:
+        problems, rows, q = _random_rows(pool, 96)
+        assert problems == [] and first_ids_problem(rows, q) is None
+        return
+    try:
+        problems, rows, q = _random_rows(pool, 96)
+    except RankFailure as mismatch:
+        assert CANDIDATES_GATHER in str(mismatch), mismatch
+        pin(REDUCE_SAMPLE_DEFECT, present=True, fixed=False)
+    else:
+        problems.append(first_ids_problem(rows, q))
+        pin(REDUCE_SAMPLE_DEFECT, present=False, fixed=problems == [None], detail=problems)
+
+
+CANDIDATES_GATHER = "apply_sampling_constraints > _apply_top_k_top_p"  # the collective the ranks mismatch at
+
+
+def test_random_candidates_that_lose_their_slices_offsets_are_caught(pool):
+    """The candidates' ids reported by their index in each rank's slice: the draws past the first slice come
+    out as ids the target gives no mass."""
+    variant = "tp-random-candidates-of-the-local-slice"
+    assert broken_gate.VARIANTS[variant][1] is tp_breaks.candidate_ids_of_the_local_slice
+    problems, rows, q = _random_rows(pool, WHOLE_SLICES, setup=(SETUP, variant))
+    assert problems == [] and "where the target puts no mass" in first_ids_problem(rows, q)
 
 
 def test_a_verification_that_loses_its_slices_offsets_is_caught(pool):
@@ -361,4 +425,4 @@ def test_explain_names_the_pin_of_a_defect_only_ranks_show(capsys):
     assert cli.main(["explain", REDUCE_SAMPLE_DEFECT, "--impl", "vllm_ascend"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"{REDUCE_SAMPLE_DEFECT}: no rule models it in a serving run of one rank" in err
-    assert "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_fails_the_spec" in err
+    assert "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec" in err

@@ -11,6 +11,10 @@ whose gather over the TP group is lost, so each rank drafts from its own slice o
 (``is_draft_model`` False), so a draft forward is set up with what the target's would get (the class of
 vllm-ascend's draft forwards inheriting the target's FlashComm1 / sequence parallelism, #13752).
 
+``candidate_ids_of_the_local_slice`` is the rejection sampler's reduce-sample candidates for random requests
+(``apply_top_k_top_p``, as ``apply_sampling_constraints`` calls it) reported by their index in each rank's
+slice: a draw past the first slice comes out as another id.
+
 ``logits_gathered_by_all_reduce`` is the control of ``logits_not_gathered``: the logits gathered otherwise
 and right (each rank's columns placed at its slice in zeros, summed over the TP group), which the gate must
 pass.
@@ -18,7 +22,9 @@ pass.
 ``draft_ids_from_the_slice_start`` is the fix of the known defect ``reduce-sample-ids-of-a-short-last-shard``:
 the same reduction, each rank's index offset by where its slice starts (the padded vocabulary is split
 evenly, so every slice is as wide as the widest rank's kept columns, the first rank's), which must meet
-the spec.
+the spec; with it, for the rejection sampler's random requests, ``candidates_from_the_slice_start``: each
+rank's logits padded to the slice's width (never drawn: -inf) before its candidates are taken, so every
+rank gathers as many and the checkout's ``local + rank * width`` is where its slice starts.
 """
 
 from __future__ import annotations
@@ -45,6 +51,17 @@ def draft_ids_of_the_local_slice(original):
     return _greedy(lambda group, kept: 0)
 
 
+def candidate_ids_of_the_local_slice(original):
+    def apply_top_k_top_p(logits, k, p, *top_k):
+        candidates = original(logits, k, p, *top_k)
+        if not isinstance(candidates, tuple):  # not the reduce-sample flow: no ids to lose
+            return candidates
+        values, ids = candidates
+        return values, ids % logits.shape[-1]
+
+    return apply_top_k_top_p
+
+
 def logits_not_gathered(original):
     return lambda self, logits: logits
 
@@ -54,6 +71,21 @@ def draft_ids_from_the_slice_start(original):
         return group.rank_in_group * group.all_gather(kept, dim=0).max()  # on the device: graphs capture it
 
     return _greedy(start)
+
+
+def candidates_from_the_slice_start(original):
+    def apply_top_k_top_p(logits, k, p, *top_k):
+        import torch
+
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        group = import_ascend("vllm.distributed.parallel_state").get_tp_group()
+        width = int(group.all_gather(torch.tensor([logits.shape[-1]], device=logits.device), dim=0).max())
+        padded = logits.new_full((logits.shape[0], width), float("-inf"))
+        padded[:, : logits.shape[-1]] = logits
+        return original(padded, k, p, *top_k)
+
+    return apply_top_k_top_p
 
 
 def forward_told_it_is_the_targets(original):
