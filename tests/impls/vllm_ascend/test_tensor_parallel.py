@@ -97,7 +97,7 @@ def test_tp_ranks_touch_no_stand_in(pool, sampling):
     assert check_tp(_case("full", reduce_sample, setup=watch, vocab_size=WHOLE_SLICES), pool) == []
     if reduce_sample:
         assert check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=watch), pool) == []
-        assert check_tp_sample(TpSampleCase(_random_verification(WHOLE_SLICES)[0], setup=watch), pool) == []
+        assert check_tp_sample(TpSampleCase(_random_verification(WHOLE_SLICES, 12)[0], setup=watch), pool) == []
 
 
 @AFTER_ONE_RANK
