@@ -71,7 +71,8 @@ def check_limits(module) -> None:
 
 
 DRAFT_KINDS = [
-    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3, Feature.MROPE, Feature.ASYNC_SCHEDULING,
+    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3, Feature.MROPE,
+    Feature.ASYNC_SCHEDULING,
 ]  # fmt: skip
 
 

@@ -34,8 +34,9 @@ SYNC_RUNNER = Skip("the adapter drives its proposer as a synchronous runner does
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, has=()) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
-    draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, M-RoPE and asynchronous
-    scheduling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``, ``SYNC_RUNNER``)."""
+    draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, M-RoPE and
+    asynchronous scheduling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``,
+    ``SYNC_RUNNER``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,

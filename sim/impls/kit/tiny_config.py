@@ -2,7 +2,8 @@
 
 A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; with method
 ``eagle`` or ``eagle3`` the draft is a one-layer Llama config, which vLLM makes an
-``EagleLlamaForCausalLM`` or ``Eagle3LlamaForCausalLM`` (what EAGLE heads of Llama and Qwen targets are). Nothing is downloaded and no weights are loaded.
+``EagleLlamaForCausalLM`` or ``Eagle3LlamaForCausalLM`` (what EAGLE heads of Llama and Qwen targets
+are). Nothing is downloaded and no weights are loaded.
 Each adapter builds one proposer per hidden size with buffers sized once, generously (``MAX_TOKENS``
 rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``), and sets the per-call sizes before each use;
 ``refuse_past_limits`` refuses a call the buffers cannot hold, naming the field and its value.
@@ -54,7 +55,7 @@ def config_dir(hidden_size: int) -> str:
 
 def eagle_dir(hidden_size: int) -> str:
     """A ``config.json`` of a one-layer Llama that vLLM wraps as an EAGLE or EAGLE-3 draft (``EAGLEConfig``)."""
-    path = scratch(f"eagle3-{hidden_size}")
+    path = scratch(f"eagle-{hidden_size}")
     config = {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],
@@ -86,9 +87,9 @@ def _model_classes_inspected_here():
 
 def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str, method: str = "mtp"):
     """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer (``method`` eagle or eagle3: with
-    the EAGLE or EAGLE-3 draft of ``eagle_dir`` instead), from ``config`` (the generation's ``vllm.config`` module) on
-    ``device``; ``num_speculative_tokens``: the most drafts any call sets (every per-step buffer exists
-    for them)."""
+    the EAGLE or EAGLE-3 draft of ``eagle_dir`` instead), from ``config`` (the generation's ``vllm.config``
+    module) on ``device``; ``num_speculative_tokens``: the most drafts any call sets (every per-step
+    buffer exists for them)."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
     draft = {"model": eagle_dir(hidden_size)} if method in ("eagle", "eagle3") else {}

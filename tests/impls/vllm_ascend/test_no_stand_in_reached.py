@@ -76,8 +76,9 @@ def watched_in_rank(*allowed: str):
 
 
 # The draft each serving run is made with: its attention family (its builder's runs, cos/sin included), its
-# method (eagle: its draft class and its method's branches; eagle3: the runner's concatenation and the fold), its arrival (a decode node's transferred prompts),
-# or its runner's scheduling (async: the count copy on the copy stream and the next step's correction; padded only).
+# method (eagle: its draft class and its method's branches; eagle3: the runner's concatenation and the fold),
+# its arrival (a decode node's transferred prompts), or its runner's scheduling (async: the count copy on the
+# copy stream and the next step's correction; padded only).
 DRAFTS = {
     "gqa": {}, **FAMILY_FIELDS, "eagle": {"method": "eagle"}, "eagle3": {"method": "eagle3"},
     "decode-node": {"decode_node": True},
