@@ -173,7 +173,7 @@ def test_a_wrong_row_fails_naming_the_request(where, monkeypatch, breaking, gree
 def test_accepting_every_random_draft_fails_the_law(where, monkeypatch):
     module = import_ascend(rejection.MODULE)
     monkeypatch.setattr(module, "rejection_sample", breaks.accepts_every_draft(module.rejection_sample))
-    with pytest.raises(AssertionError, match=r"first ids \[.*chi2"):
+    with pytest.raises(AssertionError, match=r"first ids \{.*chi2"):
         check_first_ids(lambda v: rejection.sample(v, where), "point-mass")
 
 
