@@ -75,6 +75,39 @@ def _agree(case: TpCase, pool, name: str) -> list[str]:
     return with_replay(check_tp(case, pool), case, f"tp-{name}")
 
 
+MASS = (10, 20, 30, 40, 70, 80, 90, 95)  # four ids in each rank's slice (of 96 ids or of 128)
+MASS_LOGITS = (2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5)
+
+
+def _random_verification(vocab: int, n: int = 300) -> tuple[Verification, torch.Tensor]:
+    """``n`` one-draft random requests (temperature 1) whose target puts its mass on ``MASS``, each drafting
+    an id it gives none (so it is rejected, and the first output id is a draw of the target's distribution),
+    and that distribution."""
+    logits = torch.full((vocab,), -40.0)
+    logits[list(MASS)] = torch.tensor(MASS_LOGITS)
+    q = torch.zeros(vocab)
+    q[list(MASS)] = torch.tensor(MASS_LOGITS).softmax(-1)
+    return Verification(((3,),) * n, logits.expand(n, vocab).contiguous(), (0,) * n, (1.0,) * n, 1), q
+
+
+def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list[int]], torch.Tensor]:
+    """The ranks' problems with a random batch over ``vocab`` ids, rank 0's rows, and the target's distribution."""
+    v, q = _random_verification(vocab)
+    case = TpSampleCase(v, setup=setup, seed=7)
+    results = pool.run(case)
+    return sample_problems(case, results), results[0].rows, q
+
+
+@AFTER_ONE_RANK  # first of the TP cases: the random rows run no drafter, and a break there shows in seconds
+def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool):
+    """Random requests under reduce sampling: each rank's candidates and their vocabulary ids gathered over
+    the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
+    follow the target's distribution."""
+    problems, rows, q = _random_rows(pool, WHOLE_SLICES)
+    assert problems == []
+    assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
+
+
 @AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("drafter", "sampling"), DRAFTS, ids=[f"{d}-{s}" for d, s in DRAFTS])
@@ -283,39 +316,6 @@ def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, voca
         return
     shown = check_tp_sample(case, pool, report)
     pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec + shown)
-
-
-MASS = (10, 20, 30, 40, 70, 80, 90, 95)  # four ids in each rank's slice (of 96 ids or of 128)
-MASS_LOGITS = (2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5)
-
-
-def _random_verification(vocab: int, n: int = 300) -> tuple[Verification, torch.Tensor]:
-    """``n`` one-draft random requests (temperature 1) whose target puts its mass on ``MASS``, each drafting
-    an id it gives none (so it is rejected, and the first output id is a draw of the target's distribution),
-    and that distribution."""
-    logits = torch.full((vocab,), -40.0)
-    logits[list(MASS)] = torch.tensor(MASS_LOGITS)
-    q = torch.zeros(vocab)
-    q[list(MASS)] = torch.tensor(MASS_LOGITS).softmax(-1)
-    return Verification(((3,),) * n, logits.expand(n, vocab).contiguous(), (0,) * n, (1.0,) * n, 1), q
-
-
-def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list[int]], torch.Tensor]:
-    """The ranks' problems with a random batch over ``vocab`` ids, rank 0's rows, and the target's distribution."""
-    v, q = _random_verification(vocab)
-    case = TpSampleCase(v, setup=setup, seed=7)
-    results = pool.run(case)
-    return sample_problems(case, results), results[0].rows, q
-
-
-@AFTER_ONE_RANK
-def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool):
-    """Random requests under reduce sampling: each rank's candidates and their vocabulary ids gathered over
-    the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
-    follow the target's distribution."""
-    problems, rows, q = _random_rows(pool, WHOLE_SLICES)
-    assert problems == []
-    assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
 
 
 @AFTER_ONE_RANK
