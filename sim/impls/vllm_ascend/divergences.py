@@ -182,6 +182,21 @@ DIVERGENCES = table(
         kind=Kind.DEFECT,
     ),
     Divergence(
+        "reduce-sample-top-k-of-the-requests-under-a-slice",
+        "NPUModelRunner._sample (enable_reduce_sample, any request with top-k: "
+        "max_topk = top_k_cpu[top_k_cpu < logits.shape[1]].max(), handed to prepare_sampling)",
+        "each TP rank's candidates (apply_top_k_top_p: its top max_topk ids) hold every id a request's "
+        "top-k may keep: max_topk at least the smaller of the batch's largest top-k and the rank's columns",
+        "max_topk is the largest top-k below the rank's columns only: a request whose top-k is at least a "
+        "rank's columns, or one without top-k (its top_k_cpu the vocabulary) beside a request with one, gets "
+        "the smaller top-k's candidates, and draws from a truncated distribution (the target's tokens and "
+        "the drafts' verification alike); a batch whose every top-k is at least a rank's columns raises "
+        "(the max of nothing). Latent for top-ks below a rank's slice (about 19k ids for a 152k vocabulary "
+        "on 8 ranks); a top-k request beside plain sampling ones is not",
+        "test_rejection_sampler.py::test_the_runner_prepares_the_sampler_for_every_requests_top_k",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
         "vllm_ascend/spec_decode/llm_base_proposer.py: _run_merged_draft, and its draft steps "
         "(enable_reduce_sample, method eagle: self.model.model.logits_processor._gather_logits)",

@@ -3,6 +3,9 @@
 ``fake_torch_npu``), or, with ``triton=False``, its torch fallback, what ``HAS_TRITON = False``
 selects in vllm-ascend itself; pinned host buffers as plain ones (``builders.unpinned_host_memory``).
 
+``runner_top_k``: the top-k the runner's ``_sample`` hands its rejection sampler under reduce sampling
+(``prepare_sampling``), for a batch's requests' top-ks on a TP rank of some columns.
+
 ``READS_BEFORE_CU_NUM_DRAFT_TOKENS``: the accesses of the defect
 ``rejection-kernels-read-before-their-buffer``, tolerated exactly (each kernel's load of element -1
 of its cumulative-count argument), so that every other access and every output is still checked.
@@ -14,6 +17,7 @@ import torch
 
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit import rejection as kit
+from sim.impls.kit.ascend import runner_source, world
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.rejection import Verification
@@ -57,3 +61,44 @@ def sample(v: Verification, device: torch.device, triton: bool = True, tolerate:
             return kit.sample(module.rejection_sample, metadata, v, device, tolerated, _constraints(module))
     finally:
         module.HAS_TRITON = before
+
+
+def runner_sample():
+    """``NPUModelRunner._sample``, compiled from the checkout's source (a fix replaces this)."""
+    return runner_source.runner_method("_sample")
+
+
+class _TopKRecorder:
+    """The rejection sampler as ``_sample`` meets it, recording the top-k it is prepared with."""
+
+    top_k = None
+
+    def prepare_sampling(self, top_k):
+        self.top_k = top_k
+
+    def __call__(self, *args, **kwargs):
+        return None
+
+
+def runner_top_k(top_ks: tuple[int, ...], columns: int):
+    """What the checkout's ``_sample`` hands its rejection sampler's ``prepare_sampling`` under
+    ``enable_reduce_sample`` for a spec-decode batch whose requests have ``top_ks`` (vLLM's
+    ``InputBatch.top_k_cpu``: a request without top-k holds the vocabulary size) on a TP rank whose
+    logits have ``columns`` columns, as an int (None: none). Raises what ``_sample`` raises."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sim.impls.vllm_ascend.tensor_parallel import reduce_sample
+
+    world.vllm_config(32)  # vllm-ascend's config, which _sample reads
+    sampler = _TopKRecorder()
+    batch = SimpleNamespace(  # the input batch's sampling state, as its requests set it
+        top_k_cpu=np.array(top_ks, dtype=np.int32),
+        sampling_metadata=SimpleNamespace(top_k=torch.tensor(top_ks, dtype=torch.int32)),
+        update_async_output_token_ids=lambda: None,
+    )
+    runner = SimpleNamespace(input_batch=batch, rejection_sampler=sampler)
+    with reduce_sample(True):
+        runner_sample()(runner, torch.zeros(len(top_ks), columns), SimpleNamespace())
+    return None if sampler.top_k is None else int(sampler.top_k)

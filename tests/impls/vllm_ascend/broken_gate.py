@@ -45,6 +45,7 @@ VERIFY_CANDIDATES = "rejection_sampler.apply_top_k_top_p"  # its reduce-sample c
 DRAFT_CONTEXT = "set_ascend_forward_context"  # the forward context a drafter opens (llm_base_proposer's name)
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
+RUNNER_SAMPLE = "NPUModelRunner._sample"  # the runner's, preparing its samplers (sim.impls.vllm_ascend.rejection)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -167,6 +168,10 @@ FIXES = {
             (VERIFY_CANDIDATES, tp.candidates_from_the_slice_start),
         ),
     ),
+    "runner-top-k-of-every-request": (
+        "reduce-sample-top-k-of-the-requests-under-a-slice",
+        ((RUNNER_SAMPLE, fixes.runner_top_k_of_every_request),),
+    ),
     "eagle-gathers-through-the-drafts-own-processor": (
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
         (("_run_merged_draft", fixes.gather_through_the_drafts_own_processor),),
@@ -204,6 +209,9 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
                 continue
             if target in MODULE_FUNCTIONS:
                 change_function(target, fixing, monkeypatch)
+                continue
+            if target == RUNNER_SAMPLE:
+                change_runner_sample(fixing, monkeypatch)
                 continue
             if target.startswith(tuple(BUILDER_MODULES)):
                 change_builder(target, fixing, monkeypatch)
@@ -266,6 +274,14 @@ def change_function(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> N
 
     module, name = import_ascend(MODULE_FUNCTIONS[target]), target.rsplit(".", 1)[-1]
     monkeypatch.setattr(module, name, changing(getattr(module, name)))
+
+
+def change_runner_sample(changing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Change the runner's ``_sample`` where the adapter compiles it (``rejection.runner_sample``)."""
+    from sim.impls.vllm_ascend import rejection
+
+    original = rejection.runner_sample
+    monkeypatch.setattr(rejection, "runner_sample", lambda: changing(original()))
 
 
 def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:

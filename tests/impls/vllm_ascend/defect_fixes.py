@@ -39,6 +39,8 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
 - ``gather_through_the_drafts_own_processor``: ``eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks``:
   ``_run_merged_draft``'s reduce-sample branch for other methods gathers the logits through
   ``self.model.logits_processor`` (where vLLM's draft classes keep it), at the first pass and each step.
+- ``runner_top_k_of_every_request``: ``reduce-sample-top-k-of-the-requests-under-a-slice``: the runner's
+  ``_sample`` prepares its samplers with the batch's largest top-k, capped at the rank's columns.
 - ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-graph-steps-replay-the-first-pass``
   fixed the same way on the SFA builder (its draft steps already gather afresh).
 
@@ -52,6 +54,7 @@ import inspect
 
 import torch
 
+from sim.impls.kit.ascend import runner_source
 from tests.impls.fixes import edited, use_edited_module
 
 KERNELS, SAMPLER = "vllm_ascend.ops.triton.reject_sample", "vllm_ascend.sample.rejection_sampler"
@@ -169,6 +172,18 @@ _EVERY_LAYER = """                    for layer_name in self.attn_layer_names:
 def layers_of_their_group(propose):
     """``_propose`` whose draft steps hand each attention group's layers that group's metadata."""
     return edited(propose, (_EVERY_LAYER, _EVERY_LAYER.replace("self.attn_layer_names", "attn_group.layer_names")))
+
+
+_MAX_TOPK = "max_topk = self.input_batch.top_k_cpu[self.input_batch.top_k_cpu < logits.shape[1]].max()"
+
+
+def runner_top_k_of_every_request(sample):
+    """``_sample`` whose both branches (16 and 12 spaces in, the same in 0.23.0 and main) prepare the
+    sampler with the largest top-k of the batch, capped at the rank's columns (recompiled from the
+    checkout's source with that edit: ``sample`` is the method as compiled unchanged)."""
+    capped = "max_topk = min(int(self.input_batch.top_k_cpu.max()), logits.shape[1])"
+    edits = ((f"\n{' ' * n}{_MAX_TOPK}", f"\n{' ' * n}{capped}") for n in (16, 12))
+    return runner_source.edited_runner_method(sample.__name__, *edits)
 
 
 _INNER_GATHER = "logits = self.model.model.logits_processor._gather_logits(logits)"

@@ -27,6 +27,7 @@ from sim.oracle.rejection import Verification
 from tests.checks.known_defects import pin
 from tests.checks.rejection_checks import DRAFTERS, FIXED, check_first_ids, check_rows
 from tests.impls.vllm_ascend import broken_gate
+from tests.impls.vllm_ascend import defect_fixes as fixes
 from tests.impls.vllm_ascend import rejection_breaks as breaks
 from tests.impls.vllm_ascend.test_no_stand_in_reached import stand_ins_touched
 from tests.strategies.rejection import VOCAB, verifications
@@ -185,3 +186,45 @@ def test_a_kernel_lane_past_the_batch_is_named(where, monkeypatch):
         r"rejection_greedy_sample_triton: (load of cu_num_draft_tokens_ptr|store of output_token_ids_ptr)\[\d+\]",
         kernel_bounds.KernelOutOfBounds,
     )
+
+
+RUNNER_TOP_K = "reduce-sample-top-k-of-the-requests-under-a-slice"
+# a batch's requests' top-ks (vLLM's top_k_cpu: a request without top-k holds the vocabulary, 128) on a TP
+# rank of 64 columns, and the top-k every rank's candidates need: the smaller of the largest and 64
+TOP_K_BATCHES = {"one-request-above-a-slice": ((100,), 64), "a-plain-request-beside-top-k-20": ((20, 128), 64)}
+
+
+def _runner_top_k(top_ks: tuple[int, ...]):
+    """What the runner prepares its sampler with for ``top_ks`` on a rank of 64 columns, or what it raised."""
+    try:
+        return rejection.runner_top_k(top_ks, 64)
+    except ValueError as nothing:
+        return f"raised {nothing}"
+
+
+def test_the_runner_prepares_the_sampler_for_every_requests_top_k(request):
+    """``RUNNER_TOP_K``: the runner's ``_sample`` (the checkout's, compiled from its source) hands its
+    rejection sampler a top-k too small for a request of a larger one, or raises where every request's is
+    at least the rank's columns (None would be every candidate: enough). Accepted, the pin records what
+    the batches got: the defect's (a raise, or less than needed) or the spec's (fixed); dropped from the
+    session's list, the spec alone."""
+    got = {name: _runner_top_k(top_ks) for name, (top_ks, _) in TOP_K_BATCHES.items()}
+    short = {
+        name: got[name]
+        for name, (_, needed) in TOP_K_BATCHES.items()
+        if got[name] is not None and (isinstance(got[name], str) or got[name] < needed)
+    }
+    if not any(d.id == RUNNER_TOP_K for d in request.config.mtp_impl.divergences):
+        assert short == {}, got
+        return
+    pin(RUNNER_TOP_K, present=bool(short), fixed=not short, detail=got)
+
+
+def test_the_runner_top_k_fixed_meets_the_spec(monkeypatch):
+    """The fix (``broken_gate.FIXES``): the largest top-k of the batch, capped at the rank's columns."""
+    name = "runner-top-k-of-every-request"
+    assert broken_gate.FIXES[name][1][0][1] is fixes.runner_top_k_of_every_request
+    broken_gate.apply(name, monkeypatch)
+    assert {n: _runner_top_k(ks) for n, (ks, _) in TOP_K_BATCHES.items()} == {
+        n: needed for n, (_, needed) in TOP_K_BATCHES.items()
+    }

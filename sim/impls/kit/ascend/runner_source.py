@@ -19,6 +19,7 @@ import ast
 import builtins
 import functools
 import importlib.util
+import textwrap
 from pathlib import Path
 
 from sim.impls.kit.ascend.importing import import_ascend
@@ -89,10 +90,27 @@ def defines(name: str) -> bool:
 def runner_method(name: str):
     """``NPUModelRunner.<name>`` as a plain function (bind it with ``__get__``; a property's getter for
     a property). Annotations are not evaluated (as under ``from __future__ import annotations``)."""
+    return _compiled(_method(name))
+
+
+def edited_runner_method(name: str, *edits: tuple[str, str]):
+    """``runner_method(name)`` compiled from its source with each ``(old, new)`` edit applied (the text
+    as the file has it, indented; each found exactly once): a change of the runner's code, as a pull
+    request would make it."""
+    node = _method(name)
+    source = " " * node.col_offset + ast.get_source_segment(_source().read_text(), node)
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"NPUModelRunner.{name}: {old!r} found {source.count(old)} times in its source, not once")
+        source = source.replace(old, new)
+    return _compiled(ast.parse(textwrap.dedent(source)).body[0])
+
+
+def _method(name: str) -> ast.FunctionDef:
     found = [n for n in _runner_class().body if isinstance(n, ast.FunctionDef) and n.name == name]
     if not found:
         raise LookupError(f"NPUModelRunner.{name}: not in {_source()}")
-    return _compiled(found[0])
+    return found[0]
 
 
 def _compiled(func: ast.FunctionDef):
