@@ -9,7 +9,9 @@ compiles it with the module-level names it reads, each imported from where the r
 imports it, so what runs is vllm-ascend's code of the version under test, not a copy. A name
 whose import fails here is left unbound: the method fails with a ``NameError`` naming it only if
 it reaches that name (the branches of other drafters). ``RunnerMethod`` puts one on a runner
-view's class, compiled once and looked up on each access (so a test can replace it).
+view's class, compiled once and looked up on each access (so a test can replace it);
+``edited_runner_method`` compiles one with a textual edit of its source, as a pull request changing
+the runner would.
 """
 
 from __future__ import annotations
