@@ -257,6 +257,16 @@ def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
     assert _agree(case, pool, f"lmhead-tp-{peer}-{mode}") == []
 
 
+@AFTER_ONE_RANK
+@pytest.mark.parametrize("mode", MODES)
+def test_lmhead_tp_across_dp_ranks_of_an_eagle_drafter(pool, mode):
+    """The same with an EAGLE-3 drafter (a dense head: it syncs nothing with its peers, but every logits
+    computation is still the lm-head TP group's collective), both ranks busy; its method's branches around
+    lm-head TP (the sample rows' batch size) are EAGLE-1's too."""
+    case = _case(mode, TYPICAL, _lm_head_peer("busy"), attn="eagle3", lmhead_tp=True)
+    assert _agree(case, pool, f"lmhead-tp-eagle3-{mode}") == []
+
+
 def test_lmhead_tp_across_ranks_of_other_models_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^lmhead_tp=True with the ranks' \(seed, vocab_size, hidden_size, method\)"):
         DpCase.of(TYPICAL, SMALL, lmhead_tp=True)
