@@ -30,7 +30,8 @@ PLACEHOLDER = -1
 class Verification:
     """One verification batch: request r drafted ``drafts[r]`` (possibly none), the target scored
     ``len(drafts[r])`` positions (``target_logits`` rows, flattened over requests) and sampled
-    ``bonus[r]`` past them; ``temperature[r]`` 0 is greedy. ``draft_probs``: the drafter's
+    ``bonus[r]`` past them; ``temperature[r]`` 0 is greedy; ``top_k[r]`` its top-k (None: no request
+    sets one; a request without one holds the vocabulary size, as vLLM's input batch does). ``draft_probs``: the drafter's
     distributions per draft (None: MTP's, a point mass at each draft). ``max_spec_len``: the
     output rows' width less one."""
 
@@ -40,6 +41,7 @@ class Verification:
     temperature: tuple[float, ...]
     max_spec_len: int
     draft_probs: torch.Tensor | None = None
+    top_k: tuple[int, ...] | None = None
 
     @property
     def num_reqs(self) -> int:
@@ -57,7 +59,7 @@ class Verification:
         return (
             f"Verification(drafts={self.drafts}, target_logits=torch.tensor({self.target_logits.tolist()}), "
             f"bonus={self.bonus}, temperature={self.temperature}, max_spec_len={self.max_spec_len}, "
-            f"draft_probs={None if self.draft_probs is None else self.draft_probs.tolist()})"
+            f"draft_probs={None if self.draft_probs is None else self.draft_probs.tolist()}, top_k={self.top_k})"
         )
 
 

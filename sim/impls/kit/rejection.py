@@ -28,16 +28,19 @@ class Sampled:
     tolerated_could_show: bool  # a kernel named by a tolerated access was launched
 
 
-def sampling_metadata(metadata_module, logits_processors, temperature: tuple[float, ...], device: torch.device):
-    """vLLM's ``SamplingMetadata`` (of ``metadata_module``) for requests of these temperatures, no seeds,
-    penalties or logprobs; ``logits_processors``: an empty ``LogitsProcessors`` for the required field."""
+def sampling_metadata(
+    metadata_module, logits_processors, temperature: tuple[float, ...], device: torch.device, top_k=None
+):
+    """vLLM's ``SamplingMetadata`` (of ``metadata_module``) for requests of these temperatures and top-ks
+    (None: no request sets one), no seeds, top-p, penalties or logprobs; ``logits_processors``: an empty
+    ``LogitsProcessors`` for the required field."""
     greedy = [t == 0 for t in temperature]
     given = {
         "temperature": torch.tensor(temperature, dtype=torch.float32, device=device),
         "all_greedy": all(greedy),
         "all_random": not any(greedy),
         "top_p": None,
-        "top_k": None,
+        "top_k": None if top_k is None else torch.tensor(top_k, dtype=torch.int32, device=device),
         "generators": {},
         "max_num_logprobs": None,
         "no_penalties": True,

@@ -192,7 +192,8 @@ DIVERGENCES = table(
         "the smaller top-k's candidates, and draws from a truncated distribution (the target's tokens and "
         "the drafts' verification alike); a batch whose every top-k is at least a rank's columns raises "
         "(the max of nothing). Latent for top-ks below a rank's slice (about 19k ids for a 152k vocabulary "
-        "on 8 ranks); a top-k request beside plain sampling ones is not",
+        "on 8 ranks); a top-k request beside plain sampling ones is not: run on TP ranks, the plain "
+        "requests never draw outside each rank's 20 best",
         "test_rejection_sampler.py::test_the_runner_prepares_the_sampler_for_every_requests_top_k",
         kind=Kind.DEFECT,
     ),

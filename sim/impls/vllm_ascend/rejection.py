@@ -3,8 +3,9 @@
 ``fake_torch_npu``), or, with ``triton=False``, its torch fallback, what ``HAS_TRITON = False``
 selects in vllm-ascend itself; pinned host buffers as plain ones (``builders.unpinned_host_memory``).
 
-``runner_top_k``: the top-k the runner's ``_sample`` hands its rejection sampler under reduce sampling
-(``prepare_sampling``), for a batch's requests' top-ks on a TP rank of some columns.
+``prepared_top_k``: the top-k the runner's ``_sample`` hands its rejection sampler under reduce sampling
+(``prepare_sampling``), for a batch's requests' top-ks on a TP rank of some columns (``runner_top_k``: in
+a process of one rank); ``sample`` hands it on as ``forward`` does.
 
 ``READS_BEFORE_CU_NUM_DRAFT_TOKENS``: the accesses of the defect
 ``rejection-kernels-read-before-their-buffer``, tolerated exactly (each kernel's load of element -1
@@ -31,14 +32,18 @@ READS_BEFORE_CU_NUM_DRAFT_TOKENS = (
 )
 
 
-def _constraints(module):
+def _constraints(module, v: Verification):
     """The target's logits as ``AscendRejectionSampler.forward`` hands them to ``rejection_sample``: through
-    the checkout's ``apply_sampling_constraints`` (temperatures; no top-k or top-p, the runner's
-    ``prepare_sampling`` top-k None). Under ``enable_reduce_sample`` on TP ranks, random requests' logits
-    become the candidates gathered over the ranks and their vocabulary ids."""
+    the checkout's ``apply_sampling_constraints`` (temperatures, the requests' top-ks), with the top-k the
+    runner's ``_sample`` prepares the sampler with (``prepared_top_k``; None unless reduce sampling and a
+    request's top-k). Under ``enable_reduce_sample`` on TP ranks, random requests' logits become the
+    candidates gathered over the ranks and their vocabulary ids."""
 
     def constrain(logits, cu_num_draft_tokens, metadata):
-        return module.apply_sampling_constraints(logits, cu_num_draft_tokens, metadata, None)
+        top_k = None
+        if v.top_k is not None and import_ascend("vllm_ascend.ascend_config").get_ascend_config().enable_reduce_sample:
+            top_k = prepared_top_k(v.top_k, logits.shape[1])
+        return module.apply_sampling_constraints(logits, cu_num_draft_tokens, metadata, top_k)
 
     return constrain
 
@@ -52,13 +57,14 @@ def sample(v: Verification, device: torch.device, triton: bool = True, tolerate:
         import_ascend("vllm.v1.sample.logits_processor").LogitsProcessors(),
         v.temperature,
         device,
+        v.top_k,
     )
     before = module.HAS_TRITON
     module.HAS_TRITON = bool(triton) and before
     try:
         with unpinned_host_memory():
             tolerated = READS_BEFORE_CU_NUM_DRAFT_TOKENS if tolerate else ()
-            return kit.sample(module.rejection_sample, metadata, v, device, tolerated, _constraints(module))
+            return kit.sample(module.rejection_sample, metadata, v, device, tolerated, _constraints(module, v))
     finally:
         module.HAS_TRITON = before
 
@@ -81,17 +87,23 @@ class _TopKRecorder:
 
 
 def runner_top_k(top_ks: tuple[int, ...], columns: int):
-    """What the checkout's ``_sample`` hands its rejection sampler's ``prepare_sampling`` under
-    ``enable_reduce_sample`` for a spec-decode batch whose requests have ``top_ks`` (vLLM's
-    ``InputBatch.top_k_cpu``: a request without top-k holds the vocabulary size) on a TP rank whose
-    logits have ``columns`` columns, as an int (None: none). Raises what ``_sample`` raises."""
+    """``prepared_top_k`` under ``enable_reduce_sample``, in a process of one rank (its config made)."""
+    from sim.impls.vllm_ascend.tensor_parallel import reduce_sample
+
+    world.vllm_config(32)  # vllm-ascend's config, which _sample reads
+    with reduce_sample(True):
+        return prepared_top_k(top_ks, columns)
+
+
+def prepared_top_k(top_ks: tuple[int, ...], columns: int):
+    """What the checkout's ``_sample`` hands its rejection sampler's ``prepare_sampling`` for a spec-decode
+    batch whose requests have ``top_ks`` (vLLM's ``InputBatch.top_k_cpu``: a request without top-k holds
+    the vocabulary size) on a TP rank whose logits have ``columns`` columns, as an int (None: none; so
+    under reduce sampling only). Raises what ``_sample`` raises."""
     from types import SimpleNamespace
 
     import numpy as np
 
-    from sim.impls.vllm_ascend.tensor_parallel import reduce_sample
-
-    world.vllm_config(32)  # vllm-ascend's config, which _sample reads
     sampler = _TopKRecorder()
     batch = SimpleNamespace(  # the input batch's sampling state, as its requests set it
         top_k_cpu=np.array(top_ks, dtype=np.int32),
@@ -99,6 +111,5 @@ def runner_top_k(top_ks: tuple[int, ...], columns: int):
         update_async_output_token_ids=lambda: None,
     )
     runner = SimpleNamespace(input_batch=batch, rejection_sampler=sampler)
-    with reduce_sample(True):
-        runner_sample()(runner, torch.zeros(len(top_ks), columns), SimpleNamespace())
+    runner_sample()(runner, torch.zeros(len(top_ks), columns), SimpleNamespace())
     return None if sampler.top_k is None else int(sampler.top_k)

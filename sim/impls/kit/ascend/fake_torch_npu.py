@@ -4,7 +4,9 @@ vllm-ascend's own CPU unit tests (``tests/ut/conftest.py``) do the same: a
 module object whose NPU entry points are mocks. Nothing the gate compares
 goes through it: the spec-decode path computes with plain torch on CPU
 tensors. An NPU kernel reached through the fake raises ``NotImplementedError``
-naming it, so a code path that would need the real library fails loudly.
+naming it, so a code path that would need the real library fails loudly; one kernel is written
+here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k, then its top-p over what the
+top-k kept, vLLM's order), which vllm-ascend's samplers call on A2/A3 for requests with top-k or top-p.
 
 The graph API (``torch.npu.NPUGraph``, ``torch.npu.graph``, the graph-task update calls,
 streams and events) is not a mock: ``fake_npu_graphs`` backs it with the simulator's graph
@@ -44,6 +46,24 @@ def _npu_kernel(name: str):
     return missing
 
 
+def top_k_top_p(logits, k=None, p=None):
+    """``torch_npu.npu_top_k_top_p`` on CPU: ``logits`` [B, V] with each row's ids outside its top ``k[b]``
+    (a k of V or more keeps all), then outside the smallest set whose probability (after the top-k)
+    reaches ``p[b]``, set to -inf; the row's best id always kept."""
+    import torch
+
+    ranked, order = logits.sort(dim=-1, descending=True)
+    position = torch.arange(logits.shape[-1], device=logits.device).expand_as(ranked)
+    dropped = torch.zeros_like(ranked, dtype=torch.bool)
+    if k is not None:
+        dropped |= position >= k.to(torch.long).unsqueeze(-1)
+    if p is not None:
+        probs = ranked.masked_fill(dropped, float("-inf")).softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # the mass of the better ids
+        dropped |= (before >= p.unsqueeze(-1)) & (position > 0)
+    return logits.scatter(-1, order, ranked.masked_fill(dropped, float("-inf")))
+
+
 def real_torch_npu_importable() -> str | None:
     """None if the real ``torch_npu`` imports, else the reason it does not."""
     if isinstance(sys.modules.get("torch_npu"), types.ModuleType) and getattr(sys.modules["torch_npu"], "_fake", False):
@@ -69,6 +89,7 @@ def _fake_torch_npu() -> types.ModuleType:
     npu._C._weak_ref_tensor = fake_npu_graphs.weak_ref_tensor
     npu._inductor = MagicMock(name="torch_npu._inductor")
     npu.npu_format_cast = lambda weight, fmt: weight
+    npu.npu_top_k_top_p = top_k_top_p
 
     def __getattr__(name: str):  # any other NPU kernel: importable, fails when called
         if name.startswith("__"):
