@@ -8,6 +8,8 @@ from sim.oracle.cases import BatchCase
 from tests.impls import suites
 
 ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
+SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"  # a rank applies the session's changed vllm-ascend
+WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every TP rank keeps its slice's width (the models served)
 
 
 def both(case: BatchCase, padded: bool, ops: AscendOps = ASCEND):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.impls.suites import skip_unless_importable
 
 
@@ -14,3 +16,25 @@ def pytest_collection_modifyitems(config, items):
     from sim.impls.kit.ascend.importing import unavailable_reason
 
     skip_unless_importable(items, Path(__file__).parent, unavailable_reason, "vllm-ascend")
+
+
+@pytest.fixture(scope="session")
+def tp_pool(device):
+    """Two TP ranks of the simulator (``sim.impls.vllm_ascend.tensor_parallel``), started once per worker
+    for both TP modules (about 8 s)."""
+    from sim.impls.vllm_ascend.tensor_parallel import TpPool
+
+    if device.name != "sim":
+        pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
+    ranks = TpPool(2, case_timeout_s=120)
+    yield ranks
+    ranks.close()
+
+
+@pytest.fixture
+def defect_accepted(request) -> bool:
+    """Whether the session accepts ``reduce-sample-ids-of-a-short-last-shard`` (its ``--divergences`` list;
+    without one, every divergence): if not, TP ranks are held to the design (``TpCase.spec``)."""
+    from sim.impls.vllm_ascend.tensor_parallel import REDUCE_SAMPLE_DEFECT
+
+    return any(d.id == REDUCE_SAMPLE_DEFECT for d in request.config.mtp_impl.divergences)

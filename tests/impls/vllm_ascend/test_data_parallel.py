@@ -20,10 +20,9 @@ from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, Dr
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
-from tests.impls.vllm_ascend.cases import with_replay
+from tests.impls.vllm_ascend.cases import SETUP, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
-SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
 MODES = ("eager", "full")
 FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata

@@ -1,0 +1,200 @@
+"""vllm-ascend's rejection sampler on two tensor-parallel ranks under ``enable_reduce_sample``, each rank holding
+its slice of the target's logits (``sim.impls.vllm_ascend.tensor_parallel``: ``TpSampleCase``): greedy rows
+exactly the reference's; random rows well formed, alike on every rank, their first ids draws of the target's
+distribution; beside a top-k request, with the top-k the runner's ``_sample`` prepares. The known defects
+``reduce-sample-ids-of-a-short-last-shard`` and ``reduce-sample-top-k-of-the-requests-under-a-slice`` are
+pinned against the spec, and their fixes meet it; each sampler break on TP ranks is seen failing here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sim.impls.vllm_ascend.tensor_parallel import (
+    REDUCE_SAMPLE_DEFECT,
+    TpSampleCase,
+    check_tp_sample,
+    reduce_sample_report,
+    sample_problems,
+)
+from sim.oracle.rejection import Verification
+from sim.ranks.pool import RankFailure
+from tests.checks.known_defects import pin
+from tests.checks.rejection_checks import first_ids_problem
+from tests.impls.vllm_ascend import broken_gate, tp_breaks
+from tests.impls.vllm_ascend.cases import SETUP, WHOLE_SLICES
+
+# After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
+AFTER_ONE_RANK = pytest.mark.order(1)
+WATCH = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)  # each rank watches the stand-ins
+
+
+@pytest.fixture
+def pool(tp_pool):
+    return tp_pool
+
+
+MASS = (10, 20, 30, 40, 70, 80, 90, 95)  # four ids in each rank's slice (of 96 ids or of 128)
+MASS_LOGITS = (2.0, 0.5, 1.0, 1.5, -1.0, 0.0, 0.8, -0.5)
+
+
+def _random_verification(vocab: int, n: int = 300) -> tuple[Verification, torch.Tensor]:
+    """``n`` one-draft random requests (temperature 1) whose target puts its mass on ``MASS``, each drafting
+    an id it gives none (so it is rejected, and the first output id is a draw of the target's distribution),
+    and that distribution."""
+    logits = torch.full((vocab,), -40.0)
+    logits[list(MASS)] = torch.tensor(MASS_LOGITS)
+    q = torch.zeros(vocab)
+    q[list(MASS)] = torch.tensor(MASS_LOGITS).softmax(-1)
+    return Verification(((3,),) * n, logits.expand(n, vocab).contiguous(), (0,) * n, (1.0,) * n, 1), q
+
+
+def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list[int]], torch.Tensor]:
+    """The ranks' problems with a random batch over ``vocab`` ids, rank 0's rows, and the target's distribution."""
+    v, q = _random_verification(vocab)
+    case = TpSampleCase(v, setup=setup, seed=7)
+    results = pool.run(case)
+    return sample_problems(case, results), results[0].rows, q
+
+
+@AFTER_ONE_RANK  # first of the TP cases: the random rows run no drafter, and a break there shows in seconds
+def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool):
+    """Random requests under reduce sampling: each rank's candidates and their vocabulary ids gathered over
+    the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
+    follow the target's distribution."""
+    problems, rows, q = _random_rows(pool, WHOLE_SLICES)
+    assert problems == []
+    assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
+
+
+def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> Verification:
+    """A greedy verification batch over ``vocab`` ids: random target logits, each request's drafts the
+    target's argmax up to one that is not (at a position of its own, or none), so rows end everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(num_reqs * k, vocab, generator=g)
+    best = logits.argmax(-1).view(num_reqs, k)
+    drafts = tuple(
+        tuple(int(t) if i != r % (k + 1) else (int(t) + 1) % vocab for i, t in enumerate(best[r]))
+        for r in range(num_reqs)
+    )
+    bonus = tuple(int(t) for t in torch.randint(vocab, (num_reqs,), generator=g))
+    return Verification(drafts, logits, bonus, (0.0,) * num_reqs, k)
+
+
+@AFTER_ONE_RANK
+@pytest.mark.parametrize("vocab", [WHOLE_SLICES, 96])
+def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab, defect_accepted):
+    """vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank its slice of the target's
+    logits: every rank's greedy rows are the reference's; on 96 ids, where the session accepts the known
+    defect (the same arithmetic as the drafter's, ``reduce-sample-ids-of-a-short-last-shard``), the pin
+    records whether they are the defect's ids' rows or the spec's (fixed), and either else fails."""
+    case = TpSampleCase(_verification(vocab), setup=(SETUP,))
+    report = reduce_sample_report(vocab, 2)
+    spec = check_tp_sample(case, pool)
+    if report is None or not defect_accepted:
+        assert spec == []
+        return
+    shown = check_tp_sample(case, pool, report)
+    pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec + shown)
+
+
+@AFTER_ONE_RANK
+def test_random_rows_over_a_short_last_shard_gather_candidates_of_other_widths(pool, defect_accepted):
+    """``reduce-sample-ids-of-a-short-last-shard`` in the random path: each rank gathers as many candidates
+    as its logits have columns, and on 96 ids the last rank has 32 to the first's 64, so the ranks'
+    all-gather of the candidates mismatches (gloo aborts; on an NPU, HCCL's collective of unequal sizes).
+    Accepted, the pin records that mismatch (the defect), or rows that are draws of the target's
+    distribution (the spec: fixed); dropped from the session's list, the case is held to the spec."""
+    if not defect_accepted:
+        problems, rows, q = _random_rows(pool, 96)
+        assert problems == [] and first_ids_problem(rows, q) is None
+        return
+    try:
+        problems, rows, q = _random_rows(pool, 96)
+    except RankFailure as mismatch:
+        assert CANDIDATES_GATHER in str(mismatch), mismatch
+        pin(REDUCE_SAMPLE_DEFECT, present=True, fixed=False)
+    else:
+        problems.append(first_ids_problem(rows, q))
+        pin(REDUCE_SAMPLE_DEFECT, present=False, fixed=problems == [None], detail=problems)
+
+
+TOP_K_DEFECT = "reduce-sample-top-k-of-the-requests-under-a-slice"
+
+
+def _top_k_batch(pool, setup=(SETUP,), n: int = 300) -> tuple[list[int], float, float, bool]:
+    """``n`` one-draft random requests over 128 ids scored on the ranks, alternately of top-k 20 and without
+    one, the target's logits spread (a fixed draw of N(0, 1)): the top-k requests' first ids outside the
+    target's 20 best (the spec allows none), the share of the plain requests' first ids outside every
+    rank's 20 best, the target's mass there, and whether the share is that mass's (within 4 sigma: the
+    plain requests draw from the whole distribution)."""
+    logits = torch.randn(WHOLE_SLICES, generator=torch.Generator().manual_seed(3))
+    top_k = tuple(20 if r % 2 == 0 else WHOLE_SLICES for r in range(n))
+    v = Verification(((0,),) * n, logits.expand(n, WHOLE_SLICES).contiguous(), (0,) * n, (1.0,) * n, 1, None, top_k)
+    case = TpSampleCase(v, setup=setup, seed=7)
+    results = pool.run(case)
+    assert sample_problems(case, results) == []
+    first = [row[0] for row in results[0].rows]
+    best = set(logits.topk(20).indices.tolist())
+    ranks_best = {i + start for start in (0, 64) for i in logits[start : start + 64].topk(20).indices.tolist()}
+    plain = first[1::2]
+    share = sum(t not in ranks_best for t in plain) / len(plain)
+    mass = float(logits.softmax(-1)[[i for i in range(WHOLE_SLICES) if i not in ranks_best]].sum())
+    whole = abs(share - mass) < 4 * (mass * (1 - mass) / len(plain)) ** 0.5
+    return [t for t in first[::2] if t not in best], share, mass, whole
+
+
+@AFTER_ONE_RANK
+def test_random_rows_beside_a_top_k_request_draw_from_the_whole_distribution(pool, request):
+    """``TOP_K_DEFECT`` where it lands: a top-k 20 request's draws lie in the target's 20 best, and a plain
+    request beside it draws from the whole distribution (its share outside every rank's 20 best within 4
+    sigma of the target's mass there); with the runner's prepared top-k of 20, each rank offers its 20 best
+    only, and that share is 0 (the defect's). Accepted, the pin records which; dropped, the spec alone."""
+    stray, share, mass, whole = _top_k_batch(pool)
+    assert stray == [], f"top-k 20 requests drew {stray}, outside the target's 20 best"
+    if not any(d.id == TOP_K_DEFECT for d in request.config.mtp_impl.divergences):
+        assert whole, f"plain requests: {share:.3f} of their draws outside the ranks' 20 best, the target {mass:.3f}"
+        return
+    pin(TOP_K_DEFECT, present=share == 0, fixed=whole, detail=(share, mass))
+
+
+def test_the_runner_top_k_fix_draws_from_the_whole_distribution(pool):
+    """With ``runner-top-k-of-every-request`` in the ranks, the plain requests draw from the whole distribution."""
+    stray, share, mass, whole = _top_k_batch(pool, setup=(SETUP, "runner-top-k-of-every-request"))
+    assert stray == [] and whole, (stray, share, mass)
+
+
+CANDIDATES_GATHER = "apply_sampling_constraints > _apply_top_k_top_p"  # the collective the ranks mismatch at
+
+
+def test_random_candidates_that_lose_their_slices_offsets_are_caught(pool):
+    """The candidates' ids reported by their index in each rank's slice: the draws past the first slice come
+    out as ids the target gives no mass."""
+    variant = "tp-random-candidates-of-the-local-slice"
+    assert broken_gate.VARIANTS[variant][1] is tp_breaks.candidate_ids_of_the_local_slice
+    problems, rows, q = _random_rows(pool, WHOLE_SLICES, setup=(SETUP, variant))
+    assert problems == [] and "where the target puts no mass" in first_ids_problem(rows, q)
+
+
+def test_a_verification_that_loses_its_slices_offsets_is_caught(pool):
+    """The rejection sampler's reduce-sample greedy reporting each rank's local index fails, naming a request."""
+    variant = "tp-verify-ids-of-the-local-slice"
+    assert broken_gate.VARIANTS[variant][1] is tp_breaks.draft_ids_of_the_local_slice
+    problems = check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=(SETUP, variant)), pool)
+    assert any("request" in p and "want" in p for p in problems), problems
+
+
+def test_the_samplers_batches_on_tp_ranks_touch_no_stand_in(pool):
+    """No row of the rejection sampler's greedy and random batches on the ranks comes from the fake
+    ``torch_npu``'s mocks (each rank watches them)."""
+    assert check_tp_sample(TpSampleCase(_verification(WHOLE_SLICES), setup=WATCH), pool) == []
+    assert check_tp_sample(TpSampleCase(_random_verification(WHOLE_SLICES, 12)[0], setup=WATCH), pool) == []
+
+
+def test_the_fix_of_the_short_last_shard_meets_the_spec_in_the_sampler(pool):
+    """``reduce-sample-ids-from-the-slice-start`` (``broken_gate.FIXES``) in the ranks: the target's greedy rows
+    and its random requests' draws on 96 ids are the spec's."""
+    setup = (SETUP, "reduce-sample-ids-from-the-slice-start")
+    assert check_tp_sample(TpSampleCase(_verification(96), setup=setup), pool) == []
+    problems, rows, q = _random_rows(pool, 96, setup=setup)
+    assert problems == [] and first_ids_problem(rows, q) is None, (problems, first_ids_problem(rows, q))
