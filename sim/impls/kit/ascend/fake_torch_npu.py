@@ -1,12 +1,14 @@
 """A stand-in ``torch_npu`` so that vllm-ascend imports on a machine without CANN.
 
 vllm-ascend's own CPU unit tests (``tests/ut/conftest.py``) do the same: a
-module object whose NPU entry points are mocks. Nothing the gate compares
-goes through it: the spec-decode path computes with plain torch on CPU
-tensors. An NPU kernel reached through the fake raises ``NotImplementedError``
-naming it, so a code path that would need the real library fails loudly; one kernel is written
-here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k, then its top-p over what the
-top-k kept, vLLM's order), which vllm-ascend's samplers call on A2/A3 for requests with top-k or top-p.
+module object whose NPU entry points are mocks. No value the gate compares
+comes from a mock (``tests/impls/vllm_ascend/test_no_stand_in_reached.py`` watches them): the
+spec-decode path computes with plain torch on CPU tensors. An NPU kernel reached through the fake
+raises ``NotImplementedError`` naming it, so a code path that would need the real library fails
+loudly; one kernel is written here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k,
+then its top-p over what the top-k kept, vLLM's order, as the kernel is documented), which
+vllm-ascend's samplers call on A2/A3 for requests with top-k or top-p: the draws of such requests
+are that function's masking of the checkout's candidates.
 
 The graph API (``torch.npu.NPUGraph``, ``torch.npu.graph``, the graph-task update calls,
 streams and events) is not a mock: ``fake_npu_graphs`` backs it with the simulator's graph
