@@ -7,7 +7,7 @@ The history is built from the sources of the vllm-ascend the env installed (``VL
 ``.ci/run`` sets it to the released 0.23.0 sdist laid out as a checkout), so each step installs and runs
 real vllm-ascend code; the test is one replay file, the fastest a bisect has.
 
-They test the harness's own tool, not the vllm-ascend under test, and cost a few minutes of one
+They test the harness's own tool, not the vllm-ascend under test, and cost about a minute of one
 worker: they run where ``MTP_SELF_TEST`` is set (``.ci/run`` sets it), and a vllm-ascend pull
 request's gate skips them, naming why."""
 
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.skipif(
     reason="python -m sim bisect's own tests: the harness's CI runs them (MTP_SELF_TEST=1, as .ci/run sets it)",
 )
 
-COMMITS, BROKEN_AT = 31, 19
-# Commit 23 is git bisect's second choice in this range (after commit 15): it cannot be tested, so
-# the bisect must skip it, never judge it, and still name commit 19. Commit 17 cannot be imported:
-# where a skip leads git bisect to it, skipped too; and tested on its own below.
-UNIMPORTABLE_AT, UNPAIRED_AT = 17, 23
+COMMITS, BROKEN_AT = 7, 6
+# git bisect's first choice in this range is commit 3, which pairs with no vLLM the harness has: skipped
+# without a run. Its next choice, commit 4, cannot be imported: skipped with the cause. Then commits 5
+# (good) and 6 (bad): every kind of verdict in five runs of the gate, the endpoints' included.
+UNPAIRED_AT, UNIMPORTABLE_AT = 3, 4
 
 
 def _source() -> Path:
@@ -86,6 +86,9 @@ def test_bisect_names_the_commit_that_broke_the_step_update(repo, case, envs, ca
     assert f"replay: python -m sim replay {case} --impl vllm_ascend" in out
     verdicts = _verdicts(out, hashes)
     assert verdicts[UNPAIRED_AT].startswith("skip in 0 s: the commit pairs with vLLM 'v9.9.9'"), out
+    unimportable = verdicts[UNIMPORTABLE_AT]
+    assert "the gate could not run (exit 2)" in unimportable and "SyntaxError" in unimportable, out
+    assert sorted(verdicts) == [UNPAIRED_AT, UNIMPORTABLE_AT, BROKEN_AT - 1, BROKEN_AT], out
     for n, said in verdicts.items():
         want = "skip" if n in (UNIMPORTABLE_AT, UNPAIRED_AT) else "bad" if n >= BROKEN_AT else "good"
         assert said.split()[0] == want, (n, said)
@@ -103,18 +106,10 @@ def _verdicts(out: str, hashes: list[str]) -> dict[int, str]:
     }
 
 
-def test_a_commit_that_cannot_be_imported_is_skipped_with_the_cause(repo, case, envs):
-    path, hashes = repo
-    with bisecting.Worktree(path, hashes[UNIMPORTABLE_AT]) as tree:
-        verdict = bisecting.test_commit(tree, bisecting.Envs(envs), case, [])
-    assert verdict.status == "skip", verdict
-    assert verdict.reason.startswith("the gate could not run (exit 2)") and "SyntaxError" in verdict.reason, verdict
-
-
 @pytest.mark.parametrize(
     ("good", "bad", "why"),
     [
-        (BROKEN_AT + 1, COMMITS, "good commit {g12} is bad, not good: the replay failed"),
+        (BROKEN_AT, COMMITS, "good commit {g12} is bad, not good: the replay failed"),
         (0, BROKEN_AT - 1, "bad commit {b12} is good, not bad"),
         (UNPAIRED_AT, COMMITS, "good commit {g12} cannot be tested: the commit pairs with vLLM 'v9.9.9'"),
     ],
