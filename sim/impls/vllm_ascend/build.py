@@ -71,6 +71,9 @@ def configured(
     ``layers`` and the attention family ``attn`` of its layer (``attn_setup``)."""
     tiny_config.refuse_past_limits("the vllm-ascend adapter", max_model_len, num_spec_tokens, MAX_SPEC_TOKENS)
     proposer = ascend_proposer(hidden_size, method)
+    # What __init__ binds, bound again: a run calls the class's _run_merged_draft as it is now (a changed
+    # vllm-ascend applied after the shared proposer was built, as a rank's per-case setup applies one).
+    proposer._runnable = proposer._run_merged_draft
     proposer.num_speculative_tokens = num_spec_tokens
     attn_setup.initialize(proposer, block_size, layers, attn)
     proposer.max_model_len = max_model_len
