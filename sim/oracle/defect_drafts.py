@@ -148,29 +148,35 @@ class _Cache:
         self.block_size = call.case.config.block_size
         self.written: dict[int, tuple[torch.Tensor, torch.Tensor] | None] = {}
         k, v = call.snapshot
-        never = torch.isnan(k).flatten(1).any(dim=1) | torch.isnan(v).flatten(1).any(dim=1)
-        self.nan_slots = set(torch.nonzero(never).flatten().tolist())  # the poisoned cache: never written
-
-    def read(self, r: int, position: int):
-        """The K and V request ``r`` reads at ``position`` of its block table, or UNDEFINED."""
-        req = self.requests[r]
-        slot = slot_of(req.req.blocks, position, self.block_size)
-        if slot in self.written:
-            return self.written[slot]
-        if position < req.req.num_computed and slot not in self.call.clobbered:
-            return req.keys[position], req.vals[position]
-        return UNDEFINED if slot in self.nan_slots else (self.call.snapshot[0][slot], self.call.snapshot[1][slot])
+        self.never = torch.isnan(k).flatten(1).any(dim=1) | torch.isnan(v).flatten(1).any(dim=1)  # poisoned: unwritten
+        self.clobbered = torch.tensor(sorted(call.clobbered), dtype=torch.long)
 
     def attend(self, model: TinyMtp, r: int, q: torch.Tensor, seq_len: int) -> torch.Tensor | None:
         """[1, heads, d] query of request ``r`` over positions 0..seq_len-1 of its block table (none past
         max_model_len: no position there holds KV, the attention's host bound stops there); None if any
-        of those keys is undefined."""
-        blocks = self.requests[r].req.blocks
+        of those keys is undefined. Each position's key and value as the module's docstring orders them:
+        this call's write, else the request's own prefix (unless clobbered), else the snapshot's."""
+        req = self.requests[r]
+        blocks = req.req.blocks
         visible = min(seq_len, len(blocks) * self.block_size, self.call.case.config.max_model_len)
-        kv = [self.read(r, p) for p in range(visible)]
-        if any(e is UNDEFINED for e in kv):
+        positions = torch.arange(visible)
+        slots = torch.tensor(blocks, dtype=torch.long)[positions // self.block_size] * self.block_size
+        slots += positions % self.block_size
+        keys, vals = self.call.snapshot[0][slots], self.call.snapshot[1][slots]
+        undefined = self.never[slots]
+        own = (positions < req.req.num_computed) & ~torch.isin(slots, self.clobbered)
+        keys[own], vals[own] = req.keys[positions[own]], req.vals[positions[own]]
+        undefined &= ~own
+        if self.written:
+            hit = torch.isin(slots, torch.tensor(list(self.written), dtype=torch.long)).nonzero().flatten()
+            for p in hit.tolist():
+                kv = self.written[int(slots[p])]
+                if kv is UNDEFINED:
+                    return None
+                keys[p], vals[p] = kv
+                undefined[p] = False
+        if undefined.any():
             return None
-        keys, vals = torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
         return dense_attention(q, keys, vals, torch.tensor([seq_len - 1]), model.scale, model.recency)
 
 
