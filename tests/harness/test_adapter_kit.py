@@ -60,13 +60,13 @@ def check_template(module) -> None:
 def check_limits(module) -> None:
     """``module.refuse_past_limits``: a ``ValueError`` naming the field and value past the buffers, none within."""
     for args, message in [
-        ((4097,), r"max_model_len=4097: the X adapter is built for at most 4096"),
+        ((65537,), r"max_model_len=65537: the X adapter is built for at most 65536"),
         ((64, 9, 8), r"num_spec_tokens=9: the X adapter is built for 1\.\.8"),
         ((64, 0, 8), r"num_spec_tokens=0: the X adapter is built for 1\.\.8"),
     ]:
         with pytest.raises(ValueError, match=message):
             module.refuse_past_limits("the X adapter", *args)
-    module.refuse_past_limits("the X adapter", 4096, 8, 8)
+    module.refuse_past_limits("the X adapter", 65536, 8, 8)
     module.refuse_past_limits("the X adapter", 64, 1, 8)
 
 
@@ -127,7 +127,7 @@ BREAKS = [
     ("template", "self.model.trace, self.model.calls = self.trace, 0", "self.model.trace = self.trace"),
     ("limits", "    if max_model_len > MAX_MODEL_LEN:", "    if False:"),
     ("limits", "not 1 <= num_spec_tokens", "not 0 <= num_spec_tokens"),
-    ("limits", "max_model_len > MAX_MODEL_LEN", "max_model_len >= MAX_MODEL_LEN", ValueError),  # 4096 refused
+    ("limits", "max_model_len > MAX_MODEL_LEN", "max_model_len >= MAX_MODEL_LEN", ValueError),  # 65536 refused
     ("lacks", '        devices=("sim",),', "        devices=None,"),
     ("lacks", "    lacking.update(dict.fromkeys(GRAPHS, Skip(eager_only)))\n", ""),
     ("lacks", "        lacking[Feature.HOST_SYNC_COUNT] = host_sync\n", "        pass\n"),

@@ -191,15 +191,15 @@ def test_a_serving_run_of_an_sfa_draft_at_an_edge_matches_reference(device, impl
 
 
 # A 64k-token context on a decode node (its prompt's KV transferred, so no 64k-token prefill), in blocks of
-# 128: a block-table row of 512 blocks and slots past 2**16, the inputs at which upstream's users see
-# acceptance fall (vllm-ascend #10495). The core's (and so each device's): the adapters' tiny vLLM configs
-# are built for 4096 tokens.
+# 128: a block-table row of 512 blocks, slots past 2**16 and positions near it for a draft's rotation, the
+# inputs at which upstream's users see acceptance fall (vllm-ascend #10495). Six iterations: each call's
+# steps attend over 65k keys (the cost of this run), and four calls hold both requests.
 LONG_CONTEXT = Scenario(
     block_size=128,
     max_model_len=65536,
     token_budget=64,
     max_num_reqs=2,
-    max_iterations=12,
+    max_iterations=6,
     accept="greedy",
     decode_node=True,
     requests=(RequestSpec(0, 65400, 12), RequestSpec(1, 30000, 8)),
@@ -207,8 +207,11 @@ LONG_CONTEXT = Scenario(
 
 
 @pytest.mark.order(0)
-def test_a_64k_context_on_a_decode_node_matches_reference(device, request):
-    check_scenario(LONG_CONTEXT, device, request.node.name)
+@pytest.mark.parametrize("attn", ["gqa", *FAMILIES])
+def test_a_64k_context_on_a_decode_node_matches_reference(device, impl, attn, request):
+    """``LONG_CONTEXT`` with each draft attention (its blocks of 128 are the SFA kernels' too), eagerly."""
+    scenario = dataclasses.replace(LONG_CONTEXT, **FAMILY_FIELDS.get(attn, {}))
+    check_implementation(impl, scenario, device, request.node.name)
 
 
 @pytest.mark.order(0)

@@ -20,7 +20,7 @@ from sim.impls.kit.scratch import scratch
 
 MAX_TOKENS = 8192
 MAX_REQS = 256
-MAX_MODEL_LEN = 4096
+MAX_MODEL_LEN = 65536  # a 64k-token context (tests/properties/test_propose_loop.py: LONG_CONTEXT)
 
 
 def config_dir(hidden_size: int) -> str:

@@ -20,12 +20,14 @@ import torch
 from sim.impls.kit.ascend import checkout
 from sim.impls.kit.ascend.importing import import_ascend, installed_version, prepare
 from sim.impls.kit.ascend.vllm_source import editable_path
+from sim.impls.kit.tiny_config import MAX_MODEL_LEN
 
 VLLM_ASCEND_VERSION = "0.13.0"
 VLLM_VERSION = "0.13.0"
 ENV = "tox -e vllm_ascend_0_13"
 PROPOSER_MODULE = "vllm_ascend.spec_decode.mtp_proposer"
-ROPE_POSITIONS = 8192  # rows of the recorded RoPE tables: every position a draft step can reach, unclamped
+# rows of the recorded RoPE tables: every position a draft step can reach, unclamped (each exact in float32)
+ROPE_POSITIONS = 2 * MAX_MODEL_LEN
 
 __all__ = ["import_ascend", "prepare", "rope_tables", "unavailable_reason"]
 

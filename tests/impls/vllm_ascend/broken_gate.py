@@ -57,6 +57,7 @@ VARIANTS = {
     "seq-lens-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("seq_lens_cpu")),
     "query-start-loc-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("query_start_loc_cpu")),
     "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
+    "step-slots-of-a-32k-table": (UPDATE, meta.step_slots_of_a_32k_table),
     "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
     "model-outputs-swapped": ("maybe_all_gather_and_unpad", method.outputs_swapped),
     "host-mirror-read-before-its-copy-lands": (

@@ -26,6 +26,9 @@ the signature ``sim.impls.vllm_ascend.generation`` reads):
 - ``lists_shared_across_steps``: the attention builder (``AscendAttentionMetadataBuilder.build``) hands
   every build the same ``seq_lens_list`` object, rewritten in place, as the SFA builder did with its
   graph-stable length buffers before vllm-ascend #14236: earlier steps' metadata read the last step's.
+- ``step_slots_of_a_32k_table``: the update looks a step's block up among the first 256 columns of its
+  block-table row (a table as wide as a 32k-token context in blocks of 128): a draft past 32768 tokens
+  writes its KV into the row's block 255 (the class of vllm-ascend #10495: acceptance lost at long context).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import functools
 import inspect
 
 from sim.impls.kit.ascend.importing import import_ascend
+from tests.impls.fixes import edited
 
 
 def _old_metadata(original, self, args, kwargs):
@@ -135,3 +139,8 @@ def lists_shared_across_steps(build):
         return meta
 
     return wrapper
+
+
+def step_slots_of_a_32k_table(original):
+    """``attn_update_stack_num_spec_norm`` whose step slots come from the row's first 256 blocks only."""
+    return edited(original, ("index=block_numbers.view(-1, 1)", "index=block_numbers.clamp(max=255).view(-1, 1)"))

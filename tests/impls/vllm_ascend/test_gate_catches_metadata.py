@@ -43,10 +43,11 @@ from tests.impls.vllm_ascend.metadata_breaks import (
     host_mirror_not_advanced,
     lists_shared_across_steps,
     other_methods_steps_as_new_prompts,
+    step_slots_of_a_32k_table,
     written_into_the_step_before,
 )
 from tests.impls.vllm_ascend.method_breaks import host_mirror_read_before_its_copy_lands
-from tests.properties.test_propose_loop import TYPICAL
+from tests.properties.test_propose_loop import EDGES, LONG_CONTEXT, TYPICAL
 from tests.strategies.batches import batch_cases
 from tests.strategies.scenarios import scenarios
 
@@ -197,3 +198,14 @@ def test_an_eagle_drafters_steps_labelled_new_prompts_fail_by_name(monkeypatch, 
     match = r"step [2-9]: the attention reads no cached context \(attn_state PrefillNoCache\)"
     failure = _serving_runs_fail(impl, device, "eagle-steps-new-prompts", record_property, None, match, method="eagle")
     assert isinstance(failure, MetadataMismatch)
+
+
+def test_step_slots_of_a_narrow_table_fail_the_long_context_alone(monkeypatch, device, impl):
+    """A step's block looked up among the first 256 of its row (``step_slots_of_a_32k_table``): contexts
+    in blocks of 128 up to 32768 tokens are served right (``EDGES["blocks-of-128"]``, ``TYPICAL`` in such
+    blocks), and the 64k-token context (``LONG_CONTEXT``) fails at its first draft step's slot."""
+    _break_the_update(monkeypatch, step_slots_of_a_32k_table)
+    check_implementation(impl, EDGES["blocks-of-128"], device, "narrow-table-blocks-of-128")
+    check_implementation(impl, dataclasses.replace(TYPICAL, block_size=128), device, "narrow-table-typical")
+    with pytest.raises(AssertionError, match=r"slot_mapping"):
+        check_implementation(impl, LONG_CONTEXT, device, "narrow-table-long-context")
