@@ -104,7 +104,7 @@ def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: s
             num_speculative_tokens=num_speculative_tokens,
             **draft,
         )
-    return config.VllmConfig(
+    built = config.VllmConfig(
         model_config=model_config,
         cache_config=config.CacheConfig(block_size=16),
         speculative_config=spec_config,
@@ -118,6 +118,10 @@ def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: s
             max_num_seqs=MAX_REQS,
         ),
     )
+    # Without chunked prefill vLLM raises the token budget to max_model_len (65536), and every buffer sized
+    # by it (MRV2's kernels pad theirs on each call) with it; a harness batch holds MAX_TOKENS rows at most.
+    built.scheduler_config.max_num_batched_tokens = MAX_TOKENS
+    return built
 
 
 def refuse_past_limits(built: str, max_model_len: int, num_spec_tokens: int | None = None, max_spec: int = 0) -> None:

@@ -37,6 +37,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.impls.vllm_ascend import accepted
 from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
 
@@ -73,9 +74,16 @@ class DpCase:
     scenarios: list[dict | None]
     setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls before serving it
     lmhead_tp: bool = False  # vllm-ascend's lm-head TP across the DP ranks (``lmhead_tp``)
+    divergences: tuple[str, ...] | None = None  # the ids the ranks accept (``accepted``); None: every one
 
     @classmethod
-    def of(cls, *scenarios: Scenario | None, setup: tuple[str, ...] = (), lmhead_tp: bool = False) -> DpCase:
+    def of(
+        cls,
+        *scenarios: Scenario | None,
+        setup: tuple[str, ...] = (),
+        lmhead_tp: bool = False,
+        divergences: tuple[str, ...] | None = None,
+    ) -> DpCase:
         """The case of these ranks' scenarios (None: a rank without requests), each checked as it loads."""
         if len(scenarios) < 2 or all(s is None for s in scenarios):
             raise ValueError(
@@ -89,13 +97,14 @@ class DpCase:
                     f"lmhead_tp=True with the ranks' (seed, vocab_size, hidden_size, method) {sorted(models)}: the"
                     " lm head split over the ranks is one model's, so every rank serves the same model"
                 )
-        return cls([dataclasses.asdict(s) if s is not None else None for s in scenarios], setup, lmhead_tp)
+        return cls([dataclasses.asdict(s) if s is not None else None for s in scenarios], setup, lmhead_tp, divergences)
 
     def save(self, path: str | Path) -> Path:
         """The case as a replay file (``python -m sim replay PATH --impl vllm_ascend``)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         saved = {"dp_ranks": self.scenarios, **({"lmhead_tp": True} if self.lmhead_tp else {})}
+        saved |= accepted.saved(self.divergences)
         path.write_text(json.dumps(saved, indent=1) + "\n")
         return path
 
@@ -114,7 +123,7 @@ class DpCase:
         lmhead = data.get("lmhead_tp", False)
         if type(lmhead) is not bool:
             raise ValueError(f"lmhead_tp={lmhead!r}: expected true or false")
-        return cls.of(*scenarios, lmhead_tp=lmhead)
+        return cls.of(*scenarios, lmhead_tp=lmhead, divergences=accepted.divergence_ids(data))
 
 
 @dataclass
@@ -159,9 +168,9 @@ class _Rank:
 
     def __init__(self, case: DpCase, rank: int, device):
         from sim.impls.kit.ascend.importing import import_ascend
-        from sim.impls.vllm_ascend.adapter import implementation
 
-        self.case, self.device, self.impl = case, device, implementation()
+        self.case, self.device = case, device
+        self.impl = accepted.implementation_accepting(case.divergences)
         self.dp_group = import_ascend("vllm.distributed.parallel_state").get_dp_group().cpu_group
         self.result = DpRankResult(rank)
         self.forwards: list[DraftForward] = []  # this step's draft forwards
@@ -278,6 +287,7 @@ class DpPool(RankPool):
     def __init__(self, size: int, **timeouts):
         super().__init__(size, SERVE, "sim", **timeouts)
         self.preload = ("sim.impls.vllm_ascend.rank_preload",)
+        self.divergences: tuple[str, ...] | None = None  # what a case that names none accepts (``accepted``)
 
 
 def check_dp(case: DpCase, pool: DpPool) -> list[str]:
@@ -285,7 +295,7 @@ def check_dp(case: DpCase, pool: DpPool) -> list[str]:
     then the first DP step at which the ranks' draft forwards saw different DP views."""
     if len(case.scenarios) != pool.size:
         raise ValueError(f"dp_ranks: {len(case.scenarios)} ranks' scenarios for a pool of {pool.size} DP ranks")
-    results = pool.run(case)
+    results = pool.run(accepted.accepted_by(case, pool.divergences))
     problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
     counts = {r.rank: len(r.steps) for r in results}
     if len(set(counts.values())) > 1:

@@ -36,6 +36,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.impls.vllm_ascend import accepted
 from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
 
@@ -74,6 +75,7 @@ class TpCase:
     setup: tuple[str, ...] = ()  # ("module:function", *args): what each rank calls before serving it
     spec: bool = False  # the ranks held to the spec, the known reduce-sample defect not modelled
     size: int = 2
+    divergences: tuple[str, ...] | None = None  # the ids the ranks accept (``accepted``); None: every one
 
     @classmethod
     def of(
@@ -83,6 +85,7 @@ class TpCase:
         setup: tuple[str, ...] = (),
         spec: bool = False,
         size: int = 2,
+        divergences: tuple[str, ...] | None = None,
     ) -> TpCase:
         if scenario.tp != 1 or scenario.dp != 1:
             raise ValueError(
@@ -99,13 +102,14 @@ class TpCase:
                 " its ids (vLLM pads the vocabulary to a multiple of 64 and splits that evenly), and vllm-ascend's"
                 " reduction takes the max over each rank's columns"
             )
-        return cls(dataclasses.asdict(scenario), reduce_sample, setup, spec, size)
+        return cls(dataclasses.asdict(scenario), reduce_sample, setup, spec, size, divergences)
 
     def save(self, path: str | Path) -> Path:
         """The case as a replay file (``python -m sim replay PATH --impl vllm_ascend``)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         saved = {"tp_ranks": self.scenario, "tp_size": self.size, "reduce_sample": self.reduce_sample}
+        saved |= accepted.saved(self.divergences)
         path.write_text(json.dumps(saved, indent=1) + "\n")
         return path
 
@@ -122,7 +126,7 @@ class TpCase:
             scenario = Scenario.from_dict(spec)
         except ValueError as exc:
             raise ValueError(f"tp_ranks: {exc}") from None
-        return cls.of(scenario, reduce, size=data.get("tp_size", 2))
+        return cls.of(scenario, reduce, size=data.get("tp_size", 2), divergences=accepted.divergence_ids(data))
 
 
 @dataclass(frozen=True)
@@ -212,10 +216,9 @@ def _served_on_rank(case: TpCase, size: int, device, forwards: list[Forward]):
     """The case's serving run on this rank, checked against the reference, its draft forwards recorded in
     ``forwards``; under reduce sampling, with the known defect's ids modelled where the implementation lists
     it (``reduce_sample_report``)."""
-    from sim.impls.vllm_ascend.adapter import implementation
     from sim.serving.run import run_scenario
 
-    scenario, impl = Scenario.from_dict(case.scenario), implementation()
+    scenario, impl = Scenario.from_dict(case.scenario), accepted.implementation_accepting(case.divergences)
     modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
     shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
 
@@ -293,6 +296,7 @@ class TpPool(RankPool):
     def __init__(self, size: int, **timeouts):
         super().__init__(size, SERVE, "sim", **timeouts)
         self.preload = ("sim.impls.vllm_ascend.rank_preload",)
+        self.divergences: tuple[str, ...] | None = None  # what a case that names none accepts (``accepted``)
 
 
 def check_tp_sample(case: TpSampleCase, pool: TpPool, report: tuple[int, ...] | None = None) -> list[str]:
@@ -332,7 +336,7 @@ def check_tp(case: TpCase, pool: TpPool) -> list[str]:
     then the first collective at which the ranks differ."""
     if case.size != pool.size:
         raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
-    results = pool.run(case)
+    results = pool.run(accepted.accepted_by(case, pool.divergences))
     problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
     return problems + _forward_problems(results) + _collective_problems(results, pool.size)
 

@@ -19,14 +19,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def tp_pool(device):
+def accepted(request) -> tuple[str, ...] | None:
+    """The divergence ids the session accepts (its ``--divergences`` list), which its DP and TP ranks then
+    accept too (``sim.impls.vllm_ascend.accepted``); None: no list, every divergence of the implementation."""
+    if not request.config.getoption("--divergences"):
+        return None
+    return tuple(d.id for d in request.config.mtp_impl.divergences)
+
+
+@pytest.fixture(scope="session")
+def tp_pool(device, accepted):
     """Two TP ranks of the simulator (``sim.impls.vllm_ascend.tensor_parallel``), started once per worker
-    for both TP modules (about 8 s)."""
+    for both TP modules (about 8 s), accepting the session's divergences."""
     from sim.impls.vllm_ascend.tensor_parallel import TpPool
 
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
     ranks = TpPool(2, case_timeout_s=120)
+    ranks.divergences = accepted
     yield ranks
     ranks.close()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sim import cli
+from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
@@ -33,22 +34,25 @@ DRAFTS = {**FAMILIES, **DENSE}  # each family's MTP drafter, and the EAGLE heads
 AFTER_ONE_RANK = pytest.mark.order(1)
 
 
-def _ranks(device, size: int = 2) -> DpPool:
+def _ranks(device, accepted: tuple[str, ...] | None, size: int = 2) -> DpPool:
+    """``size`` DP ranks accepting the session's divergences (the ``accepted`` fixture)."""
     if device.name != "sim":
         pytest.skip(f"data-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    return DpPool(size, case_timeout_s=120)
+    ranks = DpPool(size, case_timeout_s=120)
+    ranks.divergences = accepted
+    return ranks
 
 
 @pytest.fixture(scope="module")
-def pool(device):
-    ranks = _ranks(device)
+def pool(device, accepted):
+    ranks = _ranks(device, accepted)
     yield ranks
     ranks.close()
 
 
-def _case(mode, *scenarios, setup=(SETUP,), attn="gqa", lmhead_tp=False) -> DpCase:
+def _case(mode, *scenarios, setup=(SETUP,), attn="gqa", lmhead_tp=False, divergences=None) -> DpCase:
     ranks = (dataclasses.replace(s, graph_mode=mode, **DRAFTS[attn]) if s else None for s in scenarios)
-    return DpCase.of(*ranks, setup=setup, lmhead_tp=lmhead_tp)
+    return DpCase.of(*ranks, setup=setup, lmhead_tp=lmhead_tp, divergences=divergences)
 
 
 def _lm_head_peer(peer: str) -> Scenario | None:
@@ -57,7 +61,9 @@ def _lm_head_peer(peer: str) -> Scenario | None:
 
 
 def _agree(case: DpCase, pool, name: str) -> list[str]:
-    """The ranks' problems, with the case's replay where there are some."""
+    """The ranks' problems, with the case's replay where there are some (the divergences the ranks
+    accepted in it)."""
+    case = accepted_by(case, pool.divergences)
     return with_replay(check_dp(case, pool), case, f"dp-{name}")
 
 
@@ -93,11 +99,11 @@ def test_an_eagle_drafter_syncs_nothing_with_its_dp_peers(pool, method):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_four_dp_ranks_two_idle_step_together(device, mode):
+def test_four_dp_ranks_two_idle_step_together(device, accepted, mode):
     """DP = 4: two ranks with other batches (one chunking a longer prompt), two without requests; every
     step's DP view is the four ranks' and each runs its own entry (padded to the largest, or its own).
     Then the same ranks with the lm head split over the four (one model: the seed of the first)."""
-    ranks = _ranks(device, size=4)
+    ranks = _ranks(device, accepted, size=4)
     try:
         longer = dataclasses.replace(SMALL, seed=2, requests=(RequestSpec(0, 11, 5), RequestSpec(1, 3, 4)))
         case = _case(mode, TYPICAL, None, longer, None)
@@ -116,13 +122,13 @@ def test_dp_ranks_touch_no_stand_in(pool, mode):
     assert check_dp(_case(mode, TYPICAL, SMALL, setup=watch), pool) == []
 
 
-def test_dp_ranks_with_the_lm_head_split_touch_no_stand_in(device):
+def test_dp_ranks_with_the_lm_head_split_touch_no_stand_in(device, accepted):
     """The same with lm-head TP, on new ranks, so that its group is made while they watch. One call is
     allowed, named: the checkout's ``NPUCommunicator`` keeps ``torch.npu.current_device()`` as its device
     when the group is made, which only its point-to-point ``recv`` reads (lm-head TP gathers and
     exchanges on the group's process group, on the tensors' own device)."""
     watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank", "torch.npucall.current_device()")
-    ranks = _ranks(device)
+    ranks = _ranks(device, accepted)
     try:
         one_model = dataclasses.replace(SMALL, seed=TYPICAL.seed)
         assert check_dp(_case("eager", TYPICAL, one_model, setup=watch, lmhead_tp=True), ranks) == []
@@ -156,7 +162,7 @@ def test_each_dp_break_is_caught(pool, variant):
 def test_a_pool_whose_ranks_failed_leaves_nothing_behind(device):
     """A rank killed in a broken collective cannot remove its temp files: the pool's folder, which
     holds them, goes when the pool closes."""
-    ranks = _ranks(device)
+    ranks = _ranks(device, None)
     ranks.start()
     folder = Path(ranks.temp_dir)
     ranks.close()
@@ -165,23 +171,52 @@ def test_a_pool_whose_ranks_failed_leaves_nothing_behind(device):
 
 @pytest.mark.parametrize("lmhead_tp", [False, True])
 def test_a_dp_case_file_replays_as_saved(tmp_path, lmhead_tp):
-    case = _case("full", TYPICAL, None, setup=(), lmhead_tp=lmhead_tp)
-    path = case.save(tmp_path / "dp.json")
-    assert DpCase.from_dict(json.loads(path.read_text())) == case
+    for divergences in (None, (), (LOWERED_DEFECT,)):
+        case = _case("full", TYPICAL, None, setup=(), lmhead_tp=lmhead_tp, divergences=divergences)
+        path = case.save(tmp_path / "dp.json")
+        assert DpCase.from_dict(json.loads(path.read_text())) == case
+
+
+LOWERED_DEFECT = "padded-seq-lens-not-lowered"
+
+
+def test_dp_ranks_accept_the_divergences_their_session_accepts(pool, request):
+    """A session whose ``--divergences`` list no longer names ``LOWERED_DEFECT`` (fixed upstream) holds its
+    DP ranks to the spec there: vllm-ascend with the fix (``broken_gate.FIXES``: ``seq-lens-lowered``)
+    agrees, and vllm-ascend without it, which ranks accepting the defect model, fails."""
+    ids = tuple(d.id for d in request.config.mtp_impl.divergences)
+    if LOWERED_DEFECT not in ids:
+        pytest.skip(f"{LOWERED_DEFECT} is not accepted in this session (its --divergences list)")
+    dropped = tuple(i for i in ids if i != LOWERED_DEFECT)
+    fixed = (SETUP, "seq-lens-lowered")
+    assert _agree(_case("eager", TYPICAL, SMALL, setup=fixed, divergences=dropped), pool, "defect-dropped") == []
+    assert _agree(_case("eager", TYPICAL, SMALL, divergences=ids), pool, "defect-accepted") == []
+    held = check_dp(_case("eager", TYPICAL, SMALL, divergences=dropped), pool)
+    assert held and all("seq_len" in p for p in held[:1]), held
+
+
+def test_a_dp_case_naming_no_divergence_of_the_implementation_is_refused_by_name(pool):
+    with pytest.raises(RankFailure, match=r"'no-such-defect' is no divergence of vllm_ascend"):
+        check_dp(_case("eager", TYPICAL, None, divergences=("no-such-defect",)), pool)
 
 
 @pytest.mark.parametrize(
-    ("ranks", "args", "said"),
+    ("data", "args", "said"),
     [
-        ([dataclasses.asdict(TYPICAL), {"seed": "x"}], [], "dp_ranks[1]: seed='x'"),
-        ([dataclasses.asdict(TYPICAL)], [], "a DP case has at least two ranks"),
-        ([None, None], [], "one of them with requests"),
-        ([dataclasses.asdict(TYPICAL), None], ["--impl", "core"], "DP ranks run vllm-ascend's drafter"),
+        ({"dp_ranks": [dataclasses.asdict(TYPICAL), {"seed": "x"}]}, [], "dp_ranks[1]: seed='x'"),
+        ({"dp_ranks": [dataclasses.asdict(TYPICAL)]}, [], "a DP case has at least two ranks"),
+        ({"dp_ranks": [None, None]}, [], "one of them with requests"),
+        ({"dp_ranks": [dataclasses.asdict(TYPICAL), None]}, ["--impl", "core"], "DP ranks run vllm-ascend's drafter"),
+        (
+            {"dp_ranks": [dataclasses.asdict(TYPICAL), None], "divergences": "x"},
+            [],
+            "divergences='x': expected a list of the divergence ids",
+        ),
     ],
 )
-def test_a_bad_dp_case_is_one_line_and_exit_2(tmp_path, capsys, ranks, args, said):
+def test_a_bad_dp_case_is_one_line_and_exit_2(tmp_path, capsys, data, args, said):
     path = tmp_path / "dp.json"
-    path.write_text(json.dumps({"dp_ranks": ranks}))
+    path.write_text(json.dumps(data))
     assert cli.main(["replay", str(path), *args]) == 2
     assert said in capsys.readouterr().err
 
@@ -210,7 +245,7 @@ def test_ranks_at_different_collectives_in_a_step_are_named():
     ]
 
     class Ranks:  # the pool's answer, as its ranks would send it
-        size = 2
+        size, divergences = 2, None
 
         def run(self, case):
             return ranks

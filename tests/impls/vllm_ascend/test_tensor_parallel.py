@@ -16,6 +16,7 @@ import json
 import pytest
 
 from sim import cli
+from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.tensor_parallel import (
     REDUCE_SAMPLE_DEFECT,
     Forward,
@@ -63,7 +64,9 @@ def _case(mode: str, reduce_sample: bool, setup=(SETUP,), spec: bool = False, si
 
 
 def _agree(case: TpCase, pool, name: str) -> list[str]:
-    """The ranks' problems, with the case's replay where there are some."""
+    """The ranks' problems, with the case's replay where there are some (the divergences the ranks
+    accepted in it)."""
+    case = accepted_by(case, pool.divergences)
     return with_replay(check_tp(case, pool), case, f"tp-{name}")
 
 
@@ -89,12 +92,13 @@ def test_tp_ranks_touch_no_stand_in(pool, sampling):
 
 
 @AFTER_ONE_RANK
-def test_four_tp_ranks_draft_the_reference(device):
+def test_four_tp_ranks_draft_the_reference(device, accepted):
     """Four ranks (slices of 32 of a 128-id vocabulary; every rank's offset a different multiple), the
     logits gathered and reduced, eagerly."""
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
     ranks = TpPool(4, case_timeout_s=120)
+    ranks.divergences = accepted
     try:
         for reduce_sample in (False, True):
             case = _case("eager", reduce_sample, vocab_size=WHOLE_SLICES, size=4)
@@ -194,8 +198,9 @@ def test_logits_gathered_otherwise_pass(pool, mode):
 
 
 def test_a_tp_case_file_replays_as_saved(tmp_path):
-    case = _case("full", True, setup=())
-    assert TpCase.from_dict(json.loads(case.save(tmp_path / "c.json").read_text())) == case
+    for divergences in (None, (), (REDUCE_SAMPLE_DEFECT,)):
+        case = dataclasses.replace(_case("full", True, setup=()), divergences=divergences)
+        assert TpCase.from_dict(json.loads(case.save(tmp_path / "c.json").read_text())) == case
 
 
 @AFTER_ONE_RANK
@@ -219,6 +224,7 @@ def test_the_replay_command_a_failure_prints_runs_the_case(tmp_path, capsys, dev
             {"tp_ranks": {}, "tp_size": 4, "reduce_sample": True},
             r"^reduce_sample with vocab_size=96 on 4 ranks: rank 3 holds none of its ids",
         ),
+        ({"tp_ranks": {}, "divergences": [1]}, r"^divergences=\[1\]: expected a list of the divergence ids"),
     ],
 )
 def test_a_bad_tp_case_names_the_field(data, said):
@@ -240,7 +246,7 @@ class _Answered:
     """A pool of two whose ranks' results are made here (the checks across ranks on their own, no ranks):
     per rank, its collectives, and its draft forwards (by default one draft's)."""
 
-    size = 2
+    size, divergences = 2, None
 
     def __init__(self, *sites: list[str], forwards=((DRAFT_FORWARD,), (DRAFT_FORWARD,))):
         self.results = [
