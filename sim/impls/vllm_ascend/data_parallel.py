@@ -284,10 +284,10 @@ def _named_collectives(group, sites: list[str]):
 class DpPool(RankPool):
     """``size`` DP ranks on the simulator, serving ``DpCase``s."""
 
-    def __init__(self, size: int, **timeouts):
+    def __init__(self, size: int, divergences: tuple[str, ...] | None = None, **timeouts):
         super().__init__(size, SERVE, "sim", **timeouts)
         self.preload = ("sim.impls.vllm_ascend.rank_preload",)
-        self.divergences: tuple[str, ...] | None = None  # what a case that names none accepts (``accepted``)
+        self.divergences = divergences  # what a case that names none accepts (``accepted``); None: every one
 
 
 def check_dp(case: DpCase, pool: DpPool) -> list[str]:

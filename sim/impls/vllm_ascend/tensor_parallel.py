@@ -293,10 +293,10 @@ def named_collectives(group, sites: list[str]):
 class TpPool(RankPool):
     """``size`` TP ranks on the simulator, serving ``TpCase``s."""
 
-    def __init__(self, size: int, **timeouts):
+    def __init__(self, size: int, divergences: tuple[str, ...] | None = None, **timeouts):
         super().__init__(size, SERVE, "sim", **timeouts)
         self.preload = ("sim.impls.vllm_ascend.rank_preload",)
-        self.divergences: tuple[str, ...] | None = None  # what a case that names none accepts (``accepted``)
+        self.divergences = divergences  # what a case that names none accepts (``accepted``); None: every one
 
 
 def check_tp_sample(case: TpSampleCase, pool: TpPool, report: tuple[int, ...] | None = None) -> list[str]:

@@ -35,8 +35,7 @@ def tp_pool(device, accepted):
 
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    ranks = TpPool(2, case_timeout_s=120)
-    ranks.divergences = accepted
+    ranks = TpPool(2, accepted, case_timeout_s=120)
     yield ranks
     ranks.close()
 

@@ -97,8 +97,7 @@ def test_four_tp_ranks_draft_the_reference(device, accepted):
     logits gathered and reduced, eagerly."""
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    ranks = TpPool(4, case_timeout_s=120)
-    ranks.divergences = accepted
+    ranks = TpPool(4, accepted, case_timeout_s=120)
     try:
         for reduce_sample in (False, True):
             case = _case("eager", reduce_sample, vocab_size=WHOLE_SLICES, size=4)
