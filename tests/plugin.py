@@ -90,6 +90,7 @@ MARKS = (
     "order(n): position in the gate (pytest-order); ignored without it",
     "known_defect(id): the spec's expected failure on a known defect",
     "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)",
+    "touches_stand_ins: a test that calls the fake torch_npu's stand-ins on purpose (tests/checks/stand_ins.py)",
 )
 
 

@@ -116,7 +116,7 @@ def test_four_dp_ranks_two_idle_step_together(device, accepted, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_dp_ranks_touch_no_stand_in(pool, mode):
     """No value of the ranks' runs comes from the fake ``torch_npu``'s mocks (each rank watches them)."""
-    watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)
+    watch = ("tests.checks.stand_ins:watched_in_rank",)
     assert check_dp(_case(mode, TYPICAL, SMALL, setup=watch), pool) == []
 
 
@@ -125,7 +125,7 @@ def test_dp_ranks_with_the_lm_head_split_touch_no_stand_in(device, accepted):
     allowed, named: the checkout's ``NPUCommunicator`` keeps ``torch.npu.current_device()`` as its device
     when the group is made, which only its point-to-point ``recv`` reads (lm-head TP gathers and
     exchanges on the group's process group, on the tensors' own device)."""
-    watch = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank", "torch.npucall.current_device()")
+    watch = ("tests.checks.stand_ins:watched_in_rank", "torch.npucall.current_device()")
     ranks = _ranks(device, accepted)
     try:
         one_model = dataclasses.replace(SMALL, seed=TYPICAL.seed)

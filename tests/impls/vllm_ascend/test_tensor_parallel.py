@@ -47,7 +47,7 @@ DRAFTERS = {
 DRAFTS = [(d, s) for d in DRAFTERS for s in SAMPLING if (d, s) != ("eagle", "reduce-sample")]
 EAGLE_DEFECT = "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"
 EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # where it raises, in the traceback
-WATCH = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)  # each rank watches the stand-ins
+WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
 
 # After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).

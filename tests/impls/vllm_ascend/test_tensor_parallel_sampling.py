@@ -26,7 +26,7 @@ from tests.impls.vllm_ascend.cases import SETUP, WHOLE_SLICES
 
 # After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
 AFTER_ONE_RANK = pytest.mark.order(1)
-WATCH = ("tests.impls.vllm_ascend.test_no_stand_in_reached:watched_in_rank",)  # each rank watches the stand-ins
+WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 vllm-ascend's own CPU unit tests (``tests/ut/conftest.py``) do the same: a
 module object whose NPU entry points are mocks. No value the gate compares
-comes from a mock (``tests/impls/vllm_ascend/test_no_stand_in_reached.py`` watches them): the
+comes from a mock (``stand_ins_watched``; every test runs so while the fake is in use, tests/conftest.py): the
 spec-decode path computes with plain torch on CPU tensors. An NPU kernel reached through the fake
 raises ``NotImplementedError`` naming it, so a code path that would need the real library fails
 loudly; one kernel is written here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k,
@@ -20,12 +20,14 @@ runner): the same adapter then runs on the real library.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import os
 import sys
 import types
+import unittest.mock
 from unittest.mock import MagicMock
 
 from sim.impls.kit.ascend import fake_npu_graphs
@@ -68,7 +70,7 @@ def top_k_top_p(logits, k=None, p=None):
 
 def real_torch_npu_importable() -> str | None:
     """None if the real ``torch_npu`` imports, else the reason it does not."""
-    if isinstance(sys.modules.get("torch_npu"), types.ModuleType) and getattr(sys.modules["torch_npu"], "_fake", False):
+    if is_installed():
         return "the fake torch_npu is installed"
     try:
         importlib.import_module("torch_npu")
@@ -162,6 +164,44 @@ def register_device_hooks() -> None:
     torch._C._acc.register_python_privateuseone_hook(NoNpuHere())
 
 
+def is_installed() -> bool:
+    """Whether the fake stands in for ``torch_npu`` in this process."""
+    return getattr(sys.modules.get("torch_npu"), "_fake", False) is True
+
+
+@contextlib.contextmanager
+def stand_ins_watched():
+    """The calls made on the fake's stand-ins, and the mocks made, inside the block (the list is filled at
+    its end; empty where the fake is not installed: the real library has no stand-ins)."""
+    touched: list[str] = []
+    if not is_installed():
+        yield touched
+        return
+    import torch
+
+    npu = sys.modules["torch_npu"]
+    roots = {
+        "torch.npu": torch.npu,
+        "torch_npu.npu": npu.npu,
+        "torch_npu._C": npu._C,
+        "torch_npu.profiler": npu.profiler,
+        "torch_npu._inductor": npu._inductor,
+    }
+    for root in roots.values():
+        root.reset_mock()
+    made = []
+    init = unittest.mock.NonCallableMock.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(repr(kwargs.get("name") or type(self).__name__))
+        init(self, *args, **kwargs)
+
+    with unittest.mock.patch.object(unittest.mock.NonCallableMock, "__init__", counting):
+        yield touched
+    touched += [f"{name}{call}" for name, root in roots.items() for call in root.mock_calls]
+    touched += [f"made {m}" for m in made]
+
+
 def install() -> bool:
     """Install the fake (and the triton-ascend stubs) unless the real ``torch_npu`` imports.
 
@@ -192,6 +232,10 @@ def install() -> bool:
     torch.npu = MagicMock(name="torch.npu")
     torch.npu.is_available.return_value = False
     torch.npu.current_device.return_value = 0
+    # torch.manual_seed seeds the renamed backend's module too: the fake has no generator of its own (every
+    # draw is the CPU generator's, which torch.manual_seed seeds), so seeding it is a plain no-op, not a mock.
+    torch.npu._is_in_bad_fork = lambda: False
+    torch.npu.manual_seed_all = lambda seed: None
     fake_npu_graphs.install_on(torch.npu, npu.npu)
     torch.version.cann = None
     _triton_ascend_extension()
