@@ -43,6 +43,7 @@ def _runner_class() -> ast.ClassDef:
     return next(n for n in _tree().body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
 
 
+@functools.cache
 def _imported_names() -> dict[str, tuple[str, str | None]]:
     """Each name the runner's module binds by an absolute import: (module, attribute or None)."""
     names: dict[str, tuple[str, str | None]] = {}
