@@ -115,7 +115,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     from devices import DeviceUnavailable, load_device
-    from sim.impls import ImplementationUnavailable, load_implementation, read_divergence_list
+    from sim.impls import ImplementationUnavailable, load_implementation
 
     for line in MARKS:
         config.addinivalue_line("markers", line)
@@ -127,10 +127,9 @@ def pytest_configure(config):
     listed = config.getoption("--divergences")
     if listed:
         try:
-            ids = read_divergence_list(listed)  # id -> PATH:LINE
+            config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
         except OSError as exc:
             raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
-        config.mtp_impl, unknown = config.mtp_impl.accepting(ids)
         for entry in unknown:
             config.issue_config_time_warning(
                 pytest.PytestConfigWarning(

@@ -143,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
             "--shared-expert-dp", action="store_true", help="run the draft layer sequence parallel over the --tp ranks"
         )
         p.add_argument("--impl", default="core", help="implementation under test: core, vllm, or a registered adapter")
+        p.add_argument(
+            "--divergences",
+            metavar="PATH",
+            help="the implementation's own list of accepted divergence ids (one per line), as the gate's"
+            " --divergences takes it; default: the harness's table",
+        )
         p.add_argument("--device", default="sim", help="device: sim, cuda, npu, or an installed backend")
 
     report = sub.add_parser("report", help="draw a --json report as a picture", formatter_class=fmt)
@@ -191,20 +197,35 @@ def _replay_hint(report: RunReport, args) -> None:
     path = report.scenario.save(f"failures/run-seed-{report.scenario.seed}.json")
     options = "".join(
         f" --{name} {value}"
-        for name, value, default in (("impl", args.impl, "core"), ("device", args.device, "sim"))
+        for name, value, default in (
+            ("impl", args.impl, "core"),
+            ("divergences", args.divergences, None),
+            ("device", args.device, "sim"),
+        )
         if value != default
     )
     console.print(f"  first: {report.mismatches[0]}\n  replay: python -m sim replay {path}{options}")
 
 
 # ------------------------------------------------------------------ commands
-def _load_impl(name: str):
+def _load_impl(name: str, divergences: str | None = None):
+    """The implementation ``name``, accepting only the divergences listed in the file ``divergences``
+    where one is given (an entry that names none of its divergences is warned of, as the gate does)."""
     from sim.impls import ImplementationUnavailable, load_implementation
 
     try:
-        return load_implementation(name)
+        impl = load_implementation(name)
     except ImplementationUnavailable as exc:
         raise UsageError(f"--impl {name}: {exc}") from None
+    if divergences is None:
+        return impl
+    try:
+        impl, unknown = impl.accepting_list(divergences)
+    except OSError as exc:
+        raise UsageError(f"--divergences {divergences}: {exc.strerror}") from None
+    for entry in unknown:
+        console.print(f"[yellow]warning:[/] --divergences {divergences}: {entry!r} matches no divergence of {name}")
+    return impl
 
 
 def _load_device(name: str):
@@ -252,16 +273,16 @@ def cmd_run(args) -> int:
         for seed in seeds
     ]
     ranks.check_tp_args(args, scenarios[0])
-    device, impl = _load_device(args.device), _load_impl(args.impl)
+    device, impl = _load_device(args.device), _load_impl(args.impl, args.divergences)
     if args.dp:
         if len(scenarios) > 1 or args.pcp or scenarios[0].tp > 1 or args.no_check:
             raise UsageError(f"--dp {args.dp}: one --seed, no --pcp, --tp or --no-check (each rank is checked)")
-        case = ranks.dp_workloads(scenarios[0], args.dp, args.lmhead_tp)
+        case = ranks.accepting(ranks.dp_workloads(scenarios[0], args.dp, args.lmhead_tp), impl)
         if args.save:
             case.save(args.save)
         return ranks.run_vllm_ascend_ranks(case, device, impl)
     if ranks.vllm_ascend_tp(args) or args.reduce_sample:
-        case = ranks.tp_case(args, scenarios)
+        case = ranks.accepting(ranks.tp_case(args, scenarios), impl)
         if args.save:
             case.save(args.save)
         return ranks.run_vllm_ascend_ranks(case, device, impl)
@@ -286,7 +307,7 @@ def cmd_replay(args) -> int:
     ranks.check_pcp_args(args)
     case = ranks.vllm_ascend_ranks_case(args.case)
     if case is not None:
-        return ranks.run_vllm_ascend_ranks(case, _load_device(args.device), _load_impl(args.impl))
+        return ranks.run_vllm_ascend_ranks(case, _load_device(args.device), _load_impl(args.impl, args.divergences))
     scenario = checked(Scenario.load, args.case)
     if ranks.tp_fields(args):
         scenario = checked(dataclasses.replace, scenario, **ranks.tp_fields(args))
@@ -298,7 +319,7 @@ def cmd_replay(args) -> int:
     ops = _import(args.ops, "--ops")() if args.ops else None
     if args.proposer:
         _import(args.proposer, "--proposer")
-    device, impl = _load_device(args.device), _load_impl(args.impl)
+    device, impl = _load_device(args.device), _load_impl(args.impl, args.divergences)
     if scenario.tp > 1:
         return ranks.run_tp(scenario, device, args.pcp, proposer=args.proposer)
     if args.pcp:

@@ -37,9 +37,17 @@ def on_ranks(
     return 1
 
 
+def accepting(case, impl):
+    """``case`` (DP or TP) accepting the divergences ``impl`` was given by a ``--divergences`` list, in
+    place of what its file names; unchanged without a list."""
+    if impl.divergence_list is None:
+        return case
+    return dataclasses.replace(case, divergences=tuple(d.id for d in impl.divergences))
+
+
 def run_vllm_ascend_ranks(case, device, impl) -> int:
     """A DP or TP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against
-    each other."""
+    each other, accepting the divergences the case names (``accepting``)."""
     from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
     from sim.impls.vllm_ascend.tensor_parallel import TpPool, check_tp
 
@@ -49,6 +57,7 @@ def run_vllm_ascend_ranks(case, device, impl) -> int:
             f"a {kind} case with --impl {impl.name} --device {device.name}: {kind} ranks run vllm-ascend's"
             " drafter on the simulator (--impl vllm_ascend)"
         )
+    case = accepting(case, impl)
     if kind == "DP":
         return on_ranks(
             f"{len(case.scenarios)} data-parallel ranks",

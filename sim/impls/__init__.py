@@ -61,7 +61,8 @@ class Implementation:
     describe: what exactly is under test, for the report header (versions,
     the checkout's commit); the name by default. host_reads: the reads of host
     tensors its own code makes, which a CPU run counts as syncs
-    (``sim.impls.kit.host_reads``)."""
+    (``sim.impls.kit.host_reads``). divergence_list: the file its accepted divergences were read from
+    (``--divergences``; ``accepting_list``), which a failure's replay command names."""
 
     name: str
     ops: object
@@ -71,6 +72,7 @@ class Implementation:
     divergences: tuple = ()
     describe: str = ""
     host_reads: tuple = ()
+    divergence_list: str | None = None
 
     def __post_init__(self):
         if not self.describe:
@@ -95,6 +97,12 @@ class Implementation:
             replace(d, declared_at=places.get(d.id, d.declared_at)) for d in self.divergences if d.id in set(ids)
         )
         return replace(self, divergences=kept, rules=rules_of(kept)), [i for i in ids if i not in known]
+
+    def accepting_list(self, path) -> tuple[Implementation, list[str]]:
+        """``accepting`` the ids of the list file ``path`` (``read_divergence_list``; ``OSError`` if it
+        cannot be read), the result naming the file."""
+        kept, unknown = self.accepting(read_divergence_list(path))
+        return replace(kept, divergence_list=str(path)), unknown
 
     def lacking(self, features, device: str) -> str | None:
         """Why a property using ``features`` cannot run on ``device`` (the first lacking feature's

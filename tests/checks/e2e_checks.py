@@ -25,10 +25,14 @@ def followed_key(defect: str, what: str) -> str:
     return f"calls following the {what} of {defect}"
 
 
-def replay_command(path: Path, device, ops=None, impl: str = "core") -> str:
+def replay_command(path: Path, device, ops=None, impl=None) -> str:
+    """The command that replays the scenario saved at ``path`` on ``impl`` (None: the core), with the
+    divergence list it was given."""
     cmd = f"python -m sim replay {path} --device {device.name}"
-    if impl != "core":
-        cmd += f" --impl {impl}"  # its own ops
+    if impl is not None and impl.name != "core":
+        cmd += f" --impl {impl.name}"  # its own ops
+        if impl.divergence_list:
+            cmd += f" --divergences {impl.divergence_list}"
     elif ops is not None and type(ops).__module__ != "mtp.ops":
         cmd += f" --ops {type(ops).__module__}:{type(ops).__name__}"
     return cmd
@@ -51,7 +55,7 @@ def check_scenario(
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])
-        replay = replay_command(path, device, ops, impl.name if impl else "core") + replay_args
+        replay = replay_command(path, device, ops, impl) + replay_args
         raise AssertionError(f"{len(report.mismatches)} mismatches:\n  {lines}\nreplay: {replay}")
     return report
 

@@ -59,3 +59,57 @@ def test_a_missing_list_file_is_one_line_naming_it(pytester, tmp_path):
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--divergences *absent.txt: No such file or directory*"])
+
+
+# ``python -m sim run`` and ``replay`` take the same list, and a failure's replay line carries it.
+
+
+def test_the_cli_holds_an_unlisted_defect_to_the_spec_and_its_replay_line_names_the_list(tmp_path, monkeypatch, capsys):
+    import tests.meta.known_defect_gate  # noqa: F401 - registers defect:present, the core with a known defect
+    from sim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    empty, listing = tmp_path / "none.txt", tmp_path / "listed.txt"
+    empty.write_text("# this repository accepts no divergence\n")
+    listing.write_text("padded-seq-lens-not-lowered\n")
+    # no draft past max_model_len: there the core with the defect gives attention seq_lens past its own bound,
+    # which no divergence accepts
+    run = ["run", "--impl", "defect:present", "--seed", "1", "--requests", "6", "--k", "3", "--max-model-len", "512"]
+    assert main([*run, "--divergences", str(listing)]) == 0
+    assert main([*run, "--divergences", str(empty)]) == 1
+    flat = " ".join(capsys.readouterr().out.split())
+    saved = "failures/run-seed-1.json"
+    assert f"replay: python -m sim replay {saved} --impl defect:present --divergences {empty}" in flat
+    assert main(["replay", saved, "--impl", "defect:present", "--divergences", str(empty)]) == 1
+    assert main(["replay", saved, "--impl", "defect:present", "--divergences", str(listing)]) == 0
+    assert main(["replay", saved, "--impl", "defect:present"]) == 0  # the harness's table accepts it
+
+
+def test_the_cli_warns_of_an_entry_that_matches_nothing_and_refuses_a_missing_list(tmp_path, monkeypatch, capsys):
+    import tests.meta.known_defect_gate  # noqa: F401
+    from sim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    listing = tmp_path / "listed.txt"
+    listing.write_text("padded-seq-lens-not-lowered\nno-such-divergence\n")
+    case = ["--impl", "defect:present", "--seed", "1", "--requests", "4", "--k", "2", "--max-model-len", "512"]
+    assert main(["run", *case, "--divergences", str(listing)]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert f"--divergences {listing}: 'no-such-divergence' matches no divergence of defect:present" in flat
+    assert main(["run", *case, "--divergences", str(tmp_path / "absent.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--divergences {tmp_path / 'absent.txt'}: No such file or directory" in err[0], err
+
+
+def test_the_gates_replay_line_names_the_list(tmp_path, monkeypatch):
+    from devices import load_device
+    from sim.serving.scenario import default_scenario
+    from tests.checks.e2e_checks import check_implementation
+
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "none.txt"
+    empty.write_text("")
+    impl, _ = known_defect_gate.present().accepting_list(empty)
+    scenario = default_scenario(seed=1, num_requests=6, num_spec_tokens=3, max_model_len=512)
+    with pytest.raises(AssertionError, match=rf"replay: .* --impl defect:present --divergences {empty}"):
+        check_implementation(impl, scenario, load_device("sim"), "listed")
