@@ -113,3 +113,21 @@ def test_the_gates_replay_line_names_the_list(tmp_path, monkeypatch):
     scenario = default_scenario(seed=1, num_requests=6, num_spec_tokens=3, max_model_len=512)
     with pytest.raises(AssertionError, match=rf"replay: .* --impl defect:present --divergences {empty}"):
         check_implementation(impl, scenario, load_device("sim"), "listed")
+
+
+def test_a_rank_case_accepts_the_list_given_on_the_command_line(tmp_path):
+    """``run``/``replay --divergences`` on DP or TP ranks: the listed ids replace those the case names."""
+    import dataclasses
+
+    from sim.cli import ranks
+
+    @dataclasses.dataclass(frozen=True)
+    class RankCase:  # the field DpCase and TpCase share
+        divergences: tuple[str, ...] | None = ("padded-seq-lens-not-lowered",)
+
+    empty = tmp_path / "none.txt"
+    empty.write_text("")
+    impl = known_defect_gate.present()
+    assert ranks.accepting(RankCase(), impl) == RankCase()  # no list: the case's own ids
+    listed, _ = impl.accepting_list(empty)
+    assert ranks.accepting(RankCase(), listed).divergences == ()
