@@ -46,6 +46,7 @@ DRAFT_CONTEXT = "set_ascend_forward_context"  # the forward context a drafter op
 DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend.spec_decode.utils', async
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 RUNNER_SAMPLE = "NPUModelRunner._sample"  # the runner's, preparing its samplers (sim.impls.vllm_ascend.rejection)
+TORCH_TOP_K = "sampler._apply_top_k_top_p_pytorch"  # the sampler's torch path (device_paths: devices but A2/A3)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -173,6 +174,10 @@ FIXES = {
         "reduce-sample-top-k-of-the-requests-under-a-slice",
         ((RUNNER_SAMPLE, fixes.runner_top_k_of_every_request),),
     ),
+    "torch-path-top-k-over-the-candidates": (
+        "reduce-sample-top-k-of-a-slice-or-more-dropped",
+        ((TORCH_TOP_K, fixes.top_k_over_the_candidates),),
+    ),
     "eagle-gathers-through-the-drafts-own-processor": (
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
         (("_run_merged_draft", fixes.gather_through_the_drafts_own_processor),),
@@ -266,6 +271,7 @@ MODULE_FUNCTIONS = {
     DRAFT_CONTEXT: "vllm_ascend.spec_decode.llm_base_proposer",
     VERIFY_GREEDY: "vllm_ascend.sample.rejection_sampler",
     VERIFY_CANDIDATES: "vllm_ascend.sample.rejection_sampler",
+    TORCH_TOP_K: "vllm_ascend.sample.sampler",
 }
 
 

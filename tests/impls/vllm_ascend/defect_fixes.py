@@ -186,6 +186,19 @@ def runner_top_k_of_every_request(sample):
     return runner_source.edited_runner_method(sample.__name__, *edits)
 
 
+def top_k_over_the_candidates(apply_top_k_top_p_pytorch):
+    """The sampler's torch path counting a request's top-k over the gathered candidates, not one rank's
+    columns; only a top-k of all of them is no top-k (two lines, the same in 0.23.0 and main)."""
+    return edited(
+        apply_top_k_top_p_pytorch,
+        (
+            "kk = k.to(torch.long).clamp(min=1, max=V_local)",
+            "kk = k.to(torch.long).clamp(min=1, max=probs_sort.size(1))",
+        ),
+        ("no_top_k_mask = (kk == V_local).unsqueeze(1)", "no_top_k_mask = (kk == probs_sort.size(1)).unsqueeze(1)"),
+    )
+
+
 _INNER_GATHER = "logits = self.model.model.logits_processor._gather_logits(logits)"
 
 

@@ -9,34 +9,23 @@ from __future__ import annotations
 
 import pytest
 
-from tests.impls.fixes import edited
 
-# The fix of ``reduce-sample-top-k-of-a-slice-or-more-dropped`` (the same text in 0.23.0 and main): a top-k
-# counted over the gathered candidates, not one rank's columns; only a top-k of all of them is no top-k.
-TOP_K_OVER_THE_CANDIDATES = (
-    ("kk = k.to(torch.long).clamp(min=1, max=V_local)", "kk = k.to(torch.long).clamp(min=1, max=probs_sort.size(1))"),
-    ("no_top_k_mask = (kk == V_local).unsqueeze(1)", "no_top_k_mask = (kk == probs_sort.size(1)).unsqueeze(1)"),
-)
-
-
-def pytorch_top_k_top_p(fix: str | None = None, fixed: str = ""):
-    """A rank's setup (``TpSampleCase.setup``): the sampler's torch path in place of the fused kernel's, in the
-    rejection sampler and the sampler alike (``fixed="fixed"``: with ``TOP_K_OVER_THE_CANDIDATES``), after the
-    fix ``fix`` of ``broken_gate`` (if any); returns what undoes both."""
+def pytorch_top_k_top_p(*fixes: str):
+    """A rank's setup (``TpSampleCase.setup``): the session's changed vllm-ascend (if any) and the fixes
+    ``fixes`` of ``broken_gate`` applied, then the sampler's torch path (as changed by them) in place of the
+    fused kernel's, in the rejection sampler and the sampler alike; returns what undoes it all."""
     from sim.impls.kit.ascend.importing import import_ascend
     from tests.impls.vllm_ascend.broken_gate import apply_in_rank
 
-    undo_fix = apply_in_rank(fix) if fix else (lambda: None)
+    undo = [apply_in_rank(), *(apply_in_rank(fix) for fix in fixes)]
     sampler = import_ascend("vllm_ascend.sample.sampler")
-    torch_path = sampler._apply_top_k_top_p_pytorch
-    if fixed:
-        torch_path = edited(torch_path, *TOP_K_OVER_THE_CANDIDATES)
     patch = pytest.MonkeyPatch()
-    patch.setattr(sampler, "apply_top_k_top_p", torch_path)
-    patch.setattr(import_ascend("vllm_ascend.sample.rejection_sampler"), "apply_top_k_top_p", torch_path)
+    for module in (sampler, import_ascend("vllm_ascend.sample.rejection_sampler")):
+        patch.setattr(module, "apply_top_k_top_p", sampler._apply_top_k_top_p_pytorch)
+    undo.append(patch.undo)
 
-    def undo():
-        patch.undo()
-        undo_fix()
+    def undo_all():
+        for step in reversed(undo):
+            step()
 
-    return undo
+    return undo_all

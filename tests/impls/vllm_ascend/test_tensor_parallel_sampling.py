@@ -204,14 +204,14 @@ TORCH_PATH_DEFECT = "reduce-sample-top-k-of-a-slice-or-more-dropped"
 TORCH_PATH = "tests.impls.vllm_ascend.device_paths:pytorch_top_k_top_p"  # the sampler of other Ascend devices
 
 
-def _strays_of_a_top_k_of_a_rank_slice(pool, fixed: str = "", n: int = 200) -> tuple[int, float]:
+def _strays_of_a_top_k_of_a_rank_slice(pool, *fixes: str, n: int = 200) -> tuple[int, float]:
     """``n`` one-draft random requests of top-k 64 over 128 ids (a rank's whole slice) on the sampler's torch
-    path (``fixed``: with its fix, ``device_paths``), with the runner's top-k fix in the ranks: their first
-    ids outside the target's 64 best (the spec allows none), and the target's mass there."""
+    path, with the runner's top-k fix in the ranks and ``fixes``: their first ids outside the target's 64 best
+    (the spec allows none), and the target's mass there."""
     logits = torch.randn(WHOLE_SLICES, generator=torch.Generator().manual_seed(3))
     k = WHOLE_SLICES // 2
     v = Verification(((0,),) * n, logits.expand(n, WHOLE_SLICES).contiguous(), (0,) * n, (1.0,) * n, 1, None, (k,) * n)
-    case = TpSampleCase(v, setup=(TORCH_PATH, "runner-top-k-of-every-request", fixed), seed=7)
+    case = TpSampleCase(v, setup=(TORCH_PATH, "runner-top-k-of-every-request", *fixes), seed=7)
     results = pool.run(case)
     assert sample_problems(case, results) == []
     best = set(logits.topk(k).indices.tolist())
@@ -235,7 +235,7 @@ def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_
 
 @AFTER_ONE_RANK
 def test_the_torch_paths_top_k_fix_keeps_a_top_k_of_a_slice_or_more(pool):
-    """With the top-k counted over the gathered candidates (``device_paths.TOP_K_OVER_THE_CANDIDATES``), no
+    """With the top-k counted over the gathered candidates (``torch-path-top-k-over-the-candidates``), no
     draw leaves the request's 64 best."""
-    strays, mass = _strays_of_a_top_k_of_a_rank_slice(pool, fixed="fixed")
+    strays, mass = _strays_of_a_top_k_of_a_rank_slice(pool, "torch-path-top-k-over-the-candidates")
     assert strays == 0, f"the fix: {strays} draws outside the 64 best (the target's mass there {mass:.3f})"
