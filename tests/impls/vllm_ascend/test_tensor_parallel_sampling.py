@@ -202,9 +202,10 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec_in_the_sampler(pool):
 
 TORCH_PATH_DEFECT = "reduce-sample-top-k-of-a-slice-or-more-dropped"
 TORCH_PATH = "tests.impls.vllm_ascend.device_paths:pytorch_top_k_top_p"  # the sampler of other Ascend devices
+TOP_K_REQUESTS = 200
 
 
-def _strays_of_a_top_k_of_a_rank_slice(pool, *fixes: str, n: int = 200) -> tuple[int, float]:
+def _strays_of_a_top_k_of_a_rank_slice(pool, *fixes: str, n: int = TOP_K_REQUESTS) -> tuple[int, float]:
     """``n`` one-draft random requests of top-k 64 over 128 ids (a rank's whole slice) on the sampler's torch
     path, with the runner's top-k fix in the ranks and ``fixes``: their first ids outside the target's 64 best
     (the spec allows none), and the target's mass there."""
@@ -225,7 +226,7 @@ def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_
     on 2 ranks keeps every candidate, and draws outside its 64 best as often as the target puts mass there
     (within 4 sigma); the spec, never. Accepted, the pin records which; dropped, the spec alone."""
     strays, mass = _strays_of_a_top_k_of_a_rank_slice(pool)
-    n = 200
+    n = TOP_K_REQUESTS
     if not any(d.id == TORCH_PATH_DEFECT for d in request.config.mtp_impl.divergences):
         assert strays == 0, f"top-k 64 requests drew {strays} of {n} first ids outside their 64 best"
         return

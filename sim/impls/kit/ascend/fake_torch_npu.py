@@ -2,7 +2,7 @@
 
 vllm-ascend's own CPU unit tests (``tests/ut/conftest.py``) do the same: a
 module object whose NPU entry points are mocks. No value the gate compares
-comes from a mock (``stand_ins_watched``; every test runs so while the fake is in use, tests/conftest.py): the
+comes from a mock (``stand_ins_watched``, around every test while the fake is installed: tests/checks/stand_ins.py): the
 spec-decode path computes with plain torch on CPU tensors. An NPU kernel reached through the fake
 raises ``NotImplementedError`` naming it, so a code path that would need the real library fails
 loudly; one kernel is written here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k,
