@@ -204,7 +204,8 @@ def _replay_hint(report: RunReport, args) -> None:
         )
         if value != default
     )
-    console.print(f"  first: {report.mismatches[0]}\n  replay: python -m sim replay {path}{options}")
+    console.print(f"  first: {report.mismatches[0]}")
+    console.print(f"  replay: python -m sim replay {path}{options}", soft_wrap=True)  # a command: never broken
 
 
 # ------------------------------------------------------------------ commands
@@ -224,7 +225,10 @@ def _load_impl(name: str, divergences: str | None = None):
     except OSError as exc:
         raise UsageError(f"--divergences {divergences}: {exc.strerror}") from None
     for entry in unknown:
-        console.print(f"[yellow]warning:[/] --divergences {divergences}: {entry!r} matches no divergence of {name}")
+        console.print(
+            f"[yellow]warning:[/] --divergences {divergences}: {entry!r} matches no divergence of {name}",
+            soft_wrap=True,
+        )
     return impl
 
 

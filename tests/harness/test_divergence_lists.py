@@ -77,9 +77,9 @@ def test_the_cli_holds_an_unlisted_defect_to_the_spec_and_its_replay_line_names_
     run = ["run", "--impl", "defect:present", "--seed", "1", "--requests", "6", "--k", "3", "--max-model-len", "512"]
     assert main([*run, "--divergences", str(listing)]) == 0
     assert main([*run, "--divergences", str(empty)]) == 1
-    flat = " ".join(capsys.readouterr().out.split())
+    out = capsys.readouterr().out
     saved = "failures/run-seed-1.json"
-    assert f"replay: python -m sim replay {saved} --impl defect:present --divergences {empty}" in flat
+    assert f"  replay: python -m sim replay {saved} --impl defect:present --divergences {empty}\n" in out
     assert main(["replay", saved, "--impl", "defect:present", "--divergences", str(empty)]) == 1
     assert main(["replay", saved, "--impl", "defect:present", "--divergences", str(listing)]) == 0
     assert main(["replay", saved, "--impl", "defect:present"]) == 0  # the harness's table accepts it
@@ -94,8 +94,8 @@ def test_the_cli_warns_of_an_entry_that_matches_nothing_and_refuses_a_missing_li
     listing.write_text("padded-seq-lens-not-lowered\nno-such-divergence\n")
     case = ["--impl", "defect:present", "--seed", "1", "--requests", "4", "--k", "2", "--max-model-len", "512"]
     assert main(["run", *case, "--divergences", str(listing)]) == 0
-    flat = " ".join(capsys.readouterr().out.split())
-    assert f"--divergences {listing}: 'no-such-divergence' matches no divergence of defect:present" in flat
+    out = capsys.readouterr().out
+    assert f"--divergences {listing}: 'no-such-divergence' matches no divergence of defect:present\n" in out
     assert main(["run", *case, "--divergences", str(tmp_path / "absent.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--divergences {tmp_path / 'absent.txt'}: No such file or directory" in err[0], err
