@@ -311,7 +311,8 @@ def cmd_replay(args) -> int:
     ranks.check_pcp_args(args)
     case = ranks.vllm_ascend_ranks_case(args.case)
     if case is not None:
-        return ranks.run_vllm_ascend_ranks(case, _load_device(args.device), _load_impl(args.impl, args.divergences))
+        device, impl = _load_device(args.device), _load_impl(args.impl, args.divergences)
+        return ranks.run_vllm_ascend_ranks(ranks.accepting(case, impl), device, impl)
     scenario = checked(Scenario.load, args.case)
     if ranks.tp_fields(args):
         scenario = checked(dataclasses.replace, scenario, **ranks.tp_fields(args))

@@ -47,7 +47,7 @@ def accepting(case, impl):
 
 def run_vllm_ascend_ranks(case, device, impl) -> int:
     """A DP or TP case on its ranks (vllm-ascend's drafter): each rank against the reference, all against
-    each other, accepting the divergences the case names (``accepting``)."""
+    each other, accepting the divergences the case names."""
     from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, check_dp
     from sim.impls.vllm_ascend.tensor_parallel import TpPool, check_tp
 
@@ -57,7 +57,6 @@ def run_vllm_ascend_ranks(case, device, impl) -> int:
             f"a {kind} case with --impl {impl.name} --device {device.name}: {kind} ranks run vllm-ascend's"
             " drafter on the simulator (--impl vllm_ascend)"
         )
-    case = accepting(case, impl)
     if kind == "DP":
         return on_ranks(
             f"{len(case.scenarios)} data-parallel ranks",

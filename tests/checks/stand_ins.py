@@ -25,13 +25,6 @@ def no_stand_in_reached():
         pytest.fail(f"the fake torch_npu's stand-ins were touched: {touched[:6]}", pytrace=False)
 
 
-def stand_ins_touched(run) -> list[str]:
-    """The calls made on the fake's stand-ins, and the mocks made, while ``run()`` runs."""
-    with stand_ins_watched() as touched:
-        run()
-    return touched
-
-
 def watched_in_rank(*allowed: str):
     """A data-parallel rank's setup for a case (``DpCase.setup``): the stand-ins watched while the case
     runs; after it, ``RankError`` naming any touched (the rank's failure) but the calls ``allowed``, each

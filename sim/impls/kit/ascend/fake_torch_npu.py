@@ -27,8 +27,7 @@ import importlib.util
 import os
 import sys
 import types
-import unittest.mock
-from unittest.mock import MagicMock
+from unittest.mock import MagicMock, NonCallableMock, patch
 
 from sim.impls.kit.ascend import fake_npu_graphs
 
@@ -190,13 +189,13 @@ def stand_ins_watched():
     for root in roots.values():
         root.reset_mock()
     made = []
-    init = unittest.mock.NonCallableMock.__init__
+    init = NonCallableMock.__init__
 
     def counting(self, *args, **kwargs):
         made.append(repr(kwargs.get("name") or type(self).__name__))
         init(self, *args, **kwargs)
 
-    with unittest.mock.patch.object(unittest.mock.NonCallableMock, "__init__", counting):
+    with patch.object(NonCallableMock, "__init__", counting):
         yield touched
     touched += [f"{name}{call}" for name, root in roots.items() for call in root.mock_calls]
     touched += [f"made {m}" for m in made]
