@@ -26,6 +26,7 @@ not checked (none of the kernels the gate launches uses them).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -195,7 +196,8 @@ def tolerating(*accesses: Access):
 
 
 def install() -> bool:
-    """Guard the interpreter's launches (once per process); False where Triton is not interpreted here."""
+    """Guard the interpreter's launches and spare it its dead work (once per process); False where
+    Triton is not interpreted here."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return False
     from triton.runtime import interpreter
@@ -262,7 +264,33 @@ def install() -> bool:
         return cas(ptr, cmp, val, *rest)
 
     executor.__call__, executor._init_args_hst, executor._restore_args_dev = launch, init_args_hst, restore_args_dev
+    _dead_work_skipped(interpreter)
     builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = create_atomic_rmw, create_atomic_cas
     executor._guarded = True
     return True
+
+
+def _dead_work_skipped(interpreter) -> None:
+    """Work the interpreter does whose result nothing reads, not done.
+
+    Its overflow sanitizer casts the operands of every integer add, sub and mul to int64, recomputes
+    the operation, compares it with the type's bounds and hands the result to ``device_assert``, which
+    drops it unless the options say ``debug`` (they never do here: ``InterpreterOptions()``): about a
+    third of an interpreted kernel's time, with no check made. With ``debug`` on, it stays on.
+    ``_get_np_dtype`` builds a table of 17 dtypes at each of its calls; its answers are kept."""
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
+    table, build = {}, interpreter._get_np_dtype
+
+    def get_np_dtype(tt_dtype):
+        try:
+            return table[tt_dtype]
+        except KeyError:
+            table[tt_dtype] = found = build(tt_dtype)
+            return found
+        except TypeError:  # an unhashable pointer type: one line of the original
+            return build(tt_dtype)
+
+    interpreter._get_np_dtype = get_np_dtype

@@ -101,3 +101,31 @@ def test_memory_reached_through_a_table_of_addresses_is_inside_once_named():
     kernel_bounds.reachable("the source", src)
     through_table[(1,)](out, table, 3, BLOCK=4)
     assert out.tolist() == [7, 8, 9]
+
+
+@triton.jit
+def mixed_arithmetic(out_ptr, a_ptr, b_ptr, h_ptr, flags_ptr, n, BLOCK: tl.constexpr):
+    offset = tl.arange(0, BLOCK)
+    mask = offset < n
+    a = tl.load(a_ptr + offset, mask)  # int32
+    b = tl.load(b_ptr + offset, mask)  # int64
+    h = tl.load(h_ptr + offset, mask)  # float16
+    flag = tl.load(flags_ptr + offset, mask) != 0
+    wrapped = a * 3 + 7  # int32, wraps past its bounds as on the device
+    total = tl.where(flag, wrapped.to(tl.int64) + b, b - a) + h.to(tl.int64)
+    tl.store(out_ptr + offset, total, mask)
+
+
+def test_the_interpreters_arithmetic_is_the_devices_without_its_dead_work():
+    """The interpreter as ``install`` leaves it (no overflow sanitizer while its asserts are off, the
+    dtype table kept) computes what torch computes, int32 wrapping included."""
+    assert kernel_bounds.install()
+    a = torch.tensor([1, -5, 2**31 - 1, 700_000_000, 0], dtype=torch.int32)
+    b = torch.tensor([10, 2**40, -3, 4, 5], dtype=torch.int64)
+    h = torch.tensor([0.0, 1.0, 2.0, -3.0, 8.0], dtype=torch.float16)
+    flags = torch.tensor([1, 0, 1, 1, 0], dtype=torch.int8)
+    out = torch.zeros(5, dtype=torch.int64)
+    mixed_arithmetic[(1,)](out, a, b, h, flags, 5, BLOCK=8)
+    wrapped = (a * 3 + 7).to(torch.int64)  # torch wraps int32 as the device does
+    want = torch.where(flags != 0, wrapped + b, b - a.to(torch.int64)) + h.to(torch.int64)
+    assert out.tolist() == want.tolist()
