@@ -63,12 +63,39 @@ def install_rotary(vllm_config, device: torch.device) -> None:
 def rope_positions(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """The position whose RoPE each row's ``cos`` and ``sin`` are ([N, ..., half] each), int64 [N], -1
     for a row that is no position's (a builder handing rows it never gathered); on the rows' device,
-    with no host read, so that a captured graph computes it at every replay."""
-    n = cos.shape[0]
-    table_cos, table_sin = rotary_tables(cos.shape[-1], cos.device)
-    rows_cos, rows_sin = cos.reshape(n, -1), sin.reshape(n, -1)
-    match = (rows_cos[:, None, :] == table_cos[None]).all(-1) & (rows_sin[:, None, :] == table_sin[None]).all(-1)
-    return torch.where(match.any(dim=1), match.to(torch.int8).argmax(dim=1), -1)
+    with no host read, so that a captured graph computes it at every replay.
+
+    A row is looked up by a key of its values among the table's sorted keys (``_rope_index``), then
+    compared whole with the table's row there: exact equality, as ``==`` has it, at the cost of a
+    search instead of a comparison with each of the table's 64k rows."""
+    n, half = cos.shape[0], cos.shape[-1]
+    rows_cos, rows_sin = cos.reshape(n, half), sin.reshape(n, half)
+    table_cos, table_sin = rotary_tables(half, cos.device)
+    keys, order = _rope_index(half, cos.device)
+    at = torch.searchsorted(keys, _row_keys(rows_cos, rows_sin)).clamp_(max=keys.numel() - 1)
+    found = order[at]
+    match = (rows_cos == table_cos[found]).all(-1) & (rows_sin == table_sin[found]).all(-1)
+    return torch.where(match, found, -1)
+
+
+_KEY_WEIGHTS = torch.randint(1, 2**24, (64,), generator=torch.Generator().manual_seed(0))
+
+
+def _row_keys(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """An int64 key of each row's values (their float32 bits, -0.0 as 0.0, weighted: below 2**62 for up
+    to 64 values); rows equal as ``==`` has it have equal keys."""
+    values = torch.cat([cos, sin], dim=-1).to(torch.float32) + 0.0  # -0.0 + 0.0 is 0.0
+    bits = values.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return (bits * _KEY_WEIGHTS[: bits.shape[-1]].to(bits.device)).sum(-1)
+
+
+@functools.cache
+def _rope_index(half: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary table's row keys sorted, and the position of each. Its rows' keys are distinct (a
+    test checks the tables the harness builds), so the search finds the one row a key can be; were two
+    equal, a row of the second would read -1 and fail its comparison, never pass one."""
+    keys, order = _row_keys(*rotary_tables(half, device)).sort()
+    return keys, order
 
 
 def kernel_lists(meta) -> tuple[list[int], list[int], torch.Tensor]:

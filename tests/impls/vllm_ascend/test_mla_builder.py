@@ -15,7 +15,7 @@ import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import Built, MetadataMismatch, check_unchanged
-from sim.impls.vllm_ascend import builders
+from sim.impls.vllm_ascend import builders, mla
 from sim.impls.vllm_ascend.build import configured
 
 PROBE = "mtp.mla_attn"  # an MLA draft layer, as the builder finds it in the static forward context
@@ -92,3 +92,25 @@ def test_the_rest_of_a_steps_mla_metadata_is_its_own(mla_builder):
         mla_builder.build_for_drafting(_step([6, 10]), 2)
     check_unchanged(built, 2)
     assert (two.decode.seq_lens_list, two.decode.actual_seq_lengths_q) == ([6, 10], [1, 2])
+
+
+def test_rope_positions_reads_each_rows_position_as_a_whole_table_comparison_does():
+    """``mla.rope_positions`` (a search of the table's row keys) names the positions a comparison of each
+    row with every row of the 64k-position table names: rows of the table anywhere in it, ``-0.0`` for
+    ``0.0``, and -1 for a row one bit off, one of another position's cos with its own sin, or zeros."""
+    cos_t, sin_t = mla.rotary_tables(8)
+    keys, _ = mla._rope_index(8)
+    assert keys.unique().numel() == keys.numel()  # every row its own key: the search finds the one row
+    picked = torch.tensor([0, 1, 2, 255, 256, 4097, 32767, 65535])
+    cos, sin = cos_t[picked].clone(), sin_t[picked].clone()
+    sin[0] = -sin[0]  # sin of position 0 is 0.0 throughout: as -0.0, == still has it the table's row
+    cos[2, 3] = torch.nextafter(cos[2, 3], torch.tensor(2.0))  # one bit off: no position's
+    cos[4] = cos_t[9]  # another position's cos with its own sin
+    cos[5], sin[5] = 0.0, 0.0
+    rows = [(cos, sin), (cos[:, None, :], sin[:, None, :])]  # [N, half] and [N, 1, half]
+    for c, s in rows:
+        compared = (c.reshape(-1, 8)[:, None] == cos_t[None]).all(-1) & (s.reshape(-1, 8)[:, None] == sin_t[None]).all(
+            -1
+        )
+        want = torch.where(compared.any(1), compared.to(torch.int8).argmax(1), -1)
+        assert mla.rope_positions(c, s).tolist() == want.tolist() == [0, 1, -1, 255, -1, -1, 32767, 65535]
