@@ -7,7 +7,8 @@ the gate is the test: the commit's vLLM (its ``.github/vllm-release-tag.commit``
 vllm_ascend`` reads it) in an env kept per vLLM version (``Envs``), the commit installed there as
 vllm-ascend's CPU jobs install it, then the test: ``--case FILE`` replays one scenario (a failure
 found earlier: seconds per step), else the differential suite and the gate with ``-x`` (the fixed
-cases first, so a commit that fails does so in seconds). A commit that cannot be built, imported
+cases first, so a commit that fails does so in seconds), each in a child of the env's warm
+interpreter (``sim.warm``: what no commit changes imported once, the commit's code by each step). A commit that cannot be built, imported
 or paired with a vLLM the harness has a closure for is skipped (``git bisect skip``) with the
 reason, never called good or bad. The endpoints are tested first: a good commit that fails or a
 bad one that passes stops the bisect with one line, exit 2, as does anything else wrong with the
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.impls.kit.ascend import checkout
+from sim.warm import WarmInterpreter
 
 ROOT = checkout.ROOT
 
@@ -102,6 +104,30 @@ class Envs:
         self.root = root
         self.base = base or Path(next(p for p in sys.path if p.endswith("site-packages")))
         self.installed: dict[Path, str] = {}  # env -> the packaging digest of the commit installed there
+        self.warm: dict[Path, WarmInterpreter] = {}  # env -> its warm interpreter (started on first run)
+
+    def run(self, python: Path, module: str, argv: list[str]) -> tuple[int, list[str]]:
+        """``python -m module *argv`` as the gate's env runs it, in a child of ``python``'s warm
+        interpreter; (exit status, lines of its output)."""
+        if python not in self.warm:
+            # bytecode outside the worktree, kept across steps: a step recompiles the files its commit
+            # changed only (under the caller's prefix where one is set, as tox sets it)
+            env = {"PYTHONPYCACHEPREFIX": str(self.root / "pycache"), **os.environ, **RUN_ENV, "PYTHONPATH": str(ROOT)}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            self.warm[python] = WarmInterpreter(python, env, ROOT)
+        with tempfile.TemporaryDirectory(prefix="mtp-bisect-step-") as tmp:
+            log = Path(tmp) / "out.log"
+            code = self.warm[python].run(module, argv, log)
+            return code, log.read_text(errors="replace").splitlines() if log.exists() else []
+
+    def __enter__(self) -> Envs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Stop the warm interpreters."""
+        for warm in self.warm.values():
+            warm.close()
+        self.warm.clear()
 
     def python(self, vllm: str) -> Path:
         """The interpreter of the env for vLLM ``vllm``, made on first use."""
@@ -133,6 +159,8 @@ class Envs:
         # vllm_ascend without VLLM_ASCEND_SRC) has a vllm_ascend of its own, which every step would test.
         (site,) = python.parent.parent.glob("lib/python*/site-packages")
         (site / "0-commit.pth").write_text(f"{tree}\n")  # site reads .pth files by name: before base-env.pth
+        if python in self.warm:  # its path was read at its start, before this install
+            self.warm.pop(python).close()
         found = subprocess.run(
             [str(python), "-c", "import importlib.util as u; print(u.find_spec('vllm_ascend').origin)"],
             capture_output=True,
@@ -168,28 +196,21 @@ def test_commit(tree: Path, envs: Envs, case: Path | None, pytest_args: list[str
     except InstallError as exc:
         return Verdict("skip", f"cannot be built: {exc}", seconds=time.perf_counter() - start)
     if case is not None:
-        cmd = [str(python), "-m", "sim", "replay", str(case), "--impl", "vllm_ascend"]
+        module, argv = "sim", ["replay", str(case), "--impl", "vllm_ascend"]
     else:
-        cmd = [str(python), "-m", "pytest", "--device", "sim", "--impl", "vllm_ascend", "-p", "no:cacheprovider",
-               "-x", "-q", "-rf", "--hypothesis-profile", "adapter", *gate(), *pytest_args]  # fmt: skip
-    # bytecode outside the worktree, kept across steps: a step recompiles the files its commit changed only
-    # (under the caller's prefix where one is set, as tox sets it: the closure's bytecode is there already)
-    env = {"PYTHONPYCACHEPREFIX": str(envs.root / "pycache"), **os.environ, **RUN_ENV, "PYTHONPATH": str(ROOT)}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+        module, argv = "pytest", ["--device", "sim", "--impl", "vllm_ascend", "-p", "no:cacheprovider", "-x", "-q",
+                                  "-rf", "--hypothesis-profile", "adapter", *gate(), *pytest_args]  # fmt: skip
+    code, lines = envs.run(python, module, argv)
     seconds = time.perf_counter() - start
-    lines = (run.stdout + run.stderr).splitlines()
     replays = [line.split("replay: ", 1)[1] for line in lines if "replay: python -m sim replay " in line]
     replay = replays[0] if replays else (f"python -m sim replay {case} --impl vllm_ascend" if case else "")
-    if run.returncode == 0:
+    if code == 0:
         return Verdict("good", seconds=seconds)
-    if run.returncode == 1:
+    if code == 1:
         failed = [line.split(" ", 2)[1] for line in lines if line.startswith("FAILED ")]
         first = failed[0] if failed else _last_meaningful(lines)
         return Verdict("bad", first, replay, seconds)
-    return Verdict(
-        "skip", f"the gate could not run (exit {run.returncode}): {_last_meaningful(lines)}", seconds=seconds
-    )
+    return Verdict("skip", f"the gate could not run (exit {code}): {_last_meaningful(lines)}", seconds=seconds)
 
 
 def _last_meaningful(lines: list[str]) -> str:
@@ -258,7 +279,7 @@ def bisect(repo: str, good: str, bad: str, case: str | None = None, envs_dir: st
     _say(f"bisecting {count} commits of {top} ({g[:12]}..{b[:12]}, about {math.ceil(math.log2(count + 1))} steps); "
          f"the test: {test}; envs in {envs.root}")  # fmt: skip
     verdicts: dict[str, Verdict] = {}
-    with Worktree(top, b) as tree:
+    with Worktree(top, b) as tree, envs:  # envs: its warm interpreters stopped however it ends
         for commit, role, want in ((g, "good", "good"), (b, "bad", "bad")):
             git(tree, "checkout", "--quiet", "--detach", commit)
             verdict = verdicts[commit] = test_commit(tree, envs, case_path, pytest_args or [])

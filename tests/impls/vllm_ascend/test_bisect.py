@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 from sim import bisect as bisecting
 from sim.impls.kit.ascend import checkout
 from sim.serving.scenario import default_scenario
+from sim.warm import WarmInterpreter
 from tests.impls.vllm_ascend import history
 
 pytestmark = pytest.mark.skipif(
@@ -155,3 +157,25 @@ def test_bad_input_is_one_line_and_exit_2(repo, case, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (message, err)
     assert _state(path) == before
+
+
+def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
+    """Each command in its own child of the warm interpreter (``sim.warm``), its output to its log: an
+    uncaught exception is exit 1 with its traceback, ``sys.exit("why")`` exit 1 with the why, an
+    exit status passes through, and the server goes on serving after each."""
+    (tmp_path / "boom.py").write_text("import sys\nprint('argv', sys.argv[1:])\nraise RuntimeError('boom')\n")
+    (tmp_path / "leave.py").write_text("import sys\nsys.exit(sys.argv[1] if sys.argv[1:] else 3)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{bisecting.ROOT}"}
+    warm = WarmInterpreter(Path(sys.executable), env, tmp_path, preload=())
+    log = tmp_path / "out.log"
+    try:
+        assert warm.run("boom", ["a", "b"], log) == 1
+        out = log.read_text()
+        assert "argv ['a', 'b']" in out and "RuntimeError: boom" in out, out
+        assert warm.run("leave", ["the reason"], log) == 1 and log.read_text() == "the reason\n"
+        assert warm.run("leave", [], log) == 3
+        server = warm.proc.pid
+        assert warm.run("platform", [], log) == 0 and log.read_text().strip()
+        assert warm.proc.pid == server  # one server for all four
+    finally:
+        warm.close()
