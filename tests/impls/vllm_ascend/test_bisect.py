@@ -162,7 +162,8 @@ def test_bad_input_is_one_line_and_exit_2(repo, case, tmp_path, capsys):
 def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
     """Each command in its own child of the warm interpreter (``sim.warm``), its output to its log: an
     uncaught exception is exit 1 with its traceback, ``sys.exit("why")`` exit 1 with the why, an
-    exit status passes through, and the server goes on serving after each."""
+    exit status passes through, and the server goes on serving after each; a server whose preload
+    imported vLLM serves nothing."""
     (tmp_path / "boom.py").write_text("import sys\nprint('argv', sys.argv[1:])\nraise RuntimeError('boom')\n")
     (tmp_path / "leave.py").write_text("import sys\nsys.exit(sys.argv[1] if sys.argv[1:] else 3)\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{bisecting.ROOT}"}
@@ -179,3 +180,11 @@ def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
         assert warm.proc.pid == server  # one server for all four
     finally:
         warm.close()
+    (tmp_path / "vllm").mkdir()  # a vllm (this one empty) imported before the fork: the server refuses to serve
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    early = WarmInterpreter(Path(sys.executable), env, tmp_path, preload=("vllm",))
+    try:
+        assert early.run("platform", [], log) == 2
+        assert log.read_text() == f"the warm interpreter {sys.executable} exited with 1\n"
+    finally:
+        early.close()
