@@ -6,10 +6,10 @@ depend on the commit under test are made once, by a server process of that env (
 each command then runs in a child forked from it, as ``python -m MODULE ARGS`` would, its output to a
 file. Nothing of vLLM or vllm-ascend is imported before the fork: the commit's own code (and vLLM's
 platform, which loads vllm-ascend's plugin) is imported by each child, so every step still tests the
-commit checked out when it runs (checked: the server refuses to start with vllm-ascend imported).
+commit checked out when it runs (checked: the server refuses to serve with either imported).
 
-Run as ``python -m sim.warm [MODULE ...]`` (the modules to preload): one JSON request per line on stdin (``module``, ``argv``, ``log``), one
-``{"rc": N}`` per line on stdout when the child ends.
+Run as ``python -m sim.warm [MODULE ...]`` (the modules to preload): one JSON request per line on
+stdin (``module``, ``argv``, ``log``), one ``{"rc": N}`` per line on stdout when the child ends.
 """
 
 from __future__ import annotations

@@ -264,9 +264,9 @@ def install() -> bool:
         return cas(ptr, cmp, val, *rest)
 
     executor.__call__, executor._init_args_hst, executor._restore_args_dev = launch, init_args_hst, restore_args_dev
-    _dead_work_skipped(interpreter)
     builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = create_atomic_rmw, create_atomic_cas
+    _dead_work_skipped(interpreter)
     executor._guarded = True
     return True
 
