@@ -14,6 +14,7 @@ stdin (``module``, ``argv``, ``log``), one ``{"rc": N}`` per line on stdout when
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
@@ -102,6 +103,7 @@ def serve(preload: list[str]) -> None:
             try:
                 code = _child(json.loads(line))
             finally:
+                atexit._run_exitfuncs()  # as an interpreter's exit would: temporary folders removed
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")

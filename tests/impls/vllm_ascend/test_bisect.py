@@ -162,10 +162,12 @@ def test_bad_input_is_one_line_and_exit_2(repo, case, tmp_path, capsys):
 def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
     """Each command in its own child of the warm interpreter (``sim.warm``), its output to its log: an
     uncaught exception is exit 1 with its traceback, ``sys.exit("why")`` exit 1 with the why, an
-    exit status passes through, and the server goes on serving after each; a server whose preload
-    imported vLLM serves nothing."""
+    exit status passes through, a temporary folder is removed at the child's exit as at an
+    interpreter's, and the server goes on serving after each; a server whose preload imported vLLM
+    serves nothing."""
     (tmp_path / "boom.py").write_text("import sys\nprint('argv', sys.argv[1:])\nraise RuntimeError('boom')\n")
     (tmp_path / "leave.py").write_text("import sys\nsys.exit(sys.argv[1] if sys.argv[1:] else 3)\n")
+    (tmp_path / "scratch.py").write_text("import tempfile\nKEPT = tempfile.TemporaryDirectory()\nprint(KEPT.name)\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{bisecting.ROOT}"}
     warm = WarmInterpreter(Path(sys.executable), env, tmp_path, preload=())
     log = tmp_path / "out.log"
@@ -177,7 +179,9 @@ def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
         assert warm.run("leave", [], log) == 3
         server = warm.proc.pid
         assert warm.run("platform", [], log) == 0 and log.read_text().strip()
-        assert warm.proc.pid == server  # one server for all four
+        assert warm.run("scratch", [], log) == 0  # a folder kept until its interpreter exits, as sim's scratch
+        assert not Path(log.read_text().strip()).exists()  # gone when the child ends
+        assert warm.proc.pid == server  # one server for all five
     finally:
         warm.close()
     (tmp_path / "vllm").mkdir()  # a vllm (this one empty) imported before the fork: the server refuses to serve
