@@ -167,7 +167,8 @@ def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
     serves nothing."""
     (tmp_path / "boom.py").write_text("import sys\nprint('argv', sys.argv[1:])\nraise RuntimeError('boom')\n")
     (tmp_path / "leave.py").write_text("import sys\nsys.exit(sys.argv[1] if sys.argv[1:] else 3)\n")
-    (tmp_path / "scratch.py").write_text("import tempfile\nKEPT = tempfile.TemporaryDirectory()\nprint(KEPT.name)\n")
+    (tmp_path / "keeper.py").write_text("import tempfile\nKEPT = tempfile.TemporaryDirectory()\n")  # held by a module
+    (tmp_path / "scratch.py").write_text("import keeper\nprint(keeper.KEPT.name)\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{bisecting.ROOT}"}
     warm = WarmInterpreter(Path(sys.executable), env, tmp_path, preload=())
     log = tmp_path / "out.log"
