@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from sim import bisect as bisecting
+from sim.bisect.warm import WarmInterpreter
 from sim.impls.kit.ascend import checkout
 from sim.serving.scenario import default_scenario
-from sim.warm import WarmInterpreter
 from tests.impls.vllm_ascend import history
 
 pytestmark = pytest.mark.skipif(
@@ -160,7 +160,7 @@ def test_bad_input_is_one_line_and_exit_2(repo, case, tmp_path, capsys):
 
 
 def test_a_warm_interpreter_runs_each_command_as_python_m_would(tmp_path):
-    """Each command in its own child of the warm interpreter (``sim.warm``), its output to its log: an
+    """Each command in its own child of the warm interpreter (``sim.bisect.warm``), its output to its log: an
     uncaught exception is exit 1 with its traceback, ``sys.exit("why")`` exit 1 with the why, an
     exit status passes through, a temporary folder is removed at the child's exit as at an
     interpreter's, and the server goes on serving after each; a server whose preload imported vLLM

@@ -8,8 +8,8 @@ file. Nothing of vLLM or vllm-ascend is imported before the fork: the commit's o
 platform, which loads vllm-ascend's plugin) is imported by each child, so every step still tests the
 commit checked out when it runs (checked: the server refuses to serve with either imported).
 
-Run as ``python -m sim.warm [MODULE ...]`` (the modules to preload): one JSON request per line on
-stdin (``module``, ``argv``, ``log``), one ``{"rc": N}`` per line on stdout when the child ends.
+The server is ``serve(MODULES)`` (the modules to preload) in the env's interpreter: one JSON request per
+line on stdin (``module``, ``argv``, ``log``), one ``{"rc": N}`` per line on stdout when the child ends.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from pathlib import Path
 # torch's compiler stack (vLLM's import pulls it in) and transformers.
 PRELOAD = ("sim.cli", "sim.serving.run", "torch._dynamo", "torch._inductor.lowering", "transformers")
 NOT_BEFORE_THE_FORK = ("vllm", "vllm_ascend")
+SERVER = "import sys; from sim.bisect.warm import serve; serve(sys.argv[1:])"
 
 
 class WarmInterpreter:
-    """A ``python -m sim.warm`` server of the interpreter ``python``, started on first use."""
+    """A ``serve`` process of the interpreter ``python``, started on first use."""
 
     def __init__(self, python: Path, env: dict, cwd: Path, preload: tuple[str, ...] = PRELOAD):
         self.python, self.env, self.cwd, self.preload = python, env, cwd, preload
@@ -41,7 +42,7 @@ class WarmInterpreter:
         """``python -m module *argv`` in a child of the server, stdout and stderr to ``log``; its exit status."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
-                [str(self.python), "-m", "sim.warm", *self.preload],
+                [str(self.python), "-c", SERVER, *self.preload],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 cwd=self.cwd,
@@ -94,7 +95,7 @@ def serve(preload: list[str]) -> None:
         importlib.import_module(name)
     early = sorted(m for m in sys.modules if m.split(".")[0] in NOT_BEFORE_THE_FORK)
     if early:
-        sys.exit(f"sim.warm: {early[0]} was imported before the fork; each step must import it itself")
+        sys.exit(f"sim.bisect.warm: {early[0]} was imported before the fork; each step must import it itself")
     out = sys.stdout
     for line in sys.stdin:
         pid = os.fork()
@@ -108,7 +109,3 @@ def serve(preload: list[str]) -> None:
         _, status = os.waitpid(pid, 0)
         out.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
         out.flush()
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1:])

@@ -8,7 +8,7 @@ vllm_ascend`` reads it) in an env kept per vLLM version (``Envs``), the commit i
 vllm-ascend's CPU jobs install it, then the test: ``--case FILE`` replays one scenario (a failure
 found earlier: seconds per step), else the differential suite and the gate with ``-x`` (the fixed
 cases first, so a commit that fails does so in seconds), each in a child of the env's warm
-interpreter (``sim.warm``: what no commit changes imported once, the commit's code by each step).
+interpreter (``warm``: what no commit changes imported once, the commit's code by each step).
 A commit that cannot be built, imported or paired with a vLLM the harness has a closure for is
 skipped (``git bisect skip``) with the reason, never called good or bad. The endpoints are tested first: a good commit that fails or a
 bad one that passes stops the bisect with one line, exit 2, as does anything else wrong with the
@@ -33,8 +33,8 @@ import venv
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.bisect.warm import WarmInterpreter
 from sim.impls.kit.ascend import checkout
-from sim.warm import WarmInterpreter
 
 ROOT = checkout.ROOT
 
