@@ -38,6 +38,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase
 
+from tests import loaded_by_workers
+
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
@@ -115,45 +117,74 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     from devices import DeviceUnavailable, load_device
-    from sim.impls import ImplementationUnavailable, load_implementation
 
     for line in MARKS:
         config.addinivalue_line("markers", line)
     try:
         config.mtp_device = load_device(config.getoption("--device"))
-        config.mtp_impl = load_implementation(config.getoption("--impl"))
-    except (DeviceUnavailable, ImplementationUnavailable) as exc:
+    except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    listed = config.getoption("--divergences")
-    if listed:
-        try:
-            config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
-        except OSError as exc:
-            raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
-        for entry in unknown:
-            config.issue_config_time_warning(
-                pytest.PytestConfigWarning(
-                    f"--divergences {listed}: {entry!r} matches no divergence of {config.mtp_impl.name}"
-                ),
-                stacklevel=2,
-            )
+    if loaded_by_workers.deferred(config):
+        _readable(config.getoption("--divergences"))
+        config.mtp_impl = None  # what the first worker that is ready loaded (loaded_by_workers)
+        config.pluginmanager.register(loaded_by_workers.Controller(config), "mtp-impl-loaded-by-workers")
+    else:
+        _load_impl(config)
     config.pluginmanager.register(GateSession(config), "mtp-gate-session")
     if config.option.maxfail:
         config.pluginmanager.register(FirstFailureStops(config), "mtp-first-failure-stops")
 
 
+def _readable(listed: str | None) -> None:
+    """A ``--divergences`` file that cannot be read stops the session at once, before any worker starts."""
+    if listed:
+        try:
+            Path(listed).read_bytes()
+        except OSError as exc:
+            raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
+
+
+def _load_impl(config) -> None:
+    """``--impl`` (with ``--divergences``) loaded in this process; on a worker, handed over to the
+    controller, with the reason if it cannot be loaded."""
+    from sim.impls import ImplementationUnavailable, load_implementation
+
+    worker = hasattr(config, "workerinput")
+    listed, unknown = config.getoption("--divergences"), []
+    try:
+        config.mtp_impl = load_implementation(config.getoption("--impl"))
+        if listed:
+            config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
+    except ImplementationUnavailable as exc:
+        if not worker:
+            raise pytest.UsageError(str(exc)) from None
+        config.mtp_impl = None
+        loaded_by_workers.refuse(config, str(exc))
+        return
+    except OSError as exc:
+        raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
+    if worker:
+        loaded_by_workers.hand_over(config, config.mtp_impl, unknown)
+        return
+    for entry in unknown:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(loaded_by_workers.unknown_line(listed, config.mtp_impl.name, entry)),
+            stacklevel=2,
+        )
+
+
 def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
     impl, device = config.mtp_impl, config.mtp_device
+    under_test = impl.describe if impl is not None else f"{config.getoption('--impl')}, loaded by the workers"
     lines = [
-        f"device: {device.describe()}, implementation under test: {impl.describe}",
+        f"device: {device.describe()}, implementation under test: {under_test}",
         f"hypothesis profile: {settings.get_current_profile_name()}, "
         f"seed: {seed if seed is not None else 'random per test'}",
     ]
-    in_force = impl.in_force(device.name)
-    if in_force:
-        lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
-    if impl.name != "core":
+    if impl is not None:
+        lines.extend(loaded_by_workers.impl_lines(impl, device.name)[1:])
+    if config.getoption("--impl") != "core":
         lines.append("the gate's properties of the core alone (no impl fixture) are deselected: tox -e sim runs them")
     return lines
 
@@ -162,7 +193,7 @@ def pytest_collection_modifyitems(config, items):
     """Under ``--impl`` other than the core, a gate property that never runs the implementation (no
     ``impl`` fixture: the core's own proposer, which ``tox -e sim`` checks) is deselected: nothing is
     run twice for the same question."""
-    if config.mtp_impl.name == "core":
+    if config.mtp_impl is None or config.mtp_impl.name == "core":  # None: a worker without it collects nothing
         return
     core_only = {i for i in items if "properties" in i.path.parts and "impl" not in i.fixturenames}
     if core_only:
@@ -231,6 +262,8 @@ class GateSession:
         from tests.checks.known_defects import verdicts
 
         impl, device = self.config.mtp_impl, self.config.mtp_device
+        if impl is None:  # no worker got as far as loading it
+            return
         # every known defect: those a rule models, and those only a differential pin shows (a kernel's access)
         self.fixed = verdicts([d for d in impl.in_force(device.name) if d.kind is Kind.DEFECT], self.compared)
         if self.fixed:

@@ -27,6 +27,8 @@ import types
 
 import pytest
 
+from tests import loaded_by_workers
+
 
 def edited(method, *edits: tuple[str, str]):
     """``method`` recompiled from its installed source with each ``(old, new)`` edit applied (the text as
@@ -106,15 +108,23 @@ def defining_class(proposer, method: str) -> type:
 
 
 def session_plugin(env: str, apply):
-    """A ``pytest_configure`` that changes the code under test for the whole session (every xdist worker
-    included) with ``apply(name, monkeypatch)`` when the environment variable ``env`` names a change."""
+    """A ``pytest_configure`` that changes the code under test for the whole session (on every xdist
+    worker; the controller runs none of it) with ``apply(name, monkeypatch)`` when the environment variable
+    ``env`` names a change. A change a worker refuses ends the session with its reason
+    (``tests/loaded_by_workers.py``)."""
 
     def pytest_configure(config: pytest.Config) -> None:
         name = os.environ.get(env)
-        if name:
-            patch = pytest.MonkeyPatch()
+        if not name or loaded_by_workers.deferred(config):
+            return
+        patch = pytest.MonkeyPatch()
+        config.add_cleanup(patch.undo)
+        try:
             apply(name, patch)
-            config.add_cleanup(patch.undo)
+        except pytest.UsageError as exc:
+            if not hasattr(config, "workerinput"):
+                raise
+            loaded_by_workers.refuse(config, str(exc))
 
     return pytest_configure
 

@@ -1,0 +1,143 @@
+"""Under pytest-xdist only the workers load the implementation under test (``tests/loaded_by_workers.py``):
+the report still says what is under test and which divergences are in force, the session's verdict still
+reads its known defects, and one that cannot be loaded still ends the session with one line and exit 4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.order(0)
+
+# Registers implementations whose factory records which process loaded it (xdist's PYTEST_XDIST_WORKER).
+RECORDED = """
+import os
+
+import sim.impls
+from sim.impls import ImplementationUnavailable
+from tests.meta import known_defect_gate
+
+
+def _record():
+    with open(os.environ["LOADS"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n")
+
+
+def loads():
+    _record()
+    return known_defect_gate.present()
+
+
+def fails():
+    _record()
+    raise ImplementationUnavailable("recorded:fails", "its upstream cannot be imported here")
+
+
+sim.impls.BUILTIN["recorded:loads"] = "recorded_impl:loads"
+sim.impls.BUILTIN["recorded:fails"] = "recorded_impl:fails"
+"""
+
+USES_IT = """
+def test_the_worker_has_it(impl):
+    assert impl.name == "defect:present" and impl.proposer_cls is not None
+"""
+
+
+def _run(pytester, monkeypatch, impl: str, *args: str):
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
+    monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
+    pytester.makepyfile(recorded_impl=RECORDED, test_uses_it=USES_IT)
+    result = pytester.runpytest_subprocess(
+        *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider", "-p", "no:randomly"),
+        *("-n", "2", "--impl", impl, *args, "test_uses_it.py"),
+    )
+    loads = (pytester.path / "loads.txt").read_text().split() if (pytester.path / "loads.txt").exists() else []
+    return result, loads
+
+
+def test_only_the_workers_load_it_and_the_report_still_says_what_is_under_test(pytester, monkeypatch):
+    listed = pytester.path / "divergences.txt"
+    listed.write_text("padded-seq-lens-not-lowered\nno-such-divergence\n")
+    result, loads = _run(pytester, monkeypatch, "recorded:loads", "--divergences", str(listed))
+    result.assert_outcomes(passed=1)
+    assert sorted(loads) == ["gw0", "gw1"], loads
+    result.stdout.fnmatch_lines(
+        [
+            "*implementation under test: recorded:loads, loaded by the workers*",
+            "created: 2/2 workers*",
+            "implementation under test: defect:present",
+            "divergences in force (1): padded-seq-lens-not-lowered (defect)",
+            f"--divergences {listed}: 'no-such-divergence' matches no divergence of defect:present",
+        ]
+    )
+
+
+def test_the_verdict_reads_the_known_defects_the_workers_loaded(pytester, monkeypatch):
+    """The test below follows the defect's spec only (it records the spec's tally): the controller, which
+    never loaded the implementation, still finds the defect fixed and fails the session."""
+    pytester.makepyfile(
+        test_spec_only="""
+from sim.serving.checker import SPEC
+from tests.checks.e2e_checks import TALLY, followed_key
+
+
+def test_follows_the_spec():
+    TALLY[followed_key("padded-seq-lens-not-lowered", SPEC)] += 1
+"""
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
+    monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
+    pytester.makepyfile(recorded_impl=RECORDED)
+    result = pytester.runpytest_subprocess(
+        *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider"),
+        *("-n", "2", "--impl", "recorded:loads", "test_spec_only.py"),
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*fixed: padded-seq-lens-not-lowered no longer present; drop it from the list*"])
+    assert "controller" not in (pytester.path / "loads.txt").read_text()
+
+
+def test_one_that_cannot_be_loaded_ends_the_session_with_one_line_and_exit_4(pytester, monkeypatch):
+    result, loads = _run(pytester, monkeypatch, "recorded:fails")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "implementation 'recorded:fails' is unavailable: its upstream cannot be imported here" in out
+    assert "Traceback" not in out, out
+    result.stdout.fnmatch_lines(["*no tests ran*"])
+    assert "controller" not in loads and loads, loads
+
+
+CHANGES = """
+import os
+
+import pytest
+
+from tests.impls.fixes import session_plugin
+
+
+def apply(name, monkeypatch):
+    if name != "known":
+        raise pytest.UsageError(f"CHANGE={name!r}: not a changed proposer; known: known")
+    with open(os.environ["LOADS"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n")
+
+
+pytest_configure = session_plugin("CHANGE", apply)
+"""
+
+
+@pytest.mark.parametrize("change", ["known", "unknown"])
+def test_a_session_plugin_changes_the_workers_code_and_a_refused_change_is_one_line(pytester, monkeypatch, change):
+    monkeypatch.setenv("CHANGE", change)
+    pytester.makepyfile(changes=CHANGES)
+    result, loads = _run(pytester, monkeypatch, "recorded:loads", "-p", "changes")
+    if change == "known":
+        result.assert_outcomes(passed=1)
+        assert sorted(loads) == ["gw0", "gw0", "gw1", "gw1"], loads  # the implementation and the change, each
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "CHANGE='unknown': not a changed proposer; known: known" in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

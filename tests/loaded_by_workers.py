@@ -1,0 +1,127 @@
+"""Under pytest-xdist the implementation under test is loaded by the workers, never by the controller.
+
+Loading an adapter imports its upstream (vLLM and vllm-ascend: about 10 s of one core, twice that in a
+fresh env, which compiles their bytecode), and every worker loads it anyway to run its tests. The
+controller runs none: it needs only what the report says of the implementation (its description, the
+divergences in force, the ``--divergences`` entries that match none) and the known defects its verdict
+reads (``GateSession``). So it leaves the loading to the workers, and each session's verdict starts
+that much sooner (``docs/PERFORMANCE.md``).
+
+Each worker hands over what it loaded (``hand_over``: a pickle in a file the controller names, as
+``FirstFailureStops`` names its stop file); the controller reads it when the first worker is ready and
+prints it where the report header would. A worker that cannot load the implementation, or cannot change
+the code under test as a session plugin asks (``tests/impls/fixes.py``), hands over the reason instead
+(``refuse``) and collects nothing, and the controller ends the session with that one line and exit 4,
+as an in-process session's usage error does: never a page of errors or skips. A session without
+workers loads in-process, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import pytest
+
+KEY = "mtp_impl_file"  # workerinput: where a worker hands over what it loaded
+
+
+def deferred(config) -> bool:
+    """Whether this process is xdist's controller, which leaves loading the implementation to its workers."""
+    return getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+
+
+def summary(impl):
+    """What the controller needs of ``impl`` (an ``Implementation``): its name, description, divergences
+    and the list they were read from; none of its upstream's objects."""
+    from sim.impls import Implementation
+
+    return Implementation(
+        impl.name,
+        None,
+        type(None),
+        divergences=impl.divergences,
+        describe=impl.describe,
+        divergence_list=impl.divergence_list,
+    )
+
+
+def hand_over(config, impl, unknown=()) -> None:
+    """On a worker: ``impl`` (the ``Implementation`` it loaded) and the ``--divergences`` entries that match
+    none of its divergences, for the controller."""
+    _write(Path(config.workerinput[KEY]), config, (summary(impl), list(unknown)))
+
+
+def refuse(config, reason: str) -> None:
+    """On a worker: the session cannot run here, for ``reason`` (the implementation could not be loaded, or
+    the code under test could not be changed as asked); the worker collects nothing, and the controller
+    ends the session with ``reason``."""
+    _write(Path(config.workerinput[KEY] + ".refused"), config, reason)
+    config.pluginmanager.register(CollectsNothing(), "mtp-collects-nothing")
+
+
+def _write(path: Path, config, data) -> None:
+    part = path.with_name(f"{path.name}.{config.workerinput['workerid']}")
+    part.write_bytes(pickle.dumps(data))
+    os.replace(part, path)  # whole or not at all: every worker writes the same
+
+
+class CollectsNothing:
+    """A worker without the implementation: its tests are not collected (the controller names why)."""
+
+    def pytest_ignore_collect(self, collection_path, config):
+        return True
+
+
+class Controller:
+    """The controller's side: names the file, reads it when the first worker is ready, and prints what
+    the header would say of the implementation (or ends the session with why it could not be loaded)."""
+
+    def __init__(self, config):
+        self.config = config
+        handle, path = tempfile.mkstemp(prefix="mtp_harness_impl_")
+        os.close(handle)
+        self.path = Path(path)
+        self.refused = Path(f"{path}.refused")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        node.workerinput[KEY] = str(self.path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node):
+        if self.refused.exists():
+            pytest.exit(pickle.loads(self.refused.read_bytes()), returncode=pytest.ExitCode.USAGE_ERROR)
+        if self.config.mtp_impl is not None:
+            return
+        self.config.mtp_impl, unknown = pickle.loads(self.path.read_bytes())
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or not reporter.showheader or reporter.no_header:
+            return
+        reporter.ensure_newline()
+        for line in impl_lines(self.config.mtp_impl, self.config.mtp_device.name):
+            reporter.write_line(line)
+        listed = self.config.getoption("--divergences")
+        for entry in unknown:
+            reporter.write_line(unknown_line(listed, self.config.mtp_impl.name, entry), yellow=True)
+
+    def pytest_unconfigure(self, config):
+        self.path.unlink(missing_ok=True)
+        self.refused.unlink(missing_ok=True)
+
+
+def impl_lines(impl, device: str) -> list[str]:
+    """What the report says of ``impl`` on ``device``: what is under test, and the divergences in force."""
+    lines = [f"implementation under test: {impl.describe}"]
+    in_force = impl.in_force(device)
+    if in_force:
+        lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
+    return lines
+
+
+def unknown_line(listed: str, name: str, entry: str) -> str:
+    """The warning for an ``entry`` of the ``--divergences`` file ``listed`` that matches none of the
+    divergences of the implementation ``name``."""
+    return f"--divergences {listed}: {entry!r} matches no divergence of {name}"
