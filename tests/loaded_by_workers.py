@@ -29,8 +29,12 @@ KEY = "mtp_impl_file"  # workerinput: where a worker hands over what it loaded
 
 
 def deferred(config) -> bool:
-    """Whether this process is xdist's controller, which leaves loading the implementation to its workers."""
-    return getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    """Whether this process is xdist's controller, which leaves loading the implementation to its workers:
+    xdist's own condition for a distributed session (a ``--dist`` mode and workers to run it, not a
+    ``--collect-only``, which xdist runs in-process)."""
+    if hasattr(config, "workerinput") or config.getoption("collectonly"):
+        return False
+    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
 
 
 def summary(impl):

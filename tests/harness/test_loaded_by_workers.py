@@ -46,13 +46,16 @@ def test_the_worker_has_it(impl):
 """
 
 
-def _run(pytester, monkeypatch, impl: str, *args: str):
+def _run(pytester, monkeypatch, *args: str):
+    """A session of ``test_uses_it.py`` with ``args`` (``-n 2`` unless they say otherwise), and which
+    processes loaded the implementation, one line each."""
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
     monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
     pytester.makepyfile(recorded_impl=RECORDED, test_uses_it=USES_IT)
     result = pytester.runpytest_subprocess(
         *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider", "-p", "no:randomly"),
-        *("-n", "2", "--impl", impl, *args, "test_uses_it.py"),
+        *(args if "-n" in args or "--dist" in args else ("-n", "2", *args)),
+        "test_uses_it.py",
     )
     loads = (pytester.path / "loads.txt").read_text().split() if (pytester.path / "loads.txt").exists() else []
     return result, loads
@@ -61,7 +64,7 @@ def _run(pytester, monkeypatch, impl: str, *args: str):
 def test_only_the_workers_load_it_and_the_report_still_says_what_is_under_test(pytester, monkeypatch):
     listed = pytester.path / "divergences.txt"
     listed.write_text("padded-seq-lens-not-lowered\nno-such-divergence\n")
-    result, loads = _run(pytester, monkeypatch, "recorded:loads", "--divergences", str(listed))
+    result, loads = _run(pytester, monkeypatch, "--impl", "recorded:loads", "--divergences", str(listed))
     result.assert_outcomes(passed=1)
     assert sorted(loads) == ["gw0", "gw1"], loads
     result.stdout.fnmatch_lines(
@@ -101,7 +104,7 @@ def test_follows_the_spec():
 
 
 def test_one_that_cannot_be_loaded_ends_the_session_with_one_line_and_exit_4(pytester, monkeypatch):
-    result, loads = _run(pytester, monkeypatch, "recorded:fails")
+    result, loads = _run(pytester, monkeypatch, "--impl", "recorded:fails")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     out = result.stdout.str() + result.stderr.str()
     assert "implementation 'recorded:fails' is unavailable: its upstream cannot be imported here" in out
@@ -133,7 +136,7 @@ pytest_configure = session_plugin("CHANGE", apply)
 def test_a_session_plugin_changes_the_workers_code_and_a_refused_change_is_one_line(pytester, monkeypatch, change):
     monkeypatch.setenv("CHANGE", change)
     pytester.makepyfile(changes=CHANGES)
-    result, loads = _run(pytester, monkeypatch, "recorded:loads", "-p", "changes")
+    result, loads = _run(pytester, monkeypatch, "--impl", "recorded:loads", "-p", "changes")
     if change == "known":
         result.assert_outcomes(passed=1)
         assert sorted(loads) == ["gw0", "gw0", "gw1", "gw1"], loads  # the implementation and the change, each
@@ -141,3 +144,14 @@ def test_a_session_plugin_changes_the_workers_code_and_a_refused_change_is_one_l
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "CHANGE='unknown': not a changed proposer; known: known" in result.stdout.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    "args", [["-n", "0"], ["--dist", "load"], ["-n", "2", "--collect-only"]], ids=["n0", "dist-alone", "collect-only"]
+)
+def test_a_session_xdist_runs_in_process_loads_it_in_process(pytester, monkeypatch, args):
+    """xdist distributes only with workers to run on and not for ``--collect-only``: the process loads it."""
+    result, loads = _run(pytester, monkeypatch, *args, "--impl", "recorded:loads")
+    assert result.ret == pytest.ExitCode.OK
+    assert loads == ["controller"], loads
+    result.stdout.fnmatch_lines(["*implementation under test: defect:present*"])
