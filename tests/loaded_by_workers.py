@@ -105,7 +105,8 @@ class Controller:
         if reporter is None or not reporter.showheader or reporter.no_header:
             return
         reporter.ensure_newline()
-        for line in impl_lines(self.config.mtp_impl, self.config.mtp_device.name):
+        reporter.write_line(f"implementation under test: {self.config.mtp_impl.describe}")
+        for line in in_force_lines(self.config.mtp_impl, self.config.mtp_device.name):
             reporter.write_line(line)
         listed = self.config.getoption("--divergences")
         for entry in unknown:
@@ -116,13 +117,10 @@ class Controller:
         self.refused.unlink(missing_ok=True)
 
 
-def impl_lines(impl, device: str) -> list[str]:
-    """What the report says of ``impl`` on ``device``: what is under test, and the divergences in force."""
-    lines = [f"implementation under test: {impl.describe}"]
+def in_force_lines(impl, device: str) -> list[str]:
+    """What the report says of ``impl``'s divergences in force on ``device`` (nothing where none is)."""
     in_force = impl.in_force(device)
-    if in_force:
-        lines.append(f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
-    return lines
+    return [f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force)] if in_force else []
 
 
 def unknown_line(listed: str, name: str, entry: str) -> str:

@@ -183,7 +183,7 @@ def pytest_report_header(config):
         f"seed: {seed if seed is not None else 'random per test'}",
     ]
     if impl is not None:
-        lines.extend(loaded_by_workers.impl_lines(impl, device.name)[1:])
+        lines.extend(loaded_by_workers.in_force_lines(impl, device.name))
     if config.getoption("--impl") != "core":
         lines.append("the gate's properties of the core alone (no impl fixture) are deselected: tox -e sim runs them")
     return lines
