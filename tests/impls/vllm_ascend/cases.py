@@ -3,6 +3,8 @@ with its replay."""
 
 from __future__ import annotations
 
+import pytest
+
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.oracle.cases import BatchCase
 from tests.impls import suites
@@ -10,6 +12,20 @@ from tests.impls import suites
 ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"  # a rank applies the session's changed vllm-ascend
 WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every TP rank keeps its slice's width (the models served)
+# The multi-rank cases' place in the gate: each path's first cases right after the one-rank fixed runs (order
+# 0), so that every DP and TP break (each a case of its path fails) shows there, before the rest of the
+# paths' cases (order 2, with the drawn serving runs). A worker's first case of a path first starts its pool
+# of rank processes (about 8 s).
+FIRST_OF_PATH, REST_OF_PATH = pytest.mark.order(1), pytest.mark.order(2)
+
+
+def first_of_path(values, first: int = 1) -> list:
+    """``values`` of a parametrize, the first ``first`` of them among their path's first cases
+    (``FIRST_OF_PATH``), the rest after (``REST_OF_PATH``). A value that is a tuple is one per argument."""
+    return [
+        pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=FIRST_OF_PATH if i < first else REST_OF_PATH)
+        for i, v in enumerate(values)
+    ]
 
 
 def both(case: BatchCase, padded: bool, ops: AscendOps = ASCEND):

@@ -21,7 +21,7 @@ from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, Dr
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
-from tests.impls.vllm_ascend.cases import SETUP, with_replay
+from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
@@ -29,9 +29,6 @@ MODES = ("eager", "full")
 FAMILIES = {"gqa": {}, **FAMILY_FIELDS}  # the draft layer's attention family: its builder's metadata
 DENSE = {"eagle": {"method": "eagle"}, "eagle3": {"method": "eagle3"}}  # EAGLE heads: no experts, no DP sync
 DRAFTS = {**FAMILIES, **DENSE}  # each family's MTP drafter, and the EAGLE heads (their dummy runs are their own)
-# The fixed DP cases: early, but after the one-rank fixed runs (order 0), which most regressions fail
-# seconds in; a worker's first DP case first starts its pool of rank processes (about 8 s).
-AFTER_ONE_RANK = pytest.mark.order(1)
 
 
 def _ranks(device, accepted: tuple[str, ...] | None, size: int = 2) -> DpPool:
@@ -65,16 +62,16 @@ def _agree(case: DpCase, pool, name: str) -> list[str]:
     return with_replay(check_dp(case, pool), case, f"dp-{name}")
 
 
-@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("attn", FAMILIES)
+@pytest.mark.parametrize("attn", first_of_path(FAMILIES))
 def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, attn, mode):
     assert _agree(_case(mode, TYPICAL, SMALL, attn=attn), pool, f"other-batches-{attn}-{mode}") == []
 
 
-@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("attn", [d for d in DRAFTS if d != "eagle"])  # EAGLE-1's dummy runs: EAGLE-3's path
+@pytest.mark.parametrize(
+    "attn", first_of_path([d for d in DRAFTS if d != "eagle"])
+)  # EAGLE-1's dummy runs: EAGLE-3's path
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
     assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
 
@@ -276,9 +273,8 @@ def test_a_drafter_that_syncs_nothing_must_run_its_own_rows():
     assert "rank 0 syncs nothing" in _dp_view_problem(0, told, [r.steps[0] for r in told])
 
 
-@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("peer", ["idle", "busy"])
+@pytest.mark.parametrize("peer", first_of_path(["idle", "busy"], first=2))
 def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
     """vllm-ascend's lm-head TP over the DP ranks: every logits computation is a collective of both ranks
     (the checkout's all-gather and all-to-all over gloo), so both compute logits at the same rows, an idle
@@ -289,7 +285,7 @@ def test_lmhead_tp_across_dp_ranks(pool, peer, mode):
     assert _agree(case, pool, f"lmhead-tp-{peer}-{mode}") == []
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 @pytest.mark.parametrize("mode", MODES)
 def test_lmhead_tp_across_dp_ranks_of_an_eagle_drafter(pool, mode):
     """The same with an EAGLE-3 drafter (a dense head: it syncs nothing with its peers, but every logits

@@ -29,7 +29,7 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
-from tests.impls.vllm_ascend.cases import SETUP, WHOLE_SLICES, with_replay
+from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 MODES = ("eager", "full")
@@ -50,10 +50,6 @@ EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # whe
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
 
-# After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
-AFTER_ONE_RANK = pytest.mark.order(1)
-
-
 @pytest.fixture
 def pool(tp_pool):
     return tp_pool
@@ -70,9 +66,8 @@ def _agree(case: TpCase, pool, name: str) -> list[str]:
     return with_replay(check_tp(case, pool), case, f"tp-{name}")
 
 
-@AFTER_ONE_RANK
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("drafter", "sampling"), DRAFTS, ids=[f"{d}-{s}" for d, s in DRAFTS])
+@pytest.mark.parametrize(("drafter", "sampling"), first_of_path(DRAFTS, first=2), ids=[f"{d}-{s}" for d, s in DRAFTS])
 def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, drafter, sampling, mode):
     """Reduce-sample cases run a vocabulary of whole 64-id slices, as every model served has: there the
     known defect cannot show (``reduce_sample_report`` None), and the spec alone holds. An EAGLE-3
@@ -91,7 +86,7 @@ def test_tp_ranks_touch_no_stand_in(pool, sampling):
     assert check_tp(_case("full", reduce_sample, setup=WATCH, vocab_size=WHOLE_SLICES), pool) == []
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 def test_four_tp_ranks_draft_the_reference(device, accepted):
     """Four ranks (slices of 32 of a 128-id vocabulary; every rank's offset a different multiple), the
     logits gathered and reduced, eagerly."""
@@ -106,7 +101,7 @@ def test_four_tp_ranks_draft_the_reference(device, accepted):
         ranks.close()
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 @pytest.mark.parametrize("mode", MODES)
 def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(pool, mode, defect_accepted):
     """On the tiny model's 96 ids the last rank keeps 32 of its 64. Accepted, the pin records which the ranks
@@ -202,7 +197,7 @@ def test_a_tp_case_file_replays_as_saved(tmp_path):
         assert TpCase.from_dict(json.loads(case.save(tmp_path / "c.json").read_text())) == case
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 def test_the_replay_command_a_failure_prints_runs_the_case(tmp_path, capsys, device):
     """``python -m sim replay FILE --impl vllm_ascend`` serves a saved TP case on its ranks and says they agree."""
     if device.name != "sim":

@@ -22,10 +22,8 @@ from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
 from tests.checks.rejection_checks import first_ids_problem
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
-from tests.impls.vllm_ascend.cases import SETUP, WHOLE_SLICES
+from tests.impls.vllm_ascend.cases import FIRST_OF_PATH, REST_OF_PATH, SETUP, WHOLE_SLICES
 
-# After the one-rank fixed runs (order 0); a worker's first TP case first starts its pool (about 8 s).
-AFTER_ONE_RANK = pytest.mark.order(1)
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
 
@@ -57,7 +55,7 @@ def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list
     return sample_problems(case, results), results[0].rows, q
 
 
-@AFTER_ONE_RANK  # first of the TP cases: the random rows run no drafter, and a break there shows in seconds
+@FIRST_OF_PATH  # the random rows run no drafter, and a break there shows in seconds
 def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool):
     """Random requests under reduce sampling: each rank's candidates and their vocabulary ids gathered over
     the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
@@ -81,7 +79,7 @@ def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> 
     return Verification(drafts, logits, bonus, (0.0,) * num_reqs, k)
 
 
-@AFTER_ONE_RANK
+@FIRST_OF_PATH
 @pytest.mark.parametrize("vocab", [WHOLE_SLICES, 96])
 def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, vocab, defect_accepted):
     """vllm-ascend's rejection sampler under ``enable_reduce_sample``, each rank its slice of the target's
@@ -98,7 +96,7 @@ def test_the_rejection_sampler_on_tp_ranks_reduces_the_targets_slices(pool, voca
     pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec + shown)
 
 
-@AFTER_ONE_RANK
+@FIRST_OF_PATH
 def test_random_rows_over_a_short_last_shard_gather_candidates_of_other_widths(pool, defect_accepted):
     """``reduce-sample-ids-of-a-short-last-shard`` in the random path: each rank gathers as many candidates
     as its logits have columns, and on 96 ids the last rank has 32 to the first's 64, so the ranks'
@@ -144,7 +142,7 @@ def _top_k_batch(pool, setup=(SETUP,), n: int = 300) -> tuple[list[int], float, 
     return [t for t in first[::2] if t not in best], share, mass, whole
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 def test_random_rows_beside_a_top_k_request_draw_from_the_whole_distribution(pool, request):
     """``TOP_K_DEFECT`` where it lands: a top-k 20 request's draws lie in the target's 20 best, and a plain
     request beside it draws from the whole distribution (its share outside every rank's 20 best within 4
@@ -220,7 +218,7 @@ def _strays_of_a_top_k_of_a_rank_slice(pool, *fixes: str, n: int = TOP_K_REQUEST
     return sum(row[0] not in best for row in results[0].rows), mass
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_spec(pool, request):
     """``TORCH_PATH_DEFECT``: on the devices whose sampler is its torch code, a top-k 64 request over 128 ids
     on 2 ranks keeps every candidate, and draws outside its 64 best as often as the target puts mass there
@@ -234,7 +232,7 @@ def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_
     pin(TORCH_PATH_DEFECT, present=strays > 0 and dropped, fixed=strays == 0, detail=(strays, mass))
 
 
-@AFTER_ONE_RANK
+@REST_OF_PATH
 def test_the_torch_paths_top_k_fix_keeps_a_top_k_of_a_slice_or_more(pool):
     """With the top-k counted over the gathered candidates (``torch-path-top-k-over-the-candidates``), no
     draw leaves the request's 64 best."""
