@@ -69,9 +69,8 @@ def test_dp_ranks_with_other_batches_draft_their_own_and_share_a_dp_view(pool, a
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(
-    "attn", first_of_path([d for d in DRAFTS if d != "eagle"])
-)  # EAGLE-1's dummy runs: EAGLE-3's path
+# EAGLE-1's dummy runs are EAGLE-3's path
+@pytest.mark.parametrize("attn", first_of_path([d for d in DRAFTS if d != "eagle"]))
 def test_an_idle_dp_rank_runs_dummy_batches_in_lockstep(pool, attn, mode):
     assert _agree(_case(mode, SMALL, None, attn=attn), pool, f"idle-rank-{attn}-{mode}") == []
 
