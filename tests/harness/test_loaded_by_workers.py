@@ -46,11 +46,18 @@ def test_the_worker_has_it(impl):
 """
 
 
+def _recording(pytester, monkeypatch) -> None:
+    """The session below records which of its processes load the implementation: not this test's own
+    xdist worker, whose name its environment would hand down to the session's controller."""
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
+    monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 def _run(pytester, monkeypatch, *args: str):
     """A session of ``test_uses_it.py`` with ``args`` (``-n 2`` unless they say otherwise), and which
     processes loaded the implementation, one line each."""
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
-    monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
+    _recording(pytester, monkeypatch)
     pytester.makepyfile(recorded_impl=RECORDED, test_uses_it=USES_IT)
     result = pytester.runpytest_subprocess(
         *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider", "-p", "no:randomly"),
@@ -91,8 +98,7 @@ def test_follows_the_spec():
     TALLY[followed_key("padded-seq-lens-not-lowered", SPEC)] += 1
 """
     )
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
-    monkeypatch.setenv("LOADS", str(pytester.path / "loads.txt"))
+    _recording(pytester, monkeypatch)
     pytester.makepyfile(recorded_impl=RECORDED)
     result = pytester.runpytest_subprocess(
         *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider"),
