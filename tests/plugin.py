@@ -136,7 +136,8 @@ def pytest_configure(config):
 
 
 def _readable(listed: str | None) -> None:
-    """A ``--divergences`` file that cannot be read stops the session at once, before any worker starts."""
+    """A ``--divergences`` file that cannot be read stops the session at once (on xdist's controller, before
+    any worker starts), in one line naming it."""
     if listed:
         try:
             Path(listed).read_bytes()
@@ -151,18 +152,17 @@ def _load_impl(config) -> None:
 
     worker = hasattr(config, "workerinput")
     listed, unknown = config.getoption("--divergences"), []
+    _readable(listed)
     try:
         config.mtp_impl = load_implementation(config.getoption("--impl"))
-        if listed:
-            config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
     except ImplementationUnavailable as exc:
         if not worker:
             raise pytest.UsageError(str(exc)) from None
         config.mtp_impl = None
         loaded_by_workers.refuse(config, str(exc))
         return
-    except OSError as exc:
-        raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
+    if listed:
+        config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
     if worker:
         loaded_by_workers.hand_over(config, config.mtp_impl, unknown)
         return

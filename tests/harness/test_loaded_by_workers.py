@@ -54,15 +54,15 @@ def _recording(pytester, monkeypatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
 
-def _run(pytester, monkeypatch, *args: str):
-    """A session of ``test_uses_it.py`` with ``args`` (``-n 2`` unless they say otherwise), and which
+def _run(pytester, monkeypatch, *args: str, tests: str = USES_IT):
+    """A session of the test module ``tests`` with ``args`` (``-n 2`` unless they say otherwise), and which
     processes loaded the implementation, one line each."""
     _recording(pytester, monkeypatch)
-    pytester.makepyfile(recorded_impl=RECORDED, test_uses_it=USES_IT)
+    pytester.makepyfile(recorded_impl=RECORDED, test_session=tests)
     result = pytester.runpytest_subprocess(
         *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider", "-p", "no:randomly"),
         *(args if "-n" in args or "--dist" in args else ("-n", "2", *args)),
-        "test_uses_it.py",
+        "test_session.py",
     )
     loads = (pytester.path / "loads.txt").read_text().split() if (pytester.path / "loads.txt").exists() else []
     return result, loads
@@ -85,11 +85,7 @@ def test_only_the_workers_load_it_and_the_report_still_says_what_is_under_test(p
     )
 
 
-def test_the_verdict_reads_the_known_defects_the_workers_loaded(pytester, monkeypatch):
-    """The test below follows the defect's spec only (it records the spec's tally): the controller, which
-    never loaded the implementation, still finds the defect fixed and fails the session."""
-    pytester.makepyfile(
-        test_spec_only="""
+SPEC_ONLY = """
 from sim.serving.checker import SPEC
 from tests.checks.e2e_checks import TALLY, followed_key
 
@@ -97,16 +93,15 @@ from tests.checks.e2e_checks import TALLY, followed_key
 def test_follows_the_spec():
     TALLY[followed_key("padded-seq-lens-not-lowered", SPEC)] += 1
 """
-    )
-    _recording(pytester, monkeypatch)
-    pytester.makepyfile(recorded_impl=RECORDED)
-    result = pytester.runpytest_subprocess(
-        *("-p", "tests.plugin", "-p", "recorded_impl", "-p", "no:cacheprovider"),
-        *("-n", "2", "--impl", "recorded:loads", "test_spec_only.py"),
-    )
+
+
+def test_the_verdict_reads_the_known_defects_the_workers_loaded(pytester, monkeypatch):
+    """``SPEC_ONLY`` follows the defect's spec only (it records the spec's tally): the controller, which
+    never loaded the implementation, still finds the defect fixed and fails the session."""
+    result, loads = _run(pytester, monkeypatch, "--impl", "recorded:loads", tests=SPEC_ONLY)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*fixed: padded-seq-lens-not-lowered no longer present; drop it from the list*"])
-    assert "controller" not in (pytester.path / "loads.txt").read_text()
+    assert "controller" not in loads and loads, loads
 
 
 def test_one_that_cannot_be_loaded_ends_the_session_with_one_line_and_exit_4(pytester, monkeypatch):
