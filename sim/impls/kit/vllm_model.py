@@ -158,7 +158,13 @@ def logit_view(hidden: torch.Tensor) -> torch.Tensor:
 
 class VllmTinyMtp(nn.Module):
     """``TinyMtp`` behind vLLM's draft-model interface: ``DeepSeekMTPModel``'s tuple of the state logits are
-    computed from and the state fed back, which differ in value (``logit_view``)."""
+    computed from and the state fed back, which differ in value (``logit_view``).
+
+    ``returns_tuple``: set False for a proposer whose ``model_returns_tuple()`` says its draft model
+    returns one state (vllm-ascend v0.21.0rc and v0.22.1rc, on vLLM 0.21/0.22, for ``mtp``): that state
+    is then what logits are computed from and what is fed back, as it is."""
+
+    returns_tuple = True
 
     def __init__(self, tiny):
         nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``draft_class``)
@@ -189,7 +195,15 @@ class VllmTinyMtp(nn.Module):
                     self.calls, bound, attn, input_ids, positions, slots, n, self.sample_indices, computed, rope
                 )
             )
-        return logit_view(out), out
+        return self.outputs(out)
+
+    def outputs(self, out: torch.Tensor):
+        """What the forward returns for its state ``out``: the two states, or ``out`` (``returns_tuple``)."""
+        return (logit_view(out), out) if self.returns_tuple else out
+
+    def logit_state(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The state logits are computed from, out of the forward's first output (``outputs``)."""
+        return logit_view(hidden_states) if self.returns_tuple else hidden_states
 
     def run(self, context, input_ids, positions, hidden_states, meta: AttentionMeta) -> torch.Tensor:
         """The tiny model's forward with ``meta``, its layer's attention (a model of more layers reads theirs)."""
@@ -204,7 +218,7 @@ class VllmTinyMtp(nn.Module):
         return context.slot_mapping[LAYER]
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.tiny.compute_logits(logit_view(hidden_states))
+        return self.tiny.compute_logits(self.logit_state(hidden_states))
 
     def combine_hidden_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """eagle3: the target's three layers folded (the tiny draft's own; it refuses if not an eagle3 draft)."""

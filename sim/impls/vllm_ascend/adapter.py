@@ -221,6 +221,7 @@ class AscendProposer(EagerAdapter):
         p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers, self.attn)
         p.model = self.model
         p.runner.model = self.model
+        self.model.returns_tuple = p.model_returns_tuple()  # one state on v0.21.0rc and v0.22.1rc (mtp)
         return p
 
     def propose(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:

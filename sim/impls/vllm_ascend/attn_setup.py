@@ -24,7 +24,12 @@ register themselves when built; ``initialize_attn_backend`` looks their backends
 loads the draft through vLLM's model loader (``_get_model``: ``get_model(vllm_config=...,
 model_config=speculative_config.draft_model_config)``), which would build vllm-ascend's
 DeepSeek MTP layer, not the simulator's tiny model; the layer names are the adapter's
-(``AscendProposer._ascend``).
+(``AscendProposer._ascend``). Its ``kernel_block_size`` (the draft backend's first supported kernel
+block size, which the per-step slot mapping takes as the block size on v0.21.0rc and v0.22.1rc, and
+with a GDN target since 0.23.0) is the one the runner selects for the draft's group: vllm-ascend's
+backends name one int (128), which the runner's selection takes for a group of their blocks; the tiny
+backends take blocks of any size (vLLM's ``MultipleOf(1)``, which v0.22.1rc's step update would read
+as 128 whatever the blocks).
 """
 
 from __future__ import annotations
@@ -150,8 +155,10 @@ def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") ->
     proposer.attn_layer_names = sorted(layers)
     config = kv_cache_config(block_size, proposer.hidden_size, layers)
     current = import_ascend("vllm.config").set_current_vllm_config  # as a worker builds them (SFA's reads it)
+    kernel = kernel_block_sizes(config, attn)
+    proposer.kernel_block_size = kernel[-1][0]  # load_model's, for the draft's group (the last)
     with drafting(proposer.vllm_config, proposer.num_speculative_tokens), current(proposer.vllm_config):
-        proposer.initialize_attn_backend(config, kernel_block_sizes(config, attn)[0])
+        proposer.initialize_attn_backend(config, kernel[0])
 
 
 @contextlib.contextmanager

@@ -86,7 +86,10 @@ class _BlockTableView:
 
     def __init__(self, device: torch.device, max_blocks: int):
         self.table = torch.full((MAX_REQS, max_blocks), -1, dtype=torch.int32, device=device)
-        self.slot_mapping = SimpleNamespace(gpu=torch.full((MAX_TOKENS,), -1, dtype=torch.int32, device=device))
+        self.slot_mapping = SimpleNamespace(  # v0.21.0rc and v0.22.1rc's dummy runs read its host half too
+            gpu=torch.full((MAX_TOKENS,), -1, dtype=torch.int32, device=device),
+            cpu=torch.full((MAX_TOKENS,), -1, dtype=torch.int32),
+        )
 
     def get_device_tensor(self) -> torch.Tensor:
         return self.table

@@ -3,7 +3,9 @@
 The draft layer's backend (``model.TinyAttentionBackend``) hands ``initialize_attn_backend`` the
 checkout's ``AscendAttentionMetadataBuilder`` (``vllm_ascend/attention/attention_v1.py``, the GQA
 builder every non-MLA draft gets), subclassed only to record (``recording``): each build checks
-the common metadata's host mirrors, as the recording group does, and keeps, with the metadata the
+the common metadata's host mirrors, as the recording group does (but a graph capture's, whose
+metadata is a dummy run's placeholder: v0.22.1rc hands it the per-step device buffers unfilled; what
+a replay reads is compared), and keeps, with the metadata the
 real builder returns, the views it holds and their values at build (``metadata_checks.Built``): the
 real metadata's own tensors and host lists, and the common metadata's tensors a backend keeps views
 of. Nothing of the real build is replaced. The forward reads the real metadata as it is then
@@ -101,7 +103,8 @@ def recording(real_cls: type) -> type:
             """``build(*args, **kwargs)``'s metadata of ``cad``, its mirrors checked first and its views kept."""
             if self._building:
                 return build(*args, **kwargs)
-            check_mirrors(cad, self._step)
+            if self._step is not None:  # a capture's metadata is a dummy run's; a replay's reads are compared
+                check_mirrors(cad, self._step)
             self._building = True
             try:
                 with unpinned_host_memory():

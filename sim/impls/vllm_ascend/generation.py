@@ -1,8 +1,9 @@
 """What differs between the vllm-ascend generations the adapter drives, found by signature, not by version.
 
-The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0) and main (on vLLM
-0.27.1); where their proposer's methods differ, this module asks the method
-itself what it takes:
+The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0), main (on vLLM
+0.27.1) and the release branches between, and the eager path of v0.21.0rc and
+v0.22.1rc (not yet enabled: docs/upstream-ci.md, "Every branch"); where their
+proposer's methods differ, this module asks the method itself what it takes:
 
 - ``attn_update_stack_num_spec_norm``: 0.23.0 takes ``old_attn_metadata`` before the
   common metadata (the eager path reads none of it: None); main dropped it.
@@ -12,6 +13,9 @@ itself what it takes:
   0.23.0 reads the attribute.
 - the runner's ``propose_draft_token_ids`` asks ``use_cp`` (0.23.0) or ``use_dcp`` (main):
   both are the runner's own properties, compiled from source (``build.RunnerView``).
+- the next step's host lengths under asynchronous scheduling (``correct_host_seq_lens``): corrected
+  by the counts copied on the side stream (0.23.0 and main), or copied from the device's (v0.21.0rc,
+  v0.22.1rc).
 - the SFA builder: main's copies every build's lengths into its own buffers (``name``: which
   divergence table applies, ``divergences.in_force``).
 
@@ -25,6 +29,9 @@ import dataclasses
 import functools
 import inspect
 
+import torch
+
+from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
 
@@ -56,3 +63,20 @@ def scheduled_draft_count(scheduler_output_cls, num_speculative_tokens: int) -> 
     count (vLLM 0.27's ``num_spec_tokens_to_schedule``; 0.23 has none)."""
     fields = {f.name for f in dataclasses.fields(scheduler_output_cls)}
     return {"num_spec_tokens_to_schedule": num_speculative_tokens} if "num_spec_tokens_to_schedule" in fields else {}
+
+
+def correct_host_seq_lens(runner, n: int, num_computed, queries) -> None:
+    """The next step's host lengths (``optimistic_seq_lens_cpu``, counted ahead as if every draft were
+    accepted) corrected, given its ``n`` rows' ``num_computed_tokens`` as corrected on the device and
+    their scheduled ``queries``: by the runner's own ``_correct_optimistic_seq_lens_cpu`` (0.23.0 and
+    main: the valid counts its side stream copied), or, where the runner has none (v0.21.0rc and
+    v0.22.1rc), as their ``_prepare_inputs`` does it: the device's lengths (``seq_lens = num_computed_tokens
+    + num_scheduled_tokens``) copied to the host, read after that copy's event. There the host's valid
+    counts are read by vLLM's ``_get_valid_sampled_token_count`` (its deferred correction of the
+    request states), after their copy's event."""
+    if runner_source.defines("_correct_optimistic_seq_lens_cpu"):
+        runner._correct_optimistic_seq_lens_cpu(n)
+        return
+    runner._get_valid_sampled_token_count()
+    seq_lens = num_computed + torch.as_tensor(queries, device=num_computed.device)
+    runner.optimistic_seq_lens_cpu[:n].copy_(seq_lens.cpu())

@@ -247,8 +247,8 @@ def handed_on(runner, batch: VerifiedBatch, drafts: torch.Tensor) -> NextStep:
     seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
     computed_ahead = np.array([0 if i is None else seq_lens[i] for i in order], dtype=np.int32)
     runner.optimistic_seq_lens_cpu[:n] = torch.from_numpy(computed_ahead + queries)
-    runner._correct_optimistic_seq_lens_cpu(n)
     num_computed, num_accepted = _corrected_on_the_device(runner, batch, n, torch.from_numpy(computed_ahead))
+    generation.correct_host_seq_lens(runner, n, num_computed, queries)
     ids = runner.input_ids.gpu[:total]
     row_ids = [ids[end - q : end] for end, q in zip(ends, queries)]  # the input ids of each next row
     by_request = [order.index(i) for i in range(b)]  # each request's next row

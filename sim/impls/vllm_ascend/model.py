@@ -23,6 +23,8 @@ after each replay (``NPUGraph.after_replay``) they become the call's ``StepRecor
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 
 from mtp.model import AttentionMeta
@@ -35,7 +37,6 @@ from sim.impls.kit.vllm_model import (
     SnapshotAttnGroup,
     VllmTinyMtp,
     draft_class,
-    logit_view,
     rotated_positions,
     rows_of_slots,
     with_padding_rows,
@@ -172,15 +173,15 @@ class DraftLogitsProcessor:
     an lm head and the draft's first output, and their gather over the TP group (``_gather_logits``), each
     by the checkout's ``AscendLogitsProcessor`` (``lmhead_tp``)."""
 
-    def __init__(self, tiny):
-        self.tiny = tiny
+    def __init__(self, model):
+        self.model = model
 
     def __call__(self, lm_head, hidden_states):
         """The logits of ``lm_head`` after the tiny model's head norm of the first output's view."""
-        return lmhead_tp.compute_logits_over_tp(self.tiny, lm_head, logit_view(hidden_states))
+        return lmhead_tp.compute_logits_over_tp(self.model.tiny, lm_head, self.model.logit_state(hidden_states))
 
     def _gather_logits(self, logits):
-        return lmhead_tp.gather_logits(self.tiny, logits)
+        return lmhead_tp.gather_logits(self.model.tiny, logits)
 
 
 class AscendTinyMtp(VllmTinyMtp):
@@ -200,7 +201,7 @@ class AscendTinyMtp(VllmTinyMtp):
         super().__init__(tiny)
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
         self.tp_head = None  # this rank's slice of the lm head (``lm_head``), made at first use
-        self.logits_processor = DraftLogitsProcessor(tiny)
+        self.logits_processor = DraftLogitsProcessor(self)
 
     def compute_logits(self, hidden_states):
         """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split
@@ -208,6 +209,12 @@ class AscendTinyMtp(VllmTinyMtp):
         if lmhead_tp.enabled() or lmhead_tp.over_tp():
             return self.logits_processor(self.lm_head, hidden_states)
         return super().compute_logits(hidden_states)
+
+    @property
+    def model(self):
+        """The predictor as ``DeepSeekMTP`` holds it (``.model``), what v0.22.1rc's reduced sampling asks
+        for its logits and their gather."""
+        return SimpleNamespace(compute_logits=self.compute_logits, logits_processor=self.logits_processor)
 
     @property
     def lm_head(self):
@@ -252,7 +259,7 @@ class AscendTinyMtp(VllmTinyMtp):
         if context.attn_metadata is None:  # an eager dummy run: no metadata, so no attention and no KV write
             self.calls += 1
             out = torch.zeros(input_ids.shape[0], self.tiny.cfg.hidden_size, device=input_ids.device)
-            return logit_view(out), out
+            return self.outputs(out)
         graph = fake_npu_graphs.capturing_graph()
         if graph is None:
             return super().forward(input_ids, positions, hidden_states, inputs_embeds, **kwargs)
@@ -280,7 +287,7 @@ class AscendTinyMtp(VllmTinyMtp):
         if not graph.after_replay:
             graph.after_replay.append(self._replayed_calls(graph))
         graph.records = [*getattr(graph, "records", []), live]
-        return logit_view(out), out
+        return self.outputs(out)
 
     def _replayed_calls(self, graph):
         def replayed():

@@ -17,6 +17,7 @@ from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import HOST_READS, RULES
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
+from tests.checks.e2e_checks import check_implementation
 from tests.impls.broken_kernels import FirstLapOnly
 from tests.impls.fixes import defining_class
 from tests.impls.suites import (
@@ -32,6 +33,7 @@ from tests.impls.vllm_ascend.method_breaks import (
     sample_row_off_by_one,
     slot_plus_one,
 )
+from tests.properties.test_propose_loop import TYPICAL
 
 BREAKS = [
     ("attn_update_stack_num_spec_norm", slot_plus_one, core_checks.check_steps),
@@ -82,6 +84,18 @@ def test_the_draft_models_two_outputs_swapped_fail_the_gate(monkeypatch, device,
     """The draft model returns the state to compute logits from and the state to feed back, and they
     differ (``sim.impls.kit.vllm_model.logit_view``): a vllm-ascend that exchanges them drafts other tokens
     from the first draft on."""
-    cls = defining_class(configured(2, 16, 64, 8), "maybe_all_gather_and_unpad")
+    proposer = configured(2, 16, 64, 8)
+    if not proposer.model_returns_tuple():
+        pytest.skip("this generation's MTP drafter takes one state from its model (v0.21.0rc, v0.22.1rc): none to swap")
+    cls = defining_class(proposer, "maybe_all_gather_and_unpad")
     monkeypatch.setattr(cls, "maybe_all_gather_and_unpad", outputs_swapped(cls.maybe_all_gather_and_unpad))
     assert_serving_runs_fail(impl, device, "broken-outputs-swapped", r"draft 1")
+
+
+def test_a_drafter_whose_model_returns_one_state_drafts_the_reference(monkeypatch, device, impl):
+    """v0.21.0rc and v0.22.1rc's MTP drafter takes one state from its model (``model_returns_tuple()``
+    False: vLLM 0.22's ``DeepSeekMTP``), logits and feedback alike; the tiny draft then returns that one
+    state (``VllmTinyMtp.returns_tuple``). This generation's drafter asked so drafts the reference."""
+    cls = defining_class(configured(2, 16, 64, 8), "model_returns_tuple")
+    monkeypatch.setattr(cls, "model_returns_tuple", lambda self: False)
+    check_implementation(impl, TYPICAL, device, "one-state-draft-model")

@@ -49,6 +49,7 @@ class RunnerView:
     max_num_reqs = MAX_REQS
     max_num_tokens = MAX_TOKENS
     pcp_size = dcp_size = 1
+    pcp_rank = dcp_rank = 0  # read by the proposer on v0.21.0rc and v0.22.1rc
     pin_memory = False
     enable_enpu = use_eagle = dynamic_eplb = False
     decode_token_per_req = 1
@@ -69,6 +70,7 @@ class RunnerView:
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
     _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
+    _get_valid_sampled_token_count = _inherited("_get_valid_sampled_token_count")  # v0.21.0rc, v0.22.1rc
 
     def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
         """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
