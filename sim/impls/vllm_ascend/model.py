@@ -211,12 +211,6 @@ class AscendTinyMtp(VllmTinyMtp):
         return super().compute_logits(hidden_states)
 
     @property
-    def model(self):
-        """The predictor as ``DeepSeekMTP`` holds it (``.model``), what v0.22.1rc's reduced sampling asks
-        for its logits and their gather."""
-        return SimpleNamespace(compute_logits=self.compute_logits, logits_processor=self.logits_processor)
-
-    @property
     def lm_head(self):
         """The draft's lm head as vllm-ascend's: the checkout's ``AscendParallelLMHead`` holding this rank's
         slice of the tiny lm head (``lmhead_tp.parallel_head``, made at first use). An EAGLE-3 drafter under
@@ -321,7 +315,20 @@ class AscendTinyMtp(VllmTinyMtp):
         )
 
 
+class AscendTinyDeepSeekMtp(AscendTinyMtp):
+    """The MTP draft, with the predictor ``DeepSeekMTP`` holds (``.model``: its logits and their
+    processor), which v0.22.1rc's reduced sampling asks for. vLLM's EAGLE drafts hold a ``LlamaModel``
+    there, without either (``eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks``)."""
+
+    @property
+    def model(self):
+        return SimpleNamespace(compute_logits=self.compute_logits, logits_processor=self.logits_processor)
+
+
 def draft_model(tiny, more_layers=(), method: str = "mtp") -> AscendTinyMtp:
     """The tiny draft as vllm-ascend's drafter of ``method`` is handed it (``load_model``): an
-    ``AscendTinyMtp``; for eagle and eagle3 also vLLM's Llama EAGLE class (``vllm_model.draft_class``)."""
-    return draft_class(AscendTinyMtp, method, import_ascend)(tiny, more_layers)
+    ``AscendTinyDeepSeekMtp`` for mtp; for eagle and eagle3 an ``AscendTinyMtp`` that is also vLLM's Llama
+    EAGLE class (``vllm_model.draft_class``)."""
+    return draft_class(AscendTinyDeepSeekMtp if method == "mtp" else AscendTinyMtp, method, import_ascend)(
+        tiny, more_layers
+    )

@@ -307,12 +307,15 @@ def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None
     ``propose_draft_token_ids``, ``_build_attn_state``, ``_sync_metadata_across_dp``,
     ``_copy_valid_sampled_token_count`` or ``_correct_optimistic_seq_lens_cpu`` (on the adapter's runner
     view, which holds vllm-ascend's)."""
+    from sim.impls.kit.ascend import runner_source
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView
 
     vllms = (POSITIONS, INPUT_IDS)
     cls = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner if target in vllms else RunnerView
     name = target.rsplit(".", 1)[1]
+    if cls is RunnerView and not runner_source.defines(name):  # another generation's (v0.22.1rc has no host correction)
+        pytest.skip(f"NPUModelRunner.{name} is not in this checkout's runner: nothing of it to break")
     monkeypatch.setattr(cls, name, breaking(getattr(cls, name)))
 
 
