@@ -27,7 +27,7 @@ from sim.impls.kit.ascend.world import MAX_SPEC_TOKENS, build_device, recording,
 from sim.impls.kit.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend import attn_setup
+from sim.impls.vllm_ascend import attn_setup, generation
 
 
 def ascend_proposer(hidden_size: int, method: str = "mtp"):
@@ -107,9 +107,21 @@ class _BlockTableView:
 
 def block_tables(device: torch.device, block_size: int, max_model_len: int) -> list[_BlockTableView]:
     """The runner's per-group tables (``input_batch.block_table``) for ``block_size``-token draft blocks:
-    each group's as wide as ``max_model_len`` needs at the group's block size."""
+    each group's as wide as ``max_model_len`` needs at the group's block size (group 0 at the draft's
+    where it holds the draft's blocks too, ``drafts_in_group_0``)."""
     groups = attn_setup.kv_cache_config(block_size, 1).kv_cache_groups
-    return [_BlockTableView(device, -(-max_model_len // g.kv_cache_spec.block_size)) for g in groups]
+    sizes = [g.kv_cache_spec.block_size for g in groups]
+    if drafts_in_group_0():
+        sizes[0] = block_size
+    return [_BlockTableView(device, -(-max_model_len // size)) for size in sizes]
+
+
+def drafts_in_group_0() -> bool:
+    """Whether the full-graph runner's group 0 holds each call's draft blocks too, as a deployment whose
+    draft layers share group 0 (one group for all, as DeepSeek V3's) does: where
+    ``full-graph-capture-reads-group-0-block-table`` is in force (v0.21.0rc, v0.22.1rc), so that their
+    replays read the draft's blocks and everything else of them is compared; its pin runs without."""
+    return generation.capture_reads_group_0()
 
 
 class GraphRunnerView(RunnerView):
@@ -154,6 +166,8 @@ class GraphRunnerView(RunnerView):
         """The draft group's persistent table holding ``table``'s rows, and the view of them the runner
         hands its drafter: what a dummy run captured its metadata on, so a kernel that reads the table as
         a device tensor (SFA's) reads this call's at every replay, as on an NPU."""
+        if drafts_in_group_0():
+            self.input_batch.block_table[0].hold(table)
         return self.input_batch.block_table[self.drafter.kv_cache_gid].hold(table)
 
     _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)

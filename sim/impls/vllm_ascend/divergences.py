@@ -264,10 +264,28 @@ MAIN = {
 }
 
 
+# v0.21.0rc and v0.22.1rc's (``generation.capture_reads_group_0``); 0.23.0 takes the draft's group's table
+# (vllm-ascend #11062, with DeepSeek V4's MTP graphs, and #11866).
+CAPTURE_GROUP_0 = Divergence(
+    "full-graph-capture-reads-group-0-block-table",
+    "AscendSpecDecodeBaseProposer.dummy_run (block_table_tensor=self.runner.input_batch.block_table[0])",
+    "a replayed draft graph reads the block table of the draft's own KV-cache group",
+    "the dummy run captures every draft graph on KV-cache group 0's block table; where the draft's layers "
+    "have a group of their own (a hybrid target, DeepSeek V4's compressed caches), every replay's attention "
+    "reads another group's blocks: other drafts, or KV read past the cache. A crash or other drafts: nothing "
+    "of it is modelled; the other full-graph runs hold the draft's blocks in group 0 too, as a deployment "
+    "whose draft shares group 0 does (build.drafts_in_group_0), and the pin runs the two-group layout",
+    "test_graphs.py::test_a_replay_reads_the_block_table_of_the_drafts_group",
+    kind=Kind.DEFECT,
+    setting={"graph_mode": "full", "padded": True},
+)
+V0_22 = {CAPTURE_GROUP_0.id: CAPTURE_GROUP_0}
+
+
 def in_force(generation: str) -> SimpleNamespace:
-    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0`` or
-    ``main``): the entries as that generation has them, and the rules that model them."""
-    kept = {**DIVERGENCES, **(MAIN if generation == "main" else {})}
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.22.1``, ``0.23.0``
+    or ``main``): the entries as that generation has them, and the rules that model them."""
+    kept = {**DIVERGENCES, **(MAIN if generation == "main" else V0_22 if generation == "0.22.1" else {})}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
 
 

@@ -39,11 +39,27 @@ from sim.impls.kit.signatures import takes
 _SFA_LENGTHS_COPIED = "actual_seq_lengths_key[:num_reqs].copy_("
 
 
+# What v0.21.0rc and v0.22.1rc's dummy run builds a capture's metadata from, and 0.23.0's does not (it
+# takes the draft's group's, ``block_table[self.kv_cache_gid]``).
+_CAPTURE_OF_GROUP_0 = "block_table_tensor=self.runner.input_batch.block_table[0]"
+
+
+@functools.cache
+def capture_reads_group_0() -> bool:
+    """Whether the drafter's ``dummy_run`` captures its graphs on KV-cache group 0's block table, whatever
+    the draft's group (``divergences.CAPTURE_GROUP_0``)."""
+    proposer = import_ascend("vllm_ascend.spec_decode.llm_base_proposer").AscendSpecDecodeBaseProposer
+    return _CAPTURE_OF_GROUP_0 in inspect.getsource(proposer.dummy_run)
+
+
 @functools.cache
 def name() -> str:
-    """``0.23.0`` or ``main``: whose divergence table applies (``divergences.in_force``), by what the
-    checkout's SFA builder does: main's copies every build's key lengths into buffers of its own
-    (``_build``), 0.23.0's hands views of the common metadata's."""
+    """``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies (``divergences.in_force``), by
+    what the checkout does: v0.21.0rc and v0.22.1rc's dummy run captures on group 0's block table
+    (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its
+    own (``_build``), 0.23.0's hands views of the common metadata's."""
+    if capture_reads_group_0():
+        return "0.22.1"
     builder = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder
     return "main" if _SFA_LENGTHS_COPIED in inspect.getsource(builder._build) else "0.23.0"
 

@@ -48,9 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
 # One file serves every release the adapter's generations run on (docs/upstream-ci.md, "Every branch").
-# Not 0.21.0 / 0.22.1 yet: their branches install on it, and the adapter takes their proposer's eager
-# path (docs/upstream-ci.md, "Every branch"), but their full-graph capture reads group 0's block table
-# and the runner's break variants are written against 0.23.0's correction of the host lengths.
+# Not 0.21.0 / 0.22.1 yet: their branches install on it, and the adapter takes their proposer (its known
+# defects modelled, docs/upstream-ci.md, "Every branch"), but some fix variants, TP paths and MLA full
+# graphs of theirs still fail there.
 CLOSURES = {
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag; releases/v0.23.0)
     "0.24.0": "requirements/vllm_ascend.txt",  # releases/v0.24.0rc
