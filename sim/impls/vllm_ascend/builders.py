@@ -3,10 +3,10 @@
 The draft layer's backend (``model.TinyAttentionBackend``) hands ``initialize_attn_backend`` the
 checkout's ``AscendAttentionMetadataBuilder`` (``vllm_ascend/attention/attention_v1.py``, the GQA
 builder every non-MLA draft gets), subclassed only to record (``recording``): each build checks
-the common metadata's host mirrors, as the recording group does (but a graph capture's, whose
+the common metadata's host mirrors, as the recording group does (not a graph capture's, whose
 metadata is a dummy run's placeholder: v0.22.1rc hands it the per-step device buffers unfilled; what
-a replay reads is compared), and keeps, with the metadata the
-real builder returns, the views it holds and their values at build (``metadata_checks.Built``): the
+a replay reads is compared), and keeps, with the metadata the real builder returns, the views it
+holds and their values at build (``metadata_checks.Built``): the
 real metadata's own tensors and host lists, and the common metadata's tensors a backend keeps views
 of. Nothing of the real build is replaced. The forward reads the real metadata as it is then
 (``read_back``): the kernels' host lists (``seq_lens_list``, ``actual_seq_lengths_q``), its block

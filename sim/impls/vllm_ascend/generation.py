@@ -1,9 +1,9 @@
 """What differs between the vllm-ascend generations the adapter drives, found by signature, not by version.
 
 The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0), main (on vLLM
-0.27.1) and the release branches between, and the eager path of v0.21.0rc and
-v0.22.1rc (not yet enabled: docs/upstream-ci.md, "Every branch"); where their
-proposer's methods differ, this module asks the method itself what it takes:
+0.27.1) and the release branches between, and v0.21.0rc and v0.22.1rc (not yet
+enabled: docs/upstream-ci.md, "Every branch"); where their proposer's methods
+differ, this module asks the method itself what it takes:
 
 - ``attn_update_stack_num_spec_norm``: 0.23.0 takes ``old_attn_metadata`` before the
   common metadata (the eager path reads none of it: None); main dropped it.
