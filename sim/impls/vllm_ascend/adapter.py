@@ -270,7 +270,8 @@ class AscendProposer(EagerAdapter):
         trace, calls = self.model.trace, self.model.calls  # a capture's dummy runs are no call
         self.model.trace = None
         try:
-            graphs.capture_all(self.graphed)
+            with graphs.writes_no_kv(self.model):
+                graphs.capture_all(self.graphed)
         finally:
             self.model.trace, self.model.calls = trace, calls
         self._captured = True
@@ -288,7 +289,8 @@ class AscendProposer(EagerAdapter):
         self.capture_all()
         before = self.model.calls
         self.model.trace = None
-        graphs.dummy_run(self._ascend(), size)
+        with graphs.writes_no_kv(self.model):
+            graphs.dummy_run(self._ascend(), size)
         self.logits_calls += self.model.calls - before  # one logits computation per draft-model call
 
 

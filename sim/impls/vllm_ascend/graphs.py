@@ -12,6 +12,8 @@ those are dispatched to a graph under FULL_DECODE_ONLY.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -107,3 +109,33 @@ def load_runner(p, batch) -> None:
     runner.seq_lens[:b] = batch.seq_lens
     runner.optimistic_seq_lens_cpu.zero_()
     runner.optimistic_seq_lens_cpu[:b] = torch.as_tensor(batch.seq_lens_cpu)
+
+
+class DummyRunWroteKv(AssertionError):
+    """A dummy batch's forwards wrote KV (``writes_no_kv``)."""
+
+
+@contextlib.contextmanager
+def writes_no_kv(model):
+    """The dummy runs inside the block write no KV in ``model``'s caches (its layers'): a dummy batch's
+    slots are -1 (``_dummy_batch``, as the runner's dummy run leaves them), and a capture's metadata is
+    built from it, so a dummy forward that writes a slot writes over a live request's KV (vllm-ascend
+    v0.22.1rc's captures write at the per-step slot buffers the last real call left). Compared bit for
+    bit (a poisoned cache holds NaNs); raises ``DummyRunWroteKv`` naming the first slots written."""
+    caches = [model.tiny.cache, *(cache for _, cache in model.more_layers)]
+    before = [(cache.k[: cache.num_slots].clone(), cache.v[: cache.num_slots].clone()) for cache in caches]
+    yield
+    for cache, (k, v) in zip(caches, before):
+        n = cache.num_slots
+        changed = _bits(cache.k[:n]) != _bits(k)
+        changed |= _bits(cache.v[:n]) != _bits(v)
+        slots = changed.reshape(n, -1).any(dim=1).nonzero().flatten().tolist()
+        if slots:
+            raise DummyRunWroteKv(
+                f"a dummy run wrote KV at {len(slots)} slots, first {slots[:8]}: a dummy batch's slots are -1, "
+                "its forwards write none (a written slot is a live request's KV)"
+            )
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8)

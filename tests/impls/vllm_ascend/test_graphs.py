@@ -9,6 +9,7 @@ history, each caught by the serving check the gate's graph property runs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -20,11 +21,12 @@ from sim.impls.vllm_ascend import build
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.build import configured_graph
 from sim.impls.vllm_ascend.divergences import CAPTURE_GROUP_0, RULES
+from sim.impls.vllm_ascend.graphs import DummyRunWroteKv
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.known_defects import pin
-from tests.impls.fixes import defining_class
+from tests.impls.fixes import defining_class, edited
 from tests.impls.vllm_ascend import graph_breaks
 from tests.properties.test_propose_loop import TYPICAL
 
@@ -166,3 +168,24 @@ def test_a_replay_reads_the_block_table_of_the_drafts_group(monkeypatch, device,
         pin(CAPTURE_GROUP_0.id, present=True, fixed=False, detail=found)
     else:
         pin(CAPTURE_GROUP_0.id, present=False, fixed=True)
+
+
+# 0.23.0's dummy run (and main's), per draft step, before it builds the capture on that step's slot buffer.
+_DUMMY_SLOTS_COPIED = (
+    "self.slot_mapping_group[draft_index][:slot_mapping_lens].copy_(common_attn_metadata.slot_mapping)",
+    "self.slot_mapping_group[draft_index][slot_mapping_lens:].fill_(PADDING_SLOT_ID)",
+)
+
+
+def test_a_dummy_run_that_writes_kv_at_the_last_calls_slots_fails_the_gate(monkeypatch, device):
+    """v0.22.1rc's dummy run put into this one: each draft step's capture built on the per-step slot buffer
+    as the last real call left it, without first copying the dummy batch's slots (-1) in. Its dummy forwards
+    write draft KV there, over live requests' KV on an NPU; the gate names the slots
+    (``graphs.writes_no_kv``)."""
+    cls = defining_class(configured_graph(_config(), (4, 8)), "dummy_run")
+    dummy_run = inspect.unwrap(cls.dummy_run)  # its own module's names: the decorator is compiled again
+    if _DUMMY_SLOTS_COPIED[0] not in inspect.getsource(dummy_run):
+        pytest.skip("this checkout's dummy run builds on the slot buffers as they are already (v0.22.1rc's)")
+    monkeypatch.setattr(cls, "dummy_run", edited(dummy_run, *((line, "pass") for line in _DUMMY_SLOTS_COPIED)))
+    with pytest.raises(DummyRunWroteKv, match="a dummy run wrote KV at"):
+        run_scenario(FULL, device, proposer_cls=AscendProposer, rules=RULES)
