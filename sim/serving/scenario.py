@@ -160,7 +160,7 @@ class Scenario:
 
     @property
     def num_blocks(self) -> int:
-        """Enough for every running request at full length, plus spares to shuffle."""
+        """Enough for every running request at full length, plus the null block and spares to shuffle."""
         per_req = -(-(self.max_model_len + self.num_spec_tokens) // self.block_size)
         return self.max_num_reqs * per_req + 8
 

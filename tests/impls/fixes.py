@@ -39,10 +39,23 @@ def edited(method, *edits: tuple[str, str]):
         if found != 1:
             raise ValueError(f"{method.__qualname__}: {old!r} found {found} times in its source, not once")
         source = source.replace(old, new)
-    source = textwrap.dedent(source)
+    return _recompiled(method, source)
+
+
+def _recompiled(method, source: str):
     namespace: dict = {}
-    exec(compile(source, inspect.getsourcefile(method), "exec"), method.__globals__, namespace)  # noqa: S102
+    exec(compile(textwrap.dedent(source), inspect.getsourcefile(method), "exec"), method.__globals__, namespace)  # noqa: S102
     return functools.wraps(method)(namespace[method.__name__])
+
+
+def edited_everywhere(method, pattern: str, replace):
+    """``method`` recompiled from its installed source with every match of ``pattern`` (a regular
+    expression) replaced by ``replace`` (``re.sub``'s), where the same lines sit at other indents in the
+    generations; raises if nothing matches."""
+    source, found = re.subn(pattern, replace, inspect.getsource(method))
+    if not found:
+        raise ValueError(f"{method.__qualname__}: {pattern!r} matches nothing in its source")
+    return _recompiled(method, source)
 
 
 def edited_module(module, pattern: str, replace):

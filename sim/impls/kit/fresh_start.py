@@ -17,11 +17,14 @@ _FRESH = "_mtp_harness_fresh_state"
 
 
 def _tensors(proposer):
-    """(name, tensor) for every tensor the proposer holds itself or in a host/device buffer pair
-    (vLLM's ``CpuGpuBuffer``: ``.cpu`` and ``.gpu``)."""
+    """(name, tensor) for every tensor the proposer holds itself, in a list (vllm-ascend's per-step
+    buffers, ``slot_mapping_group``: v0.22.1rc's dummy run reads them as the last run left them) or in a
+    host/device buffer pair (vLLM's ``CpuGpuBuffer``: ``.cpu`` and ``.gpu``)."""
     for name, value in vars(proposer).items():
         if isinstance(value, torch.Tensor):
             yield name, value
+        elif isinstance(value, list | tuple) and value and all(isinstance(t, torch.Tensor) for t in value):
+            yield from ((f"{name}[{i}]", t) for i, t in enumerate(value))
         elif isinstance(getattr(value, "cpu", None), torch.Tensor) and isinstance(
             getattr(value, "gpu", None), torch.Tensor
         ):

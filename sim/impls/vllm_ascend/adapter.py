@@ -216,6 +216,7 @@ class AscendProposer(EagerAdapter):
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
             self.graphed = configured_graph(cfg, sizes, self.attn)
         self._captured = False
+        self.dummy_wrote: list[int] = []  # the KV slots the last dummy run wrote (a known defect's, tolerated)
 
     def _ascend(self):
         p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers, self.attn)
@@ -248,6 +249,7 @@ class AscendProposer(EagerAdapter):
             steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
             handoff.scheduling(p.runner, self.async_scheduling),
         ):
+            self.model.call_slots = []
             drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
             if self.async_scheduling:
                 self.handed_on = handoff.handed_on(p.runner, batch, drafts)
@@ -267,13 +269,13 @@ class AscendProposer(EagerAdapter):
         if self.graphed is None or self._captured:
             return
         self._ascend()
-        trace, calls = self.model.trace, self.model.calls  # a capture's dummy runs are no call
+        trace, calls, slots = self.model.trace, self.model.calls, self.model.call_slots  # no call's
         self.model.trace = None
         try:
             with graphs.writes_no_kv(self.model):
                 graphs.capture_all(self.graphed)
         finally:
-            self.model.trace, self.model.calls = trace, calls
+            self.model.trace, self.model.calls, self.model.call_slots = trace, calls, slots
         self._captured = True
 
     def captured_sizes(self) -> dict[Phase, list[int]]:
@@ -284,13 +286,22 @@ class AscendProposer(EagerAdapter):
         sizes = graphs.captured_sizes(self.graphed)
         return {phase: list(sizes) for phase in Phase}
 
+    @property
+    def tolerates_dummy_writes(self) -> bool:
+        """Whether the checkout's dummy run writes KV at the last call's slots, a known defect
+        (``divergences.DUMMY_WRITES_KV``, v0.21.0rc and v0.22.1rc): then exactly those writes pass."""
+        return divergences.DUMMY_WRITES_KV.id in divergences.in_force(generation.name()).DIVERGENCES
+
     def dummy_run(self, size: int) -> None:
-        """vllm-ascend's ``dummy_run`` at ``size`` tokens, as its runner issues one (a rank with no requests)."""
+        """vllm-ascend's ``dummy_run`` at ``size`` tokens, as its runner issues one (a rank with no requests).
+        ``dummy_wrote``: the slots it wrote, where the checkout's dummy run may (``tolerates_dummy_writes``)."""
         self.capture_all()
-        before = self.model.calls
+        before, last_call = self.model.calls, self.model.call_slots
         self.model.trace = None
-        with graphs.writes_no_kv(self.model):
+        tolerated = self.model.call_slots_written() if self.tolerates_dummy_writes else frozenset()
+        with graphs.writes_no_kv(self.model, tolerated) as written:
             graphs.dummy_run(self._ascend(), size)
+        self.model.call_slots, self.dummy_wrote = last_call, sorted(set(written))
         self.logits_calls += self.model.calls - before  # one logits computation per draft-model call
 
 

@@ -156,9 +156,10 @@ def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") ->
     config = kv_cache_config(block_size, proposer.hidden_size, layers)
     current = import_ascend("vllm.config").set_current_vllm_config  # as a worker builds them (SFA's reads it)
     kernel = kernel_block_sizes(config, attn)
+    (gid,) = [g for g, group in enumerate(config.kv_cache_groups) if LAYER in group.layer_names]
+    proposer.kernel_block_size = kernel[gid][0]  # load_model's (it runs first), for the draft's group
     with drafting(proposer.vllm_config, proposer.num_speculative_tokens), current(proposer.vllm_config):
         proposer.initialize_attn_backend(config, kernel[0])
-    proposer.kernel_block_size = kernel[proposer.kv_cache_gid][0]  # load_model's, for the draft's group
 
 
 @contextlib.contextmanager

@@ -264,8 +264,9 @@ MAIN = {
 }
 
 
-# v0.21.0rc and v0.22.1rc's (``generation.capture_reads_group_0``); 0.23.0 takes the draft's group's table
-# (vllm-ascend #11062, with DeepSeek V4's MTP graphs, and #11866).
+# v0.21.0rc and v0.22.1rc's (``generation.capture_reads_group_0``): the dummy run's captures on group 0's block
+# table (0.23.0 takes the draft's group's: vllm-ascend #11062, with DeepSeek V4's MTP graphs, and #11866) and on
+# the slot buffers the last call left.
 CAPTURE_GROUP_0 = Divergence(
     "full-graph-capture-reads-group-0-block-table",
     "AscendSpecDecodeBaseProposer.dummy_run (block_table_tensor=self.runner.input_batch.block_table[0])",
@@ -279,7 +280,19 @@ CAPTURE_GROUP_0 = Divergence(
     kind=Kind.DEFECT,
     setting={"graph_mode": "full", "padded": True},
 )
-V0_22 = {CAPTURE_GROUP_0.id: CAPTURE_GROUP_0}
+DUMMY_WRITES_KV = Divergence(
+    "dummy-run-writes-kv-at-the-last-calls-slots",
+    "AscendSpecDecodeBaseProposer.dummy_run (common_attn_metadata.slot_mapping = self.slot_mapping_group[draft_index])",
+    "a dummy run writes no KV: its batch's slots are -1, and each draft step's capture is built on them",
+    "the dummy run builds each draft step's metadata on the per-step slot buffer as the last real call left "
+    "it (0.23.0 copies the dummy batch's slots in first), so its forwards write draft KV at the last call's "
+    "slots: over the KV of that call's requests, where they live on (an idle DP rank's dummy batches, a "
+    "decode node waiting for KV). Captures at start-up write the null block (the buffers are zeros). "
+    "Tolerated exactly (the writes at the last call's slots, graphs.writes_no_kv), any other write fails",
+    "test_graphs.py::test_a_dummy_run_after_a_call_writes_no_kv",
+    kind=Kind.DEFECT,
+)
+V0_22 = {CAPTURE_GROUP_0.id: CAPTURE_GROUP_0, DUMMY_WRITES_KV.id: DUMMY_WRITES_KV}
 
 
 def in_force(generation: str) -> SimpleNamespace:

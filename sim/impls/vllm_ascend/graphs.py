@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.models.block_allocator import NULL_BLOCK
 
 
 def _full_keys(p):
@@ -116,25 +117,31 @@ class DummyRunWroteKv(AssertionError):
 
 
 @contextlib.contextmanager
-def writes_no_kv(model):
-    """The dummy runs inside the block write no KV in ``model``'s caches (its layers'): a dummy batch's
-    slots are -1 (``_dummy_batch``, as the runner's dummy run leaves them), and a capture's metadata is
-    built from it, so a dummy forward that writes a slot writes over a live request's KV (vllm-ascend
-    v0.22.1rc's captures write at the per-step slot buffers the last real call left). Compared bit for
-    bit (a poisoned cache holds NaNs); raises ``DummyRunWroteKv`` naming the first slots written."""
+def writes_no_kv(model, tolerated=frozenset()):
+    """The dummy runs inside the block write no KV in ``model``'s caches (its layers') outside the null
+    block and the ``tolerated`` slots (a known defect's, exactly): a dummy batch's slots are -1
+    (``_dummy_batch``, as the runner's dummy run leaves them), and a capture's metadata is built from it,
+    so a dummy forward that writes a slot writes over a live request's KV. Block 0 is vLLM's null block,
+    nobody's (``NULL_BLOCK``): v0.22.1rc's captures at start-up write slot 0 from a zero-filled slot
+    buffer, harmlessly. Compared bit for bit (a poisoned cache holds NaNs); raises ``DummyRunWroteKv``
+    naming the first slots written; yields the list the tolerated slots written are put in."""
     caches = [model.tiny.cache, *(cache for _, cache in model.more_layers)]
     before = [(cache.k[: cache.num_slots].clone(), cache.v[: cache.num_slots].clone()) for cache in caches]
-    yield
+    written: list[int] = []
+    yield written
     for cache, (k, v) in zip(caches, before):
         n = cache.num_slots
         changed = _bits(cache.k[:n]) != _bits(k)
         changed |= _bits(cache.v[:n]) != _bits(v)
-        slots = changed.reshape(n, -1).any(dim=1).nonzero().flatten().tolist()
-        if slots:
+        slots = changed.reshape(n, -1).any(dim=1).nonzero().flatten()
+        slots = slots[slots // cache.block_size != NULL_BLOCK].tolist()
+        untolerated = [s for s in slots if s not in tolerated]
+        if untolerated:
             raise DummyRunWroteKv(
-                f"a dummy run wrote KV at {len(slots)} slots, first {slots[:8]}: a dummy batch's slots are -1, "
-                "its forwards write none (a written slot is a live request's KV)"
+                f"a dummy run wrote KV at {len(untolerated)} slots, first {untolerated[:8]}: a dummy batch's "
+                "slots are -1, its forwards write none (a written slot is a live request's KV)"
             )
+        written.extend(slots)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

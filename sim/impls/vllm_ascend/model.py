@@ -202,6 +202,7 @@ class AscendTinyMtp(VllmTinyMtp):
         self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
         self.tp_head = None  # this rank's slice of the lm head (``lm_head``), made at first use
         self.logits_processor = DraftLogitsProcessor(self)
+        self.call_slots: list[torch.Tensor] = []  # the KV slots each forward of the call was handed
 
     def compute_logits(self, hidden_states):
         """The draft's logits; under vllm-ascend's lm-head TP, or on TP ranks, through its own split
@@ -228,7 +229,13 @@ class AscendTinyMtp(VllmTinyMtp):
         return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta)
 
     def slots(self, context, attn) -> torch.Tensor:
-        return attn.slot_mapping.to(torch.int64)
+        slots = attn.slot_mapping.to(torch.int64)
+        self.call_slots.append(slots)
+        return slots
+
+    def call_slots_written(self) -> frozenset[int]:
+        """The KV slots the forwards since ``call_slots`` was emptied were handed (-1 aside)."""
+        return frozenset(s for t in self.call_slots for s in t.tolist() if s >= 0)
 
     def run(self, context, input_ids, positions, hidden_states, meta):
         """With more layers: each layer's metadata as its forward reads it, checked unchanged since its
@@ -290,6 +297,7 @@ class AscendTinyMtp(VllmTinyMtp):
                     context = import_vllm("vllm.forward_context").get_forward_context()
                     self.on_forward(context, live["input_ids"].shape[0])
                 self.calls += 1
+                self.call_slots.append(live["slots"].clone())
                 if self.trace is not None:
                     self.trace.append(self._record(self.calls, live))
 

@@ -55,7 +55,7 @@ import inspect
 import torch
 
 from sim.impls.kit.ascend import runner_source
-from tests.impls.fixes import edited, use_edited_module
+from tests.impls.fixes import edited, edited_everywhere, use_edited_module
 
 KERNELS, SAMPLER = "vllm_ascend.ops.triton.reject_sample", "vllm_ascend.sample.rejection_sampler"
 MLA = "vllm_ascend.attention.mla_v1"
@@ -163,15 +163,18 @@ def advanced_once_per_group_step(from_the_step_before: bool = False):
 
 
 # _propose's draft-step loop hands every draft layer the metadata of the group updated last; the fix hands
-# each group's layers their own (the same text in 0.23.0 and main).
-_EVERY_LAYER = """                    for layer_name in self.attn_layer_names:
-                        per_layer_attn_metadata[layer_name] = attn_metadata
-                multi_steps_attn_metadata.append(per_layer_attn_metadata)"""
+# each group's layers their own: the lines of each branch of the loop (one in 0.23.0 and main, with and
+# without PCP in v0.22.1rc), whatever their indent. The first pass's and the dummy run's are not followed
+# by an append to the steps' list.
+_EVERY_LAYER = (
+    r"for layer_name in self\.attn_layer_names:"
+    r"(\n +per_layer_attn_metadata\[layer_name\] = attn_metadata\n +multi_steps_attn_metadata\.append\()"
+)
 
 
 def layers_of_their_group(propose):
     """``_propose`` whose draft steps hand each attention group's layers that group's metadata."""
-    return edited(propose, (_EVERY_LAYER, _EVERY_LAYER.replace("self.attn_layer_names", "attn_group.layer_names")))
+    return edited_everywhere(propose, _EVERY_LAYER, r"for layer_name in attn_group.layer_names:\1")
 
 
 _MAX_TOPK = "max_topk = self.input_batch.top_k_cpu[self.input_batch.top_k_cpu < logits.shape[1]].max()"
@@ -285,10 +288,18 @@ def sfa_cos_sin_buffer_per_draft_step(build_for_drafting):
 
 
 # The dummy run builds every step's capture metadata with build_for_graph_capture, unless the drafter
-# compresses its KV; the fix builds steps 2..K with build_for_drafting always (the same text in 0.23.0 and main).
+# compresses its KV (0.23.0 and main; v0.21.0rc and v0.22.1rc have no such branch); the fix builds steps
+# 2..K with build_for_drafting always.
 _CAPTURE_STEPS = "if not self.use_compress or draft_index == 0:"
+_CAPTURE_BUILD = "attn_metadata_eagle = builder.build_for_graph_capture("
 
 
 def capture_builds_each_draft_step(dummy_run):
     """``dummy_run`` whose capture builds steps 2..K's metadata with ``build_for_drafting``."""
-    return edited(inspect.unwrap(dummy_run), (_CAPTURE_STEPS, "if draft_index == 0:"))
+    dummy_run = inspect.unwrap(dummy_run)
+    if _CAPTURE_STEPS in inspect.getsource(dummy_run):
+        return edited(dummy_run, (_CAPTURE_STEPS, "if draft_index == 0:"))
+    drafting = (
+        "attn_metadata_eagle = builder.build_for_drafting(common_attn_metadata, draft_index) if draft_index else "
+    )
+    return edited(dummy_run, (_CAPTURE_BUILD, _CAPTURE_BUILD.replace("attn_metadata_eagle = ", drafting)))

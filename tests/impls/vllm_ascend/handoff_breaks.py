@@ -102,11 +102,12 @@ def never_prefill_no_cache(original):
 
 def block_size_from_the_first_group(original):
     """``initialize_attn_backend`` (the drafter's setup from the runner's KV-cache config) that takes
-    ``block_size`` from the config's first group, not the draft layers' group."""
+    ``block_size`` from the config's first group, not the draft layers' group; and the kernel block size
+    ``load_model`` set before, which the step slots take instead on v0.21.0rc and v0.22.1rc."""
 
     def broken(self, kv_cache_config, *args, **kwargs):
         original(self, kv_cache_config, *args, **kwargs)
-        self.block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
+        self.block_size = self.kernel_block_size = kv_cache_config.kv_cache_groups[0].kv_cache_spec.block_size
 
     return broken
 

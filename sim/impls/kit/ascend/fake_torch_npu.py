@@ -7,8 +7,9 @@ spec-decode path computes with plain torch on CPU tensors. An NPU kernel reached
 raises ``NotImplementedError`` naming it, so a code path that would need the real library fails
 loudly; one kernel is written here in torch, ``npu_top_k_top_p`` (``top_k_top_p``: each row's top-k,
 then its top-p over what the top-k kept, vLLM's order, as the kernel is documented), which
-vllm-ascend's samplers call on A2/A3 for requests with top-k or top-p: the draws of such requests
-are that function's masking of the checkout's candidates.
+vllm-ascend's samplers call on A2/A3 for requests with top-k or top-p (v0.22.1rc's as its own
+``_C_ascend.npu_apply_top_k_top_p``, the same semantics): the draws of such requests are that
+function's masking of the checkout's candidates.
 
 The graph API (``torch.npu.NPUGraph``, ``torch.npu.graph``, the graph-task update calls,
 streams and events) is not a mock: ``fake_npu_graphs`` backs it with the simulator's graph
@@ -238,4 +239,22 @@ def install() -> bool:
     fake_npu_graphs.install_on(torch.npu, npu.npu)
     torch.version.cann = None
     _triton_ascend_extension()
+    _sampler_op()
     return True
+
+
+_LIBRARIES = []  # the op libraries defined here, kept alive
+
+
+def _sampler_op() -> None:
+    """vllm-ascend's own ``torch.ops._C_ascend.npu_apply_top_k_top_p`` (its ``csrc``), which v0.22.1rc's
+    sampler calls on A2/A3 where 0.23.0 calls ``torch_npu.npu_top_k_top_p``: ``top_k_top_p``, the
+    semantics its op test holds it to (vLLM's top-k, then top-p over what the top-k kept)."""
+    import torch
+
+    if hasattr(torch.ops._C_ascend, "npu_apply_top_k_top_p"):
+        return
+    library = torch.library.Library("_C_ascend", "FRAGMENT")
+    library.define("npu_apply_top_k_top_p(Tensor logits, Tensor? p=None, Tensor? k=None) -> Tensor")
+    library.impl("npu_apply_top_k_top_p", lambda logits, p=None, k=None: top_k_top_p(logits, k, p), "CPU")
+    _LIBRARIES.append(library)
