@@ -3,9 +3,9 @@
 The draft layer's backend (``model.TinyAttentionBackend``) hands ``initialize_attn_backend`` the
 checkout's ``AscendAttentionMetadataBuilder`` (``vllm_ascend/attention/attention_v1.py``, the GQA
 builder every non-MLA draft gets), subclassed only to record (``recording``): each build checks
-the common metadata's host mirrors, as the recording group does (not a graph capture's, whose
-metadata is a dummy run's placeholder: v0.22.1rc hands it the per-step device buffers unfilled; what
-a replay reads is compared), and keeps, with the metadata the real builder returns, the views it
+the common metadata's host mirrors, as the recording group does (not a dummy run's, whose metadata
+is a placeholder: v0.22.1rc hands a capture the per-step device buffers unfilled; what a replay
+reads is compared), and keeps, with the metadata the real builder returns, the views it
 holds and their values at build (``metadata_checks.Built``): the
 real metadata's own tensors and host lists, and the common metadata's tensors a backend keeps views
 of. Nothing of the real build is replaced. The forward reads the real metadata as it is then
@@ -103,8 +103,8 @@ def recording(real_cls: type) -> type:
             """``build(*args, **kwargs)``'s metadata of ``cad``, its mirrors checked first and its views kept."""
             if self._building:
                 return build(*args, **kwargs)
-            if self._step is not None:  # a capture's metadata is a dummy run's; a replay's reads are compared
-                check_mirrors(cad, self._step)
+            if self._step is not None and not _dummy[0]:  # a dummy run's metadata is a placeholder (a
+                check_mirrors(cad, self._step)  # capture's, however built); a replay's reads are compared
             self._building = True
             try:
                 with unpinned_host_memory():
@@ -116,6 +116,20 @@ def recording(real_cls: type) -> type:
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{real_cls.__name__}"
     return Recording
+
+
+_dummy = [False]  # inside a dummy run (``for_a_dummy_batch``)
+
+
+@contextlib.contextmanager
+def for_a_dummy_batch():
+    """The builds inside are a dummy run's: placeholder metadata, its host mirrors not checked (v0.22.1rc
+    hands a capture the per-step device buffers unfilled, whichever build it takes)."""
+    _dummy[0] = True
+    try:
+        yield
+    finally:
+        _dummy[0] = False
 
 
 def _held(meta) -> dict:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import builders
 from sim.models.block_allocator import NULL_BLOCK
 
 
@@ -83,14 +84,15 @@ def dummy_run(p, num_tokens: int, capturing: bool = False) -> None:
     monitor = import_ascend("vllm.compilation.monitor")
     monitor.set_cudagraph_capturing_enabled(capturing)
     try:
-        p.dummy_run(
-            num_tokens=desc.num_tokens,
-            num_reqs=num_reqs,
-            num_tokens_across_dp=across,
-            aclgraph_runtime_mode=mode,
-            batch_descriptor=desc,
-            in_graph_capturing=capturing,
-        )
+        with builders.for_a_dummy_batch():
+            p.dummy_run(
+                num_tokens=desc.num_tokens,
+                num_reqs=num_reqs,
+                num_tokens_across_dp=across,
+                aclgraph_runtime_mode=mode,
+                batch_descriptor=desc,
+                in_graph_capturing=capturing,
+            )
     finally:
         monitor.set_cudagraph_capturing_enabled(False)
     torch.npu.current_stream().synchronize()
