@@ -48,10 +48,12 @@ class ReportedIds:
 
 
 def reported_logits(logits: torch.Tensor, report) -> torch.Tensor:
-    """``logits`` over the ids a sampler reports (``report[id]``, as ``ReportedIds``): the argmax of the
-    result is the id reported for the argmax of ``logits``."""
+    """``logits`` over the ids a sampler reports (``report[id]``, as ``ReportedIds``; -1: an id it never
+    reports, which never wins): the argmax of the result is the id reported for the argmax of ``logits``
+    over the ids it reports."""
     index = torch.as_tensor(report, dtype=torch.int64, device=logits.device).expand_as(logits)
-    return torch.full_like(logits, float("-inf")).scatter_reduce(-1, index, logits, reduce="amax")
+    logits = logits.masked_fill(index < 0, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter_reduce(-1, index.clamp(min=0), logits, reduce="amax")
 
 
 def _top2(logits: torch.Tensor) -> RefDraft:

@@ -114,7 +114,8 @@ class Rules:
         its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
     sample_report: for each token id, the id the implementation's greedy sampling reports when that id
         is the draft model's argmax (vllm-ascend's ``reduce-sample-ids-of-a-short-last-shard``, set from the
-        TP mesh run: ``sim.impls.vllm_ascend.tensor_parallel``); None: the id itself. The reference drafts
+        TP mesh run: ``sim.impls.vllm_ascend.tensor_parallel``), or -1 for an id it never reports (v0.22.1rc's
+        ``eagle-reduce-sample-drafts-each-ranks-own-argmax``: another rank's); None: the id itself. The reference drafts
         with the reported ids (``reference_drafts.ReportedIds``), each fed to the next step as the
         implementation feeds it.
     defects: the known defects among the divergences modelled, each ``(id, the fields modelling it)``:

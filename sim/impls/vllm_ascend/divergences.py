@@ -222,7 +222,7 @@ DIVERGENCES = table(
         "its logits processor on itself, its inner model a LlamaModel without one, so the first draft raises "
         "AttributeError: an EAGLE-1 drafter cannot serve with enable_reduce_sample, on one rank or many. "
         "A crash: nothing of it is modelled; the pin runs it on TP ranks, and the gathered path is compared",
-        "test_tensor_parallel.py::test_an_eagle_drafter_under_reduce_sample_reads_a_missing_logits_processor",
+        "test_tensor_parallel.py::test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect",
         kind=Kind.DEFECT,
     ),
     Divergence(
@@ -292,13 +292,45 @@ DUMMY_WRITES_KV = Divergence(
     "test_graphs.py::test_a_dummy_run_after_a_call_writes_no_kv",
     kind=Kind.DEFECT,
 )
-V0_22 = {CAPTURE_GROUP_0.id: CAPTURE_GROUP_0, DUMMY_WRITES_KV.id: DUMMY_WRITES_KV}
+EAGLE_OWN_COLUMNS = Divergence(
+    "eagle-reduce-sample-drafts-each-ranks-own-argmax",
+    "vllm_ascend/spec_decode/llm_base_proposer.py: _run_merged_draft, and its draft steps (enable_reduce_sample: "
+    'self.method in ("mtp"), a substring test of a string; method eagle: compute_logits, then argmax)',
+    "an EAGLE-1 drafter under reduce sampling drafts the argmax over the whole vocabulary, whichever TP rank's "
+    "slice of the lm head holds it",
+    'an EAGLE-1 draft takes neither the eagle3 branch nor the mtp one ("eagle" is no substring of "mtp"): the '
+    "plain branch takes the argmax of compute_logits, which under reduce sampling is the rank's own columns (the "
+    "logits processor gathers nothing): each rank drafts its slice's argmax as an index into it, and no "
+    "collective is issued; on TP > 1 every EAGLE-1 draft is wrong, each rank's differently (0.23.0 raises "
+    "there instead: eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks). Modelled on the ranks "
+    "(Rules.sample_report: a rank's own columns, another rank's ids never reported)",
+    "test_tensor_parallel.py::test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect",
+    kind=Kind.DEFECT,
+)
+MTP_GATHER = Divergence(
+    "mtp-reduce-sample-gathers-a-short-last-shard",
+    "vllm_ascend/spec_decode/llm_base_proposer.py: _run_merged_draft, and its draft steps (enable_reduce_sample, "
+    "method mtp: self.model.model.logits_processor._gather_logits(self.model.compute_logits(...)), then argmax)",
+    "an MTP drafter under reduce sampling drafts the argmax over the whole vocabulary, however it is split",
+    "the MTP draft all-gathers each rank's columns of compute_logits (0.23.0 reduces them through greedy_sample): "
+    "where the vocabulary is not a multiple of 64 per rank the last rank keeps fewer columns, and the gather is "
+    "a collective of mismatched sizes (gloo: the connection reset) or hands an id past the vocabulary. A crash: "
+    "nothing of it is modelled; latent for whole-slice vocabularies (every model served), where the drafts "
+    "meet the spec; the pin runs the short last shard",
+    "test_tensor_parallel.py::test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec",
+    kind=Kind.DEFECT,
+)
+V0_22 = {d.id: d for d in (CAPTURE_GROUP_0, DUMMY_WRITES_KV, EAGLE_OWN_COLUMNS, MTP_GATHER)}
+# what 0.23.0 has and those generations have not: their EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS)
+NOT_IN_V0_22 = {"eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"}
 
 
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.22.1``, ``0.23.0``
     or ``main``): the entries as that generation has them, and the rules that model them."""
     kept = {**DIVERGENCES, **(MAIN if generation == "main" else V0_22 if generation == "0.22.1" else {})}
+    if generation == "0.22.1":
+        kept = {i: d for i, d in kept.items() if i not in NOT_IN_V0_22}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
 
 

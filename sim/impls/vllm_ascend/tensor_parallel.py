@@ -42,6 +42,7 @@ from sim.serving.scenario import Scenario
 
 SERVE = "sim.impls.vllm_ascend.tensor_parallel:serve_tp"
 REDUCE_SAMPLE_DEFECT = "reduce-sample-ids-of-a-short-last-shard"
+EAGLE_LOCAL_ARGMAX = "eagle-reduce-sample-drafts-each-ranks-own-argmax"  # v0.22.1rc's (divergences.V0_22)
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE: a split lm head's vocabulary is padded to a multiple of it
 
 
@@ -55,6 +56,14 @@ def reduce_sample_report(vocab_size: int, size: int) -> tuple[int, ...] | None:
         ids = vocab_slice(vocab_size, r, size)
         report += [t - ids.start + r * (ids.stop - ids.start) for t in range(ids.start, ids.stop)]
     return None if report == list(range(vocab_size)) else tuple(report)
+
+
+def local_argmax_report(vocab_size: int, rank: int, size: int) -> tuple[int, ...]:
+    """For each token id, the draft an EAGLE-1 drafter under reduce sampling reports on TP rank ``rank``
+    of ``size`` (v0.22.1rc's ``eagle-reduce-sample-drafts-each-ranks-own-argmax``): the argmax of the
+    rank's own columns, as an index into them; another rank's id never (-1)."""
+    ids = vocab_slice(vocab_size, rank, size)
+    return tuple(t - ids.start if ids.start <= t < ids.stop else -1 for t in range(vocab_size))
 
 
 def vocab_slice(vocab_size: int, rank: int, size: int) -> slice:
@@ -197,7 +206,7 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
                 result.rows = _sampled_on_rank(case.verification, rank, size, case.seed)
         else:
             with reduce_sample(case.reduce_sample), named_collectives(group, result.sites):
-                report = _served_on_rank(case, size, device, result.forwards)
+                report = _served_on_rank(case, rank, size, device, result.forwards)
             result.drafts, result.problems = report.drafts, [str(m) for m in report.mismatches[:4]]
         result.collectives = len(result.sites)
         return result
@@ -212,15 +221,14 @@ def serve_tp(case: TpCase | TpSampleCase, rank: int, size: int, device) -> TpRan
             undo()
 
 
-def _served_on_rank(case: TpCase, size: int, device, forwards: list[Forward]):
+def _served_on_rank(case: TpCase, rank: int, size: int, device, forwards: list[Forward]):
     """The case's serving run on this rank, checked against the reference, its draft forwards recorded in
-    ``forwards``; under reduce sampling, with the known defect's ids modelled where the implementation lists
-    it (``reduce_sample_report``)."""
+    ``forwards``; under reduce sampling, with a known defect's ids modelled where the implementation lists
+    it (``reported_ids``)."""
     from sim.serving.run import run_scenario
 
     scenario, impl = Scenario.from_dict(case.scenario), accepted.implementation_accepting(case.divergences)
-    modelled = case.reduce_sample and not case.spec and REDUCE_SAMPLE_DEFECT in {d.id for d in impl.divergences}
-    shown = reduce_sample_report(scenario.vocab_size, size) if modelled else None
+    shown = reported_ids(case, scenario, {d.id for d in impl.divergences}, rank, size)
 
     class Recorded(impl.proposer_cls):
         def __init__(self, *args, **kwargs):
@@ -229,6 +237,24 @@ def _served_on_rank(case: TpCase, size: int, device, forwards: list[Forward]):
 
     rules = dataclasses.replace(impl.rules, sample_report=shown)
     return run_scenario(scenario, device, impl, proposer_cls=Recorded, rules=rules)
+
+
+def reported_ids(case: TpCase, scenario: Scenario, accepted_ids: set[str], rank: int, size: int):
+    """What the drafter's sampling reports for each id on this rank under a known defect the ranks accept
+    (``Rules.sample_report``): an EAGLE-1 drafter's own columns (``local_argmax_report``), or the short last
+    shard's ids (``reduce_sample_report``); None where the ranks are held to the spec."""
+    if not case.reduce_sample or case.spec:
+        return None
+    if _own_columns(case, scenario, accepted_ids):
+        return local_argmax_report(scenario.vocab_size, rank, size)
+    return reduce_sample_report(scenario.vocab_size, size) if REDUCE_SAMPLE_DEFECT in accepted_ids else None
+
+
+def _own_columns(case: TpCase, scenario: Scenario, accepted_ids: set[str]) -> bool:
+    """Whether the ranks' drafts are modelled as their own columns' argmax (an EAGLE-1 drafter under reduce
+    sampling where ``eagle-reduce-sample-drafts-each-ranks-own-argmax`` is accepted): no collective."""
+    modelled = case.reduce_sample and not case.spec and EAGLE_LOCAL_ARGMAX in accepted_ids
+    return modelled and scenario.method == "eagle"
 
 
 def _sampled_on_rank(v, rank: int, size: int, seed: int) -> list[list[int]]:
@@ -336,9 +362,12 @@ def check_tp(case: TpCase, pool: TpPool) -> list[str]:
     then the first collective at which the ranks differ."""
     if case.size != pool.size:
         raise ValueError(f"tp_size={case.size}: a case for a pool of {pool.size} TP ranks")
-    results = pool.run(accepted.accepted_by(case, pool.divergences))
+    case = accepted.accepted_by(case, pool.divergences)
+    results = pool.run(case)
     problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
-    return problems + _forward_problems(results) + _collective_problems(results, pool.size)
+    accepted_ids = {d.id for d in accepted.implementation_accepting(case.divergences).divergences}
+    local = _own_columns(case, Scenario.from_dict(case.scenario), accepted_ids)
+    return problems + _forward_problems(results) + _collective_problems(results, pool.size, none_expected=local)
 
 
 def _forward_problems(results: list[TpRankResult]) -> list[str]:
@@ -358,8 +387,9 @@ def _forward_problems(results: list[TpRankResult]) -> list[str]:
     return []
 
 
-def _collective_problems(results: list[TpRankResult], size: int) -> list[str]:
-    """The first collective at which the ranks differ, their counts where they differ, none at all."""
+def _collective_problems(results: list[TpRankResult], size: int, none_expected: bool = False) -> list[str]:
+    """The first collective at which the ranks differ, their counts where they differ, none at all (unless
+    a known defect issues none: ``none_expected``)."""
     problems = []
     for i, per_rank in enumerate(zip(*(r.sites for r in results))):
         if len(set(per_rank)) > 1:
@@ -369,6 +399,6 @@ def _collective_problems(results: list[TpRankResult], size: int) -> list[str]:
     counts = {r.rank: len(r.sites) for r in results}
     if len(set(counts.values())) > 1:
         problems.append(f"the ranks issued different numbers of TP collectives: {counts}")
-    if not any(r.sites for r in results):
+    if not any(r.sites for r in results) and not none_expected:
         problems.append(f"no rank issued a collective over the TP group of {size}: the lm head is not split")
     return problems

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
 from sim import cli
+from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.accepted import accepted_by
+from sim.impls.vllm_ascend.divergences import MTP_GATHER as GATHER_DEFECT
+from sim.impls.vllm_ascend.divergences import in_force
 from sim.impls.vllm_ascend.tensor_parallel import (
+    EAGLE_LOCAL_ARGMAX,
     REDUCE_SAMPLE_DEFECT,
     Forward,
     TpCase,
@@ -46,6 +51,7 @@ DRAFTERS = {
 # each drafter with each sampling, but EAGLE-1 under reduce sampling, which crashes (EAGLE_DEFECT: its pin)
 DRAFTS = [(d, s) for d in DRAFTERS for s in SAMPLING if (d, s) != ("eagle", "reduce-sample")]
 EAGLE_DEFECT = "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"
+MTP_GATHER = GATHER_DEFECT.id  # v0.21.0rc and v0.22.1rc
 EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # where it raises, in the traceback
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
@@ -103,12 +109,22 @@ def test_four_tp_ranks_draft_the_reference(device, accepted):
 
 @REST_OF_PATH
 @pytest.mark.parametrize("mode", MODES)
-def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(pool, mode, defect_accepted):
+def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(pool, mode, defect_accepted, request):
     """On the tiny model's 96 ids the last rank keeps 32 of its 64. Accepted, the pin records which the ranks
     followed: the defect's drafts (``Rules.sample_report``, every other value the spec's) or the spec's
     (fixed: the session ends with the defect's "fixed:" line); either else fails, naming both. Dropped
-    from the session's list, the spec alone."""
+    from the session's list, the spec alone. Where the MTP drafter gathers its columns instead
+    (``MTP_GATHER``, v0.21.0rc and v0.22.1rc), the pin records its crash."""
     assert reduce_sample_report(WHOLE_SLICES, 2) is None and reduce_sample_report(96, 2) is not None
+    if any(d.id == MTP_GATHER for d in request.config.mtp_impl.divergences):  # v0.21.0rc, v0.22.1rc: a crash
+        try:
+            problems = check_tp(_case(mode, True), pool)
+        except RankFailure as crash:  # in the gather, or gloo aborting a rank there (SIGABRT)
+            assert re.search(r"_gather_logits|exited with code -6", str(crash)), crash
+            pin(MTP_GATHER, present=True, fixed=False)
+        else:
+            pin(MTP_GATHER, present=False, fixed=problems == [], detail=problems)
+        return
     spec = check_tp(_case(mode, True, spec=True), pool)
     if not defect_accepted:
         assert with_replay(spec, _case(mode, True, spec=True), f"reduce-sample-short-last-shard-{mode}") == []
@@ -125,13 +141,20 @@ def test_the_reduce_sample_report_of_a_short_last_shard():
     assert reduce_sample_report(100, 2) == (*range(64), *range(36, 72))
 
 
-def test_an_eagle_drafter_under_reduce_sample_reads_a_missing_logits_processor(pool, request):
-    """``EAGLE_DEFECT``: an EAGLE-1 drafter under reduce sampling raises where it gathers its logits through
-    the draft's inner model's logits processor, which vLLM's EAGLE-1 draft does not have. Accepted, the pin
-    records what the ranks did: that crash (the defect), or drafts that meet the spec (fixed: the session
-    ends with the defect's "fixed:" line); dropped from the session's list, the case is held to the spec."""
+def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, request):
+    """An EAGLE-1 drafter under reduce sampling. 0.23.0 and main: ``EAGLE_DEFECT``, it raises where it gathers
+    its logits through the draft's inner model's logits processor, which vLLM's EAGLE-1 draft does not have.
+    v0.21.0rc and v0.22.1rc: ``EAGLE_LOCAL_ARGMAX``, each rank drafts its own columns' argmax, no collective
+    issued (modelled: ``local_argmax_report``). Accepted, the pin records what the ranks did: the defect, or
+    drafts that meet the spec (fixed: the session ends with the defect's "fixed:" line); dropped from the
+    session's list, the case is held to the spec."""
     case = _case("eager", True, method="eagle", vocab_size=WHOLE_SLICES)
-    if not any(d.id == EAGLE_DEFECT for d in request.config.mtp_impl.divergences):
+    accepted = {d.id for d in request.config.mtp_impl.divergences}
+    if EAGLE_LOCAL_ARGMAX in accepted:
+        spec = check_tp(dataclasses.replace(case, spec=True), pool)
+        pin(EAGLE_LOCAL_ARGMAX, present=check_tp(case, pool) == [], fixed=spec == [], detail=spec[:1])
+        return
+    if EAGLE_DEFECT not in accepted:
         assert _agree(case, pool, "eagle-reduce-sample") == []
         return
     try:
@@ -146,10 +169,18 @@ def test_an_eagle_drafter_under_reduce_sample_reads_a_missing_logits_processor(p
 def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
     """``EAGLE_DEFECT`` fixed (``broken_gate.FIXES``: the gather through the draft's own logits processor):
     an EAGLE-1 drafter under reduce sampling drafts the reference's, eagerly and under full graphs."""
+    _unless_in_force(EAGLE_DEFECT)
     name = "eagle-gathers-through-the-drafts-own-processor"
     for mode in MODES:
         case = _case(mode, True, setup=(SETUP, name), spec=True, method="eagle", vocab_size=WHOLE_SLICES)
         assert _agree(case, pool, f"eagle-reduce-sample-fixed-{mode}") == []
+
+
+def _unless_in_force(defect: str) -> None:
+    """Skipped where the checkout's generation has not ``defect`` (``divergences.in_force``): its fix edits
+    lines that generation has not."""
+    if defect not in in_force(generation.name()).DIVERGENCES:
+        pytest.skip(f"{defect}: not this checkout's (generation {generation.name()}), its fix edits lines it has not")
 
 
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
@@ -158,6 +189,8 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     sampler's random candidates taken from slices of one width) meets the spec in the drafts, eager and
     under full graphs, where the defect's model no longer holds: the gate says the fix is there (the
     sampler's side: ``test_tensor_parallel_sampling``)."""
+    if MTP_GATHER in in_force(generation.name()).DIVERGENCES:
+        pytest.skip(f"{MTP_GATHER}: this checkout's MTP drafter gathers its columns, no greedy_sample to fix")
     name = "reduce-sample-ids-from-the-slice-start"
     fixes = [fixing for _, fixing in broken_gate.FIXES[name][1]]
     assert fixes == [tp_breaks.draft_ids_from_the_slice_start] * 2 + [tp_breaks.candidates_from_the_slice_start]
@@ -169,6 +202,7 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
 @pytest.mark.parametrize(
     "variant, breaking, reduce_sample",
     [
+        # EAGLE-3: its reduce sampling is greedy_sample's in every generation (v0.22.1rc's MTP gathers instead)
         ("tp-draft-ids-of-the-local-slice", tp_breaks.draft_ids_of_the_local_slice, True),
         ("tp-logits-not-gathered", tp_breaks.logits_not_gathered, False),
         ("tp-draft-forward-told-it-is-the-targets", tp_breaks.forward_told_it_is_the_targets, False),
@@ -178,7 +212,8 @@ def test_each_tp_break_is_caught(pool, variant, breaking, reduce_sample):
     """Each TP break, applied in the ranks, fails them, naming a draft or a draft forward. The ranks undo it
     after the case."""
     assert broken_gate.VARIANTS[variant][1] is breaking
-    problems = check_tp(_case("eager", reduce_sample, setup=(SETUP, variant)), pool)
+    drafter = {"method": "eagle3", "vocab_size": WHOLE_SLICES} if reduce_sample else {}
+    problems = check_tp(_case("eager", reduce_sample, setup=(SETUP, variant), **drafter), pool)
     assert any("draft" in p for p in problems), problems
 
 
@@ -202,7 +237,7 @@ def test_the_replay_command_a_failure_prints_runs_the_case(tmp_path, capsys, dev
     """``python -m sim replay FILE --impl vllm_ascend`` serves a saved TP case on its ranks and says they agree."""
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    path = _case("eager", True, setup=()).save(tmp_path / "tp.json")
+    path = _case("eager", True, setup=(), vocab_size=WHOLE_SLICES).save(tmp_path / "tp.json")
     assert cli.main(["replay", str(path), "--impl", "vllm_ascend"]) == 0
     assert "2 tensor-parallel ranks agree" in capsys.readouterr().out
 
