@@ -1,7 +1,7 @@
 """What differs between the vllm-ascend generations the adapter drives, found by signature, not by version.
 
 The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0), main (on vLLM
-0.27.1) and the release branches between, and v0.21.0rc and v0.22.1rc (not yet
+0.27.1) and the release branches between, and v0.22.1rc and v0.21.0rc (the latter not yet
 enabled: docs/upstream-ci.md, "Every branch"); where their proposer's methods
 differ, this module asks the method itself what it takes:
 
