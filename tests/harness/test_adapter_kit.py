@@ -159,3 +159,20 @@ def test_each_check_fails_on_a_broken_kit(brk):
     check, module = CHECKS[name]
     with pytest.raises((AssertionError, Failed, *symptom)):
         check(broken(module, old, new))
+
+
+def test_a_fresh_start_puts_back_the_tensors_a_proposer_holds_in_lists():
+    """vllm-ascend's per-step buffers (``slot_mapping_group``: a list of tensors) start each run as built,
+    like the tensors a proposer holds itself; views of them stay valid (restored in place)."""
+    from sim.impls.kit.fresh_start import remember_fresh, start_fresh
+
+    proposer = SimpleNamespace(own=torch.zeros(3), per_step=[torch.zeros(4), torch.full((2,), -1)])
+    remember_fresh(proposer)
+    view = proposer.per_step[0][:2]
+    proposer.own += 5
+    proposer.per_step[0][:] = 7
+    proposer.per_step[1][:] = 9
+    start_fresh(proposer)
+    assert proposer.own.tolist() == [0, 0, 0]
+    assert [t.tolist() for t in proposer.per_step] == [[0, 0, 0, 0], [-1, -1]]
+    assert view.tolist() == [0, 0]

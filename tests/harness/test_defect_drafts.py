@@ -112,3 +112,17 @@ def test_drafts_two_to_k_are_compared_under_the_defect(device):
     assert not wrong_drafts(report)
     assert report.drafts_compared > report.proposals, (report.drafts_compared, report.proposals)  # draft 1 only: <=
     assert report.drafts_undefined > 0, "NaN past seq_len: some drafts read a key nobody wrote"
+
+
+def test_reported_ids_never_report_an_id_marked_minus_one():
+    """``Rules.sample_report`` with -1 for the ids a sampler never reports (another TP rank's columns): the
+    argmax is that of the ids it reports, under their reported ids."""
+    import torch
+
+    from sim.oracle.reference_drafts import reported_logits
+
+    logits = torch.tensor([[0.1, 0.9, 0.3, 0.5], [0.8, 0.2, 0.4, 0.1]])
+    own_columns = (-1, -1, 0, 1)  # the second rank's slice of 4 ids, reported as indices into it
+    assert reported_logits(logits, own_columns)[:, :2].argmax(dim=-1).tolist() == [1, 0]
+    assert torch.isinf(reported_logits(logits, own_columns)[:, 2:]).all()
+    assert reported_logits(logits, (0, 1, 2, 3)).tolist() == logits.tolist()

@@ -58,3 +58,16 @@ def test_a_slot_past_the_cache_is_raised_after_the_call_naming_it(device, slots,
     second.write(torch.tensor([17], device=dev), *[torch.zeros(1, CFG.num_heads, CFG.head_dim, device=dev)] * 2)
     with pytest.raises(IndexError, match="slot 17"):  # a layer's clone shares the record
         model.cache.check_bounds()
+
+
+def test_the_block_allocator_never_hands_out_the_null_block():
+    """Block 0 is nobody's KV, as in vLLM's ``BlockPool``: every other block is handed out, block 0 never,
+    whatever the seed (a dummy run's write there, from a zero-filled slot buffer, harms no request)."""
+    from sim.models.block_allocator import NULL_BLOCK, BlockAllocator, OutOfBlocks
+
+    for seed in range(5):
+        allocator = BlockAllocator(9, seed)
+        assert sorted(allocator.allocate(8)) == list(range(1, 9))
+        with pytest.raises(OutOfBlocks):
+            allocator.allocate(1)
+        assert NULL_BLOCK not in BlockAllocator(9, seed).allocate(8)

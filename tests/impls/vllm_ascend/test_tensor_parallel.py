@@ -29,6 +29,7 @@ from sim.impls.vllm_ascend.tensor_parallel import (
     TpPool,
     TpRankResult,
     check_tp,
+    local_argmax_report,
     reduce_sample_report,
 )
 from sim.ranks.pool import RankFailure
@@ -139,6 +140,14 @@ def test_the_reduce_sample_report_of_a_short_last_shard():
     assert reduce_sample_report(96, 2) == (*range(64), *range(32, 64))
     assert reduce_sample_report(96, 4) is None
     assert reduce_sample_report(100, 2) == (*range(64), *range(36, 72))
+
+
+def test_each_ranks_own_columns_report():
+    """v0.22.1rc's EAGLE-1 under reduce sampling: 128 ids on 2 ranks, each reports its 64 as 0..63 and never
+    the other's; 96 ids: the last keeps 32."""
+    assert local_argmax_report(128, 0, 2) == (*range(64), *[-1] * 64)
+    assert local_argmax_report(128, 1, 2) == (*[-1] * 64, *range(64))
+    assert local_argmax_report(96, 1, 2) == (*[-1] * 64, *range(32))
 
 
 def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, request):
