@@ -65,22 +65,31 @@ def check_implementation(impl, scenario, device, name: str, rules=None):
     return check_scenario(scenario, device, name, impl, rules=rules)
 
 
+# Two prompts' first chunks under full graphs, K = 4: the call a dummy run follows (``after_a_call``).
+A_CALL = Scenario(num_spec_tokens=4, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
+
+
+def after_a_call(device, proposer_cls):
+    """A full-graph ``proposer_cls``, its graphs captured, after one real call of ``A_CALL``'s first
+    iteration: the proposer, and the logits computations that call made."""
+    model, target = build_models(A_CALL, device.torch_device)
+    sim = ServingSim(A_CALL, target)
+    proposer = proposer_cls(sim.config, model, device, mode=A_CALL.graph_mode)
+    proposer.capture_all()
+    it = sim.step(0)
+    batch, sampled = to_batch(it.case, device.torch_device, A_CALL.padded, it.hidden.to(device.torch_device))
+    before = proposer.logits_calls
+    proposer.propose(batch, sampled)
+    return proposer, proposer.logits_calls - before
+
+
 def check_dummy_run_matches_propose(device, proposer_cls) -> None:
     """A dummy run computes logits (and so, under PCP, runs collectives) as often as a real call.
 
     Ranks that disagree on that count hang on hardware (bug class 7).
     """
-    scenario = Scenario(num_spec_tokens=4, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
-    model, target = build_models(scenario, device.torch_device)
-    sim = ServingSim(scenario, target)
-    proposer = proposer_cls(sim.config, model, device, mode=scenario.graph_mode)
-    proposer.capture_all()
-    it = sim.step(0)
-    batch, sampled = to_batch(it.case, device.torch_device, scenario.padded, it.hidden.to(device.torch_device))
-    before = proposer.logits_calls
-    proposer.propose(batch, sampled)
-    real = proposer.logits_calls - before
+    proposer, real = after_a_call(device, proposer_cls)
     before = proposer.logits_calls
     proposer.dummy_run(2)
     dummy = proposer.logits_calls - before
-    assert dummy == real == scenario.num_spec_tokens, f"logit computations: dummy run {dummy}, real call {real}"
+    assert dummy == real == A_CALL.num_spec_tokens, f"logit computations: dummy run {dummy}, real call {real}"

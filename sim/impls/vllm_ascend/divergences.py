@@ -321,16 +321,19 @@ MTP_GATHER = Divergence(
     kind=Kind.DEFECT,
 )
 V0_22 = {d.id: d for d in (CAPTURE_GROUP_0, DUMMY_WRITES_KV, EAGLE_OWN_COLUMNS, MTP_GATHER)}
-# what 0.23.0 has and those generations have not: their EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS)
-NOT_IN_V0_22 = {"eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"}
+# A generation -> (what it has otherwise or besides, what of 0.23.0's it has not): v0.21.0rc and v0.22.1rc's
+# EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0.
+OWN = {
+    "main": (MAIN, ()),
+    "0.22.1": (V0_22, ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",)),
+}
 
 
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.22.1``, ``0.23.0``
     or ``main``): the entries as that generation has them, and the rules that model them."""
-    kept = {**DIVERGENCES, **(MAIN if generation == "main" else V0_22 if generation == "0.22.1" else {})}
-    if generation == "0.22.1":
-        kept = {i: d for i, d in kept.items() if i not in NOT_IN_V0_22}
+    besides, lacking = OWN.get(generation, ({}, ()))
+    kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
 
 

@@ -22,11 +22,9 @@ from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.build import configured_graph
 from sim.impls.vllm_ascend.divergences import CAPTURE_GROUP_0, DUMMY_WRITES_KV, RULES
 from sim.impls.vllm_ascend.graphs import DummyRunWroteKv
-from sim.oracle.cases import to_batch
-from sim.serving.run import build_models, run_scenario
+from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from sim.serving.simulator import ServingSim
-from tests.checks.e2e_checks import check_implementation
+from tests.checks.e2e_checks import after_a_call, check_implementation
 from tests.checks.known_defects import pin
 from tests.impls.fixes import defining_class, edited
 from tests.impls.vllm_ascend import graph_breaks
@@ -191,15 +189,10 @@ _DUMMY_SLOTS_COPIED = (
 
 
 def _dummy_run_after_a_call(device) -> tuple[AscendProposer, frozenset[int]]:
-    """A real call (two prompts' first chunks under full graphs: drafted eagerly), then a dummy run of 2
-    tokens, as the next step of a DP rank with nothing scheduled while its requests live on: the proposer
-    (its ``dummy_wrote``) and the KV slots the call's forwards were handed."""
-    scenario = Scenario(num_spec_tokens=4, graph_mode="full", requests=(RequestSpec(0, 6, 4), RequestSpec(0, 3, 4)))
-    model, target = build_models(scenario, device.torch_device)
-    sim = ServingSim(scenario, target)
-    proposer = AscendProposer(sim.config, model, device, mode="full")
-    it = sim.step(0)
-    proposer.propose(*to_batch(it.case, device.torch_device, scenario.padded, it.hidden.to(device.torch_device)))
+    """A dummy run of 2 tokens after a real call (``after_a_call``), as the next step of a DP rank with
+    nothing scheduled while its requests live on: the proposer (its ``dummy_wrote``) and the KV slots the
+    call's forwards were handed."""
+    proposer, _ = after_a_call(device, AscendProposer)
     call = proposer.model.call_slots_written()
     proposer.dummy_run(2)
     return proposer, call

@@ -178,18 +178,19 @@ def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, req
 def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
     """``EAGLE_DEFECT`` fixed (``broken_gate.FIXES``: the gather through the draft's own logits processor):
     an EAGLE-1 drafter under reduce sampling drafts the reference's, eagerly and under full graphs."""
-    _unless_in_force(EAGLE_DEFECT)
+    if not _in_force(EAGLE_DEFECT):
+        pytest.skip(
+            f"{EAGLE_DEFECT}: not this checkout's (generation {generation.name()}), its fix edits lines it has not"
+        )
     name = "eagle-gathers-through-the-drafts-own-processor"
     for mode in MODES:
         case = _case(mode, True, setup=(SETUP, name), spec=True, method="eagle", vocab_size=WHOLE_SLICES)
         assert _agree(case, pool, f"eagle-reduce-sample-fixed-{mode}") == []
 
 
-def _unless_in_force(defect: str) -> None:
-    """Skipped where the checkout's generation has not ``defect`` (``divergences.in_force``): its fix edits
-    lines that generation has not."""
-    if defect not in in_force(generation.name()).DIVERGENCES:
-        pytest.skip(f"{defect}: not this checkout's (generation {generation.name()}), its fix edits lines it has not")
+def _in_force(defect: str) -> bool:
+    """Whether the checkout's generation has ``defect`` (``divergences.in_force``), whatever the session accepts."""
+    return defect in in_force(generation.name()).DIVERGENCES
 
 
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
@@ -198,7 +199,7 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     sampler's random candidates taken from slices of one width) meets the spec in the drafts, eager and
     under full graphs, where the defect's model no longer holds: the gate says the fix is there (the
     sampler's side: ``test_tensor_parallel_sampling``)."""
-    if MTP_GATHER in in_force(generation.name()).DIVERGENCES:
+    if _in_force(MTP_GATHER):
         pytest.skip(f"{MTP_GATHER}: this checkout's MTP drafter gathers its columns, no greedy_sample to fix")
     name = "reduce-sample-ids-from-the-slice-start"
     fixes = [fixing for _, fixing in broken_gate.FIXES[name][1]]
