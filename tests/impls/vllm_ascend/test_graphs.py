@@ -181,13 +181,6 @@ def test_a_replay_reads_the_block_table_of_the_drafts_group(monkeypatch, device,
         pin(CAPTURE_GROUP_0.id, present=False, fixed=True)
 
 
-# 0.23.0's dummy run (and main's), per draft step, before it builds the capture on that step's slot buffer.
-_DUMMY_SLOTS_COPIED = (
-    "self.slot_mapping_group[draft_index][:slot_mapping_lens].copy_(common_attn_metadata.slot_mapping)",
-    "self.slot_mapping_group[draft_index][slot_mapping_lens:].fill_(PADDING_SLOT_ID)",
-)
-
-
 def _dummy_run_after_a_call(device) -> tuple[AscendProposer, frozenset[int]]:
     """A dummy run of 2 tokens after a real call (``after_a_call``), as the next step of a DP rank with
     nothing scheduled while its requests live on: the proposer (its ``dummy_wrote``) and the KV slots the
