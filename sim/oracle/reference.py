@@ -123,10 +123,11 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
 
 def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> list[int]:
     """The position each row of model call ``j`` (1: the first pass, its kept rows) is rotated at: the
-    row's own, unless ``rules.rope_from_last_build`` holds for an MLA draft of two drafts or more: then
-    every call but the last rotates its decode rows at the last step's positions (request i's at row i):
-    steps 2..K-1 all of them, the first pass its first B rows among those before its first prefill (the
-    MLA builder's decodes: requests of at most ``num_spec_tokens + 1`` kept rows, from the first); and
+    row's own, unless ``rules.rotates_at_last_build`` holds for a draft of two drafts or more: then
+    every call but the last rotates its first B rows at the last step's positions (request i's at row i):
+    steps 2..K-1 all of them, the first pass its first B rows (an SFA draft's builder writes every row
+    it builds), of an MLA draft those among the rows before its first prefill (the MLA builder's decodes:
+    requests of at most ``num_spec_tokens + 1`` kept rows, from the first); and
     unless ``rules.graph_steps_rope_of_first_pass`` holds (for a call that replays a graph): then every
     step 2..K rotates row i at the first pass's row i's position."""
     k = case.config.num_spec_tokens
@@ -145,7 +146,7 @@ def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = 
         return last
     qsl = first.query_start_loc
     prefills = [r for r in range(len(case.requests)) if qsl[r + 1] - qsl[r] > k + 1]
-    decode_rows = qsl[prefills[0]] if prefills else qsl[-1]
+    decode_rows = qsl[prefills[0]] if prefills and rules.draft_attn == "mla" else qsl[-1]
     return [last[i] if i < min(len(last), decode_rows) else p for i, p in enumerate(own)]
 
 

@@ -85,6 +85,9 @@ class Rules:
         ``mla-draft-cos-sin-shared``: every step's cos/sin a view of one buffer, every step built before
         the first forward): the first pass's first B rows (of those before its first prefill request)
         get the last step's positions of requests 0..B-1, and steps 2..K-1 the last step's positions.
+    sfa_rope_from_last_build: likewise with an SFA draft, whose every build writes the cos/sin of all its
+        rows into that buffer (v0.21.0rc's ``sfa-draft-cos-sin-shared``, before vllm-ascend #10878): the
+        first pass's first B rows, whatever their requests, and steps 2..K-1.
     graph_steps_rope_of_first_pass: in a call that replays a captured draft graph (``for_call``), with an
         SFA draft (its builder's draft steps gather their cos/sin afresh), every draft step 2..K rotates row i at the
         position the first pass's row i is rotated at (vllm-ascend's ``sfa-graph-steps-replay-the-first-pass``: the
@@ -138,6 +141,7 @@ class Rules:
     state_advances_per_group: bool = False
     draft_attn_groups: int = 1
     rope_from_last_build: bool = False
+    sfa_rope_from_last_build: bool = False
     graph_steps_rope_of_first_pass: bool = False
     graph_steps_lengths_of_first_pass: bool = False
     draft_attn: str = "gqa"
@@ -201,9 +205,11 @@ class Rules:
 
     @property
     def rotates_at_last_build(self) -> bool:
-        """Whether calls are rotated at the last step built's positions: ``rope_from_last_build`` on a
-        draft whose metadata carries its rotation (MLA)."""
-        return self.rope_from_last_build and self.draft_attn == "mla"
+        """Whether calls are rotated at the last step built's positions: ``rope_from_last_build`` on an
+        MLA draft, ``sfa_rope_from_last_build`` on an SFA one (drafts whose metadata carries their rotation)."""
+        return (self.rope_from_last_build and self.draft_attn == "mla") or (
+            self.sfa_rope_from_last_build and self.draft_attn == "sfa"
+        )
 
     @property
     def rotates_steps_at_first_pass(self) -> bool:

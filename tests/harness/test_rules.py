@@ -200,6 +200,31 @@ def test_an_mla_draft_rotates_at_the_last_steps_positions_under_the_shared_cos_s
     assert reference.rope_positions(one, 1, rules=shared) == reference.rope_positions(one, 1)
 
 
+def test_an_sfa_builder_sharing_the_cos_sin_buffer_rotates_the_first_rows_at_the_last_build():
+    """v0.21.0rc's ``sfa-draft-cos-sin-shared`` (``Rules.sfa_rope_from_last_build``) with K = 3 on a prefill
+    of 6 rows before two decodes of 4 (last positions 7, 9 and 15): every build writes all its rows, so
+    the first pass's first B = 3 rows, the prefill's, rotate at the last step's positions and steps 2..3
+    at the last step's; an MLA draft's rule (decode rows before the first prefill) rotates none of the
+    first pass's rows here, and an MLA draft under the SFA rule, or a GQA draft, keeps its own."""
+    from mtp.config import ProposerConfig
+    from sim.oracle import reference
+    from sim.oracle.cases import BatchCase, RequestCase
+
+    cfg = ProposerConfig(num_spec_tokens=3, vocab_size=96, block_size=4, max_model_len=64, max_num_tokens=64,
+                         max_num_reqs=4, hidden_size=32)  # fmt: skip
+    decodes = [RequestCase([1, 2, 3, 4], c, 4, 3, [1, 2, 3, 4], False, [0, 1, 2, 3]) for c in (4, 10)]
+    prefill = RequestCase([5] * 6, 0, 6, 0, [5, -1, -1, -1], False, [4, 5])
+    case = BatchCase(cfg, [prefill, *decodes], seed=0)
+    own = [0, 1, 2, 3, 4, 5, 4, 5, 6, 7, 10, 11, 12, 13]
+    assert reference.rope_positions(case, 1) == own and reference.rope_positions(case, 3) == [7, 9, 15]
+    sfa = Rules(sfa_rope_from_last_build=True, draft_attn="sfa")
+    assert reference.rope_positions(case, 1, rules=sfa) == [7, 9, 15, *own[3:]]
+    assert reference.rope_positions(case, 2, rules=sfa) == [7, 9, 15]
+    assert reference.rope_positions(case, 1, rules=Rules(rope_from_last_build=True, draft_attn="mla")) == own
+    for other in ("mla", "gqa"):
+        assert reference.rope_positions(case, 1, rules=dataclasses.replace(sfa, draft_attn=other)) == own
+
+
 def test_the_draft_attention_family_is_named():
     with pytest.raises(ValueError, match="draft_attn='gdn'"):
         Rules(draft_attn="gdn")

@@ -44,7 +44,8 @@ def edited(method, *edits: tuple[str, str]):
 
 def _recompiled(method, source: str):
     namespace: dict = {}
-    exec(compile(textwrap.dedent(source), inspect.getsourcefile(method), "exec"), method.__globals__, namespace)  # noqa: S102
+    original = inspect.unwrap(method)  # the source read is the wrapped function's: so are its globals
+    exec(compile(textwrap.dedent(source), inspect.getsourcefile(method), "exec"), original.__globals__, namespace)  # noqa: S102
     return functools.wraps(method)(namespace[method.__name__])
 
 

@@ -39,6 +39,7 @@ def ascend_proposer(hidden_size: int, method: str = "mtp"):
 @functools.lru_cache(maxsize=8)
 def _ascend_proposer(hidden_size: int, method: str):
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    generation.tell_builders_the_step()
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
     device = build_device()
@@ -199,6 +200,7 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     """A full-graph ``AscendEagleProposer`` of drafting ``method`` on a ``GraphRunnerView`` (its draft is
     wrapped per run, ``configured_graph``)."""
     eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    generation.tell_builders_the_step()
     config = import_ascend("vllm.config")
     device = build_device()
     vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes, method)

@@ -103,15 +103,16 @@ def recording(real_cls: type) -> type:
             """``build(*args, **kwargs)``'s metadata of ``cad``, its mirrors checked first and its views kept."""
             if self._building:
                 return build(*args, **kwargs)
-            if self._step is not None and not _dummy[0]:  # a dummy run's metadata is a placeholder (a
-                check_mirrors(cad, self._step)  # capture's, however built); a replay's reads are compared
+            step = self._step if self._step is None or _told[0] is None else _told[0]
+            if step is not None and not _dummy[0]:  # a dummy run's metadata is a placeholder (a
+                check_mirrors(cad, step)  # capture's, however built); a replay's reads are compared
             self._building = True
             try:
                 with unpinned_host_memory():
                     meta = build(*args, **kwargs)
             finally:
                 self._building = False
-            meta.recorded = Built(self._step, {**held_views(cad), **_held(meta)})
+            meta.recorded = Built(step, {**held_views(cad), **_held(meta)})
             return meta
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{real_cls.__name__}"
@@ -119,6 +120,18 @@ def recording(real_cls: type) -> type:
 
 
 _dummy = [False]  # inside a dummy run (``for_a_dummy_batch``)
+_told = [None]  # the draft step being built, where the build is not told it (``building_step``)
+
+
+@contextlib.contextmanager
+def building_step(step: int):
+    """The builds inside are draft step ``step``'s (v0.21.0rc builds its steps through ``build``, as a
+    first pass: ``generation.tell_builders_the_step``)."""
+    _told[0] = step
+    try:
+        yield
+    finally:
+        _told[0] = None
 
 
 @contextlib.contextmanager

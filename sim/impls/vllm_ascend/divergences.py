@@ -321,17 +321,39 @@ MTP_GATHER = Divergence(
     kind=Kind.DEFECT,
 )
 V0_22 = {d.id: d for d in (CAPTURE_GROUP_0, DUMMY_WRITES_KV, EAGLE_OWN_COLUMNS, MTP_GATHER)}
+SFA_COS_SIN_SHARED = Divergence(
+    "sfa-draft-cos-sin-shared",
+    "AscendSFAMetadataBuilder.build (sfa_v1.py: get_cos_and_sin_mla(input_positions, True)), which "
+    "attn_update_stack_num_spec_norm calls for every draft step",
+    "each draft step's attention metadata holds its own positions' cos and sin until its forward",
+    "every build writes the cos/sin of all its rows into the one global _cos_mla / _sin_mla buffer and hands "
+    "a view of it (the builder is not told the step); _propose builds every step before the first forward, "
+    "so with K >= 2 the first pass's first B rows and every step but the last rotate at the last step's "
+    "positions, their queries and the KV they write; in a captured graph likewise (the captures hold views "
+    "of that buffer). The low acceptance of SFA drafts with K > 1 that vllm-ascend #10878 fixed on main, "
+    "not on this branch",
+    "test_sfa_builder.py::test_draft_steps_share_the_sfa_cos_sin_buffer",
+    kind=Kind.DEFECT,
+    rule={"sfa_rope_from_last_build": True},
+    setting={"draft_attn": "sfa", "block_size": 128},
+)
+V0_21 = {**V0_22, SFA_COS_SIN_SHARED.id: SFA_COS_SIN_SHARED}
 # A generation -> (what it has otherwise or besides, what of 0.23.0's it has not): v0.21.0rc and v0.22.1rc's
-# EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0.
+# EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0; v0.21.0rc's
+# SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do.
 OWN = {
     "main": (MAIN, ()),
     "0.22.1": (V0_22, ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",)),
+    "0.21.0": (
+        V0_21,
+        ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks", "sfa-graph-steps-replay-the-first-pass"),
+    ),
 }
 
 
 def in_force(generation: str) -> SimpleNamespace:
-    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.22.1``, ``0.23.0``
-    or ``main``): the entries as that generation has them, and the rules that model them."""
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.21.0``, ``0.22.1``,
+    ``0.23.0`` or ``main``): the entries as that generation has them, and the rules that model them."""
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)

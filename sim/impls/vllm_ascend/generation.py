@@ -1,8 +1,8 @@
 """What differs between the vllm-ascend generations the adapter drives, found by signature, not by version.
 
 The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0), main (on vLLM
-0.27.1) and the release branches between, and v0.22.1rc and v0.21.0rc (the latter not yet
-enabled: docs/upstream-ci.md, "Every branch"); where their proposer's methods
+0.27.1) and the release branches between, and v0.22.1rc and v0.21.0rc (docs/upstream-ci.md,
+"Every branch"); where their proposer's methods
 differ, this module asks the method itself what it takes:
 
 - ``attn_update_stack_num_spec_norm``: 0.23.0 takes ``old_attn_metadata`` before the
@@ -18,6 +18,9 @@ differ, this module asks the method itself what it takes:
   v0.22.1rc).
 - the SFA builder: main's copies every build's lengths into its own buffers (``name``: which
   divergence table applies, ``divergences.in_force``).
+- the draft steps' builds: v0.21.0rc builds each through the builder's ``build(0, cad, model)``, which
+  is not told the step, and names the update's index ``draft_step`` (``steps_built_untold``;
+  ``build_step``, ``draft_index``); v0.22.1rc on, through ``build_for_drafting(cad, draft_index)``.
 
 What differs at import (vLLM 0.27's ``PIN_MEMORY``, main's ``triton.experimental.gluon``
 stand-ins) is absorbed by ``importing.prepare``.
@@ -34,6 +37,7 @@ import torch
 from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
+from sim.impls.vllm_ascend import builders
 
 # What main's SFA builder does at every build since vllm-ascend #13958, and 0.23.0's does not.
 _SFA_LENGTHS_COPIED = "actual_seq_lengths_key[:num_reqs].copy_("
@@ -44,20 +48,66 @@ _SFA_LENGTHS_COPIED = "actual_seq_lengths_key[:num_reqs].copy_("
 _CAPTURE_OF_GROUP_0 = "block_table_tensor=self.runner.input_batch.block_table[0]"
 
 
+def _proposer():
+    return import_ascend("vllm_ascend.spec_decode.llm_base_proposer").AscendSpecDecodeBaseProposer
+
+
+@functools.cache
+def steps_built_untold() -> bool:
+    """Whether the drafter builds each draft step's metadata through the builder's ``build(0, cad, model)``,
+    which is not told the step (v0.21.0rc, whose ``attn_update_stack_num_spec_norm`` takes ``draft_step``),
+    not through ``build_for_drafting(cad, draft_index)`` (v0.22.1rc on, which renamed the index)."""
+    return takes(_proposer().attn_update_stack_num_spec_norm, "draft_step")
+
+
+def draft_index(arguments) -> int:
+    """The draft index of a bound ``attn_update_stack_num_spec_norm`` call's ``arguments``."""
+    return arguments["draft_step" if "draft_step" in arguments else "draft_index"]
+
+
+def build_step(proposer, builder, cad, draft_index: int):
+    """Draft step ``draft_index + 1``'s metadata of ``cad``, built by ``builder`` as ``proposer``'s update
+    builds it, the recording builder told the step (``builders.building_step``)."""
+    with builders.building_step(draft_index + 1):
+        if steps_built_untold():
+            return builder.build(0, cad, proposer.runner.get_model())
+        return builder.build_for_drafting(cad, draft_index)
+
+
+@functools.cache
+def tell_builders_the_step() -> None:
+    """Where the draft steps' builds are not told their step (``steps_built_untold``), the proposer's
+    ``attn_update_stack_num_spec_norm`` tells the recording builders (``builders.building_step``), so that
+    a step's build is recorded, and its checks named, as that step's. Plumbing: nothing it builds changes."""
+    if not steps_built_untold():
+        return
+    cls = _proposer()
+    update = cls.attn_update_stack_num_spec_norm
+
+    @functools.wraps(update)
+    def telling(self, draft_step, *args, **kwargs):
+        with builders.building_step(draft_step + 1):
+            return update(self, draft_step, *args, **kwargs)
+
+    cls.attn_update_stack_num_spec_norm = telling
+
+
 @functools.cache
 def capture_reads_group_0() -> bool:
     """Whether the drafter's ``dummy_run`` captures its graphs on KV-cache group 0's block table, whatever
     the draft's group (``divergences.CAPTURE_GROUP_0``)."""
-    proposer = import_ascend("vllm_ascend.spec_decode.llm_base_proposer").AscendSpecDecodeBaseProposer
-    return _CAPTURE_OF_GROUP_0 in inspect.getsource(proposer.dummy_run)
+    return _CAPTURE_OF_GROUP_0 in inspect.getsource(_proposer().dummy_run)
 
 
 @functools.cache
 def name() -> str:
-    """``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies (``divergences.in_force``), by
-    what the checkout does: v0.21.0rc and v0.22.1rc's dummy run captures on group 0's block table
+    """``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
+    (``divergences.in_force``), by what the checkout does: v0.21.0rc builds its draft steps untold
+    (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
     (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its
     own (``_build``), 0.23.0's hands views of the common metadata's."""
+    if steps_built_untold():
+        return "0.21.0"
     if capture_reads_group_0():
         return "0.22.1"
     builder = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder

@@ -291,6 +291,16 @@ def change_runner_sample(changing, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rejection, "runner_sample", lambda: changing(original()))
 
 
+def unreached_builder_methods(name: str) -> list[str]:
+    """The builder methods the fix ``name`` changes that the checkout's draft steps never call: v0.21.0rc
+    builds them through ``build`` (``generation.steps_built_untold``), not ``build_for_drafting``."""
+    from sim.impls.vllm_ascend import generation
+
+    if not generation.steps_built_untold():
+        return []
+    return [target for target, _ in FIXES[name][1] if target.endswith(".build_for_drafting")]
+
+
 def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change the method ``target`` names (a key of ``BUILDER_MODULES``, the class's name and a dot, then
     the method's) of the checkout's MLA or SFA builder."""

@@ -55,6 +55,7 @@ import inspect
 import torch
 
 from sim.impls.kit.ascend import runner_source
+from sim.impls.vllm_ascend import generation
 from tests.impls.fixes import edited, edited_everywhere, use_edited_module
 
 KERNELS, SAMPLER = "vllm_ascend.ops.triton.reject_sample", "vllm_ascend.sample.rejection_sampler"
@@ -125,8 +126,8 @@ def computed_from_seq_lens(update):
         if cad.num_computed_tokens_cpu is not None and cad.seq_lens_cpu is not None:
             cad.num_computed_tokens_cpu = (cad.seq_lens_cpu - 1).to(cad.num_computed_tokens_cpu.dtype)
             bound = _bound(update, self, args, kwargs)
-            group = bound.arguments["attn_group"]
-            meta = group.get_metadata_builder().build_for_drafting(cad, bound.arguments["draft_index"])
+            builder = bound.arguments["attn_group"].get_metadata_builder()
+            meta = generation.build_step(self, builder, cad, generation.draft_index(bound.arguments))
         return cad, meta
 
     return wrapper
@@ -147,12 +148,12 @@ def advanced_once_per_group_step(from_the_step_before: bool = False):
         @functools.wraps(update)
         def wrapper(self, *args, **kwargs):
             bound = _bound(update, self, args, kwargs)
-            draft_index, old = bound.arguments["draft_index"], bound.arguments["old_common_metadata"]
+            draft_index, old = generation.draft_index(bound.arguments), bound.arguments["old_common_metadata"]
             step = getattr(self, _STEP, None)
             if step is not None and step[0] == draft_index and old is step[2]:
                 view = step[1] if from_the_step_before else old
                 builder = bound.arguments["attn_group"].get_metadata_builder()
-                return old, builder.build_for_drafting(view, draft_index)
+                return old, generation.build_step(self, builder, view, draft_index)
             cad, meta = update(self, *args, **kwargs)
             setattr(self, _STEP, (draft_index, old, cad))
             return cad, meta

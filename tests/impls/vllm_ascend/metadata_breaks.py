@@ -1,7 +1,7 @@
 """Broken per-step updates of vllm-ascend's metadata, for ``test_gate_catches_metadata``.
 
 Each wraps a method of vllm-ascend's proposer (``attn_update_stack_num_spec_norm``:
-0.23.0's signature or main's, the arguments bound by name; ``functools.wraps`` keeps
+v0.21.0rc's signature, 0.23.0's or main's, the arguments bound by name; ``functools.wraps`` keeps
 the signature ``sim.impls.vllm_ascend.generation`` reads):
 
 - ``host_mirror_not_advanced(field)``: the update leaves the host mirror ``field``
@@ -37,6 +37,7 @@ import functools
 import inspect
 
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import generation
 from tests.impls.fixes import edited
 
 
@@ -54,9 +55,17 @@ class _BuiltOnStaleMirror:
     def get_metadata_builder(self):
         return self
 
-    def build_for_drafting(self, common_attn_metadata, draft_index, **kwargs):
+    def _stale(self, common_attn_metadata):
         setattr(common_attn_metadata, self.field, getattr(self.stale, "clone", lambda: self.stale)())
-        return self.group.get_metadata_builder().build_for_drafting(common_attn_metadata, draft_index, **kwargs)
+        return common_attn_metadata
+
+    def build_for_drafting(self, common_attn_metadata, draft_index, **kwargs):
+        cad = self._stale(common_attn_metadata)
+        return self.group.get_metadata_builder().build_for_drafting(cad, draft_index, **kwargs)
+
+    def build(self, common_prefix_len, common_attn_metadata, *args, **kwargs):  # v0.21.0rc's draft steps
+        cad = self._stale(common_attn_metadata)
+        return self.group.get_metadata_builder().build(common_prefix_len, cad, *args, **kwargs)
 
 
 def host_mirror_not_advanced(field: str):
@@ -106,7 +115,7 @@ def computed_not_advanced(original):
         cad, _ = original(self, *args, **kwargs)
         cad.num_computed_tokens_cpu = cad.num_computed_tokens_cpu - 1
         builder = bound.arguments["attn_group"].get_metadata_builder()  # the step's attention built on it
-        return cad, builder.build_for_drafting(cad, bound.arguments["draft_index"])
+        return cad, generation.build_step(self, builder, cad, generation.draft_index(bound.arguments))
 
     return broken
 

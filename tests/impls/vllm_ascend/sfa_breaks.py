@@ -1,6 +1,7 @@
-"""Broken SFA metadata builders, for ``test_sfa_builder``: each wraps ``_build`` of the checkout's
-``AscendSFAMetadataBuilder`` (``sfa_v1``), the way its history broke it, so that an SFA draft's attention
-is handed something else than what the sparse kernels must read:
+"""Broken SFA metadata builders, for ``test_sfa_builder``: each wraps the build of the checkout's
+``AscendSFAMetadataBuilder`` (``sfa_v1``: ``_build``, or ``build`` where it has no other, v0.21.0rc's), the
+way its history broke it, so that an SFA draft's attention is handed something else than what the sparse
+kernels must read:
 
 - ``lengths_shared_across_steps``: every build writes its key lengths into one builder-owned buffer and
   hands a view of it (as the DSA-CP path's ``actual_seq_lengths_key`` did before vllm-ascend #10878, GLM-5
@@ -19,8 +20,8 @@ import torch
 
 def lengths_shared_across_steps(_build):
     @functools.wraps(_build)
-    def wrapper(self, common_attn_metadata, draft_index=None):
-        meta = _build(self, common_attn_metadata, draft_index)
+    def wrapper(self, *args, **kwargs):
+        meta = _build(self, *args, **kwargs)
         shared = self.__dict__.setdefault("_shared_key_lengths", torch.zeros_like(self.actual_seq_lengths_key))
         n = meta.seq_lens.shape[0]
         shared[:n] = meta.seq_lens
@@ -32,14 +33,14 @@ def lengths_shared_across_steps(_build):
 
 def draft_rope_from_the_cache(_build):
     @functools.wraps(_build)
-    def wrapper(self, common_attn_metadata, draft_index=None):
+    def wrapper(self, *args, **kwargs):
         from sim.impls.kit.ascend.importing import import_ascend
 
         module = import_ascend("vllm_ascend.attention.sfa_v1")
         gather = module.get_cos_and_sin_mla
         module.get_cos_and_sin_mla = lambda positions, use_cache=False: gather(positions, use_cache=True)
         try:
-            return _build(self, common_attn_metadata, draft_index)
+            return _build(self, *args, **kwargs)
         finally:
             module.get_cos_and_sin_mla = gather
 

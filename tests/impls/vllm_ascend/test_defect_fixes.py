@@ -79,6 +79,9 @@ def _fix(name: str, monkeypatch, impl, device, scenario=TYPICAL):
     serving run of ``scenario`` before the fix). Skipped where the checkout under test has fixed that
     defect already."""
     defect = broken_gate.FIXES[name][0] or HALF_FIXES[name][0]
+    unreached = broken_gate.unreached_builder_methods(name)
+    if unreached:
+        pytest.skip(f"the fix changes {', '.join(unreached)}, which this checkout's draft steps never call")
     before = _run(scenario, impl, device)
     if defect != "unpadded-max-query-len":  # a serving run shows it; the max_query_len fix applies twice alike
         skip_unless_present(defect, before)

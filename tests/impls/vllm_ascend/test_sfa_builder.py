@@ -6,6 +6,9 @@ a step's forward reads is what the tensors it was handed hold then (``sim.impls.
   (``sfa-graph-steps-replay-the-first-pass``: its rotation; on main its query offsets and key lengths
   too): the gate fails on it under the spec, by name, and passes under the defect's rules; eagerly the
   steps read their own.
+- v0.21.0rc's builder writes every build's cos and sin into the global buffer (``sfa-draft-cos-sin-shared``,
+  before vllm-ascend #10878): each call's first rows and its steps but the last rotate at the last step's
+  positions, eagerly and in graphs alike; there the graph-steps divergence is not.
 - Each break of ``sfa_breaks`` (the way the builder's history broke it) fails the serving runs by name.
 """
 
@@ -17,8 +20,11 @@ import pytest
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import generation
+from sim.impls.vllm_ascend.divergences import SFA_COS_SIN_SHARED
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
+from tests.checks.known_defects import DEFECT, pin_run
 from tests.impls.vllm_ascend import sfa_breaks
 from tests.properties.test_propose_loop import TYPICAL_SFA
 
@@ -27,9 +33,37 @@ pytestmark = pytest.mark.order(0)  # a few fixed serving runs: seconds into the 
 FULL = dataclasses.replace(TYPICAL_SFA, graph_mode="full", capture_sizes=(2, 8))
 
 
+_EVERY_BUILD_CACHED = "this checkout's SFA builder rotates every build through the global cos/sin buffer"
+
+
 def _defect(impl):
-    """``sfa-graph-steps-replay-the-first-pass`` as the checkout's generation has it."""
+    """``sfa-graph-steps-replay-the-first-pass`` as the checkout's generation has it (v0.21.0rc has it not:
+    ``sfa-draft-cos-sin-shared`` instead)."""
+    if generation.steps_built_untold():
+        pytest.skip(f"{_EVERY_BUILD_CACHED}, in a graph as eagerly: {SFA_COS_SIN_SHARED.id}")
     return {d.id: d for d in impl.divergences}["sfa-graph-steps-replay-the-first-pass"]
+
+
+@pytest.mark.parametrize("scenario", [TYPICAL_SFA, FULL], ids=["eager", "full"])
+def test_draft_steps_share_the_sfa_cos_sin_buffer(device, impl, scenario):
+    """``sfa-draft-cos-sin-shared`` (v0.21.0rc): every build writes its rows' cos and sin into the global
+    buffer, so each call's first rows and its steps but the last rotate at the last step's positions,
+    eagerly and in full graphs: the run follows the defect (or, fixed, the spec), and the spec names the
+    rope positions. Dropped from the list, the spec holds. Where the builder gathers its draft steps'
+    afresh (v0.22.1rc on, since #10878), skipped."""
+    if not generation.steps_built_untold():
+        pytest.skip("this checkout's SFA builder gathers each draft step's cos and sin afresh (vllm-ascend #10878)")
+    name = f"sfa-cos-sin-shared-{scenario.graph_mode}"
+    if SFA_COS_SIN_SHARED not in impl.divergences:  # dropped from the list: the spec holds
+        check_implementation(impl, scenario, device, name)
+        return
+    report = run_scenario(scenario, device, impl, stop_at_first_mismatch=False)
+    assert report.ok, [str(m) for m in report.mismatches[:3]]
+    if pin_run(report, SFA_COS_SIN_SHARED.id) == DEFECT:
+        spec = run_scenario(scenario, device, impl, rules=spec_for(impl.rules, SFA_COS_SIN_SHARED))
+        assert any(m.what.startswith("step ") and "rope positions" in m.what for m in spec.mismatches), [
+            str(m) for m in spec.mismatches[:3]
+        ]
 
 
 def test_graph_steps_replay_the_first_pass(device, impl):
@@ -64,8 +98,11 @@ BREAKS = [
 @pytest.mark.parametrize(("breaking", "match"), BREAKS, ids=[b.__name__ for b, _ in BREAKS])
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 def test_a_broken_sfa_builder_fails_by_name(monkeypatch, device, impl, breaking, match, padded):
+    if breaking is sfa_breaks.draft_rope_from_the_cache and generation.steps_built_untold():
+        pytest.skip(f"{_EVERY_BUILD_CACHED}: this break is the checkout ({SFA_COS_SIN_SHARED.id})")
     cls = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder
-    monkeypatch.setattr(cls, "_build", breaking(cls._build))
+    method = "_build" if hasattr(cls, "_build") else "build"
+    monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
     scenario = dataclasses.replace(TYPICAL_SFA, padded=padded)
     with pytest.raises(AssertionError, match=match):
         check_implementation(impl, scenario, device, f"sfa-{breaking.__name__}")

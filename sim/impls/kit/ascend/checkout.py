@@ -48,9 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
 # One file serves every release the adapter's generations run on (docs/upstream-ci.md, "Every branch").
-# Not 0.21.0 yet: its branch installs on it, and the adapter takes its proposer (the known defects of
-# v0.22.1rc's generation modelled, docs/upstream-ci.md, "Every branch"), but its SFA and MLA builders differ.
 CLOSURES = {
+    "0.21.0": "requirements/vllm_ascend.txt",  # releases/v0.21.0rc
     "0.22.1": "requirements/vllm_ascend.txt",  # releases/v0.22.1rc
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag; releases/v0.23.0)
     "0.24.0": "requirements/vllm_ascend.txt",  # releases/v0.24.0rc
