@@ -35,7 +35,7 @@ from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
-from sim.impls.vllm_ascend_mrv2.generation import unavailable_reason
+from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     KV_CACHE_CONFIG,
     LAYER,
@@ -43,8 +43,6 @@ from sim.impls.vllm_ascend_mrv2.model import (
     AscendMrv2TinyMtp,
     attention_meta,
 )
-
-AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
 
 def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int):

@@ -30,6 +30,8 @@ from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend_mrv2 import importing
 
 FLAT = "GQA"  # main's name for the flat (AscendAttentionBackend) per-step metadata
+# vLLM's half of the speculator the adapter drives (its prefill and decode input kernels), vLLM 0.23 on
+AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
 
 def init_speculator():
@@ -95,4 +97,8 @@ def unavailable_reason() -> str | None:
         speculator_class()  # the class the adapter reads its generation from
     except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
         return f"vllm-ascend's MRV2 speculator does not import: {type(exc).__name__}: {exc}"
+    try:
+        import_ascend(AR)
+    except ModuleNotFoundError as exc:
+        return f"the adapter drives vLLM's autoregressive MRV2 speculator ({AR}, vLLM 0.23 on), which this vLLM has not: {exc}"
     return None
