@@ -183,7 +183,7 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     multiples of ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where
     none fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
     config = import_ascend("vllm.config")
-    vllm_config = tiny_config.vllm_config(config, hidden_size, num_spec_tokens, build_device().type, method)
+    vllm_config = world.tiny_vllm_config(hidden_size, num_spec_tokens, method)
     compilation = vllm_config.compilation_config
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
     compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))

@@ -52,9 +52,16 @@ def deployed(additional_config: dict):
 def vllm_config(hidden_size: int, method: str = "mtp"):
     """The kit's tiny DeepSeek-V3 ``VllmConfig`` (the same as the vLLM oracle's) for drafting ``method``
     on ``build_device()``, deployed (``deploy``); every per-step buffer exists for ``MAX_SPEC_TOKENS``."""
-    return deploy(
-        tiny_config.vllm_config(import_ascend("vllm.config"), hidden_size, MAX_SPEC_TOKENS, build_device().type, method)
-    )
+    return deploy(tiny_vllm_config(hidden_size, MAX_SPEC_TOKENS, method))
+
+
+def tiny_vllm_config(hidden_size: int, num_spec_tokens: int, method: str = "mtp"):
+    """The kit's tiny ``VllmConfig``, built as a serving process builds its one: on a vllm-ascend config
+    of its own. The platform's ``check_and_update_config`` initialises vllm-ascend's config singleton
+    from it, which v0.20.2rc reuses for any later ``VllmConfig`` (later branches rebuild it for a new
+    one): one eager config's choices (``enable_npugraph_ex`` off) would be the next one's."""
+    import_ascend("vllm_ascend.ascend_config")._ASCEND_CONFIG = None
+    return tiny_config.vllm_config(import_ascend("vllm.config"), hidden_size, num_spec_tokens, build_device().type, method)
 
 
 def deploy(vllm_config):
@@ -105,7 +112,7 @@ def _parallel_world(name: str, rank: int, size: int, timeout_s: float) -> None:
         raise ValueError(f"{what}_parallel_world(rank={rank}, size={size}): needs this process in a group of {size}")
     fake_torch_npu.register_device_hooks()
     config = import_ascend("vllm.config")
-    vllm_config = tiny_config.vllm_config(config, 64, 1, build_device().type)
+    vllm_config = tiny_vllm_config(64, 1)
     parallel = vllm_config.parallel_config
     if name == "_DP":
         parallel.data_parallel_size, parallel.data_parallel_rank = size, rank
