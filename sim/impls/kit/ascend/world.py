@@ -61,7 +61,9 @@ def tiny_vllm_config(hidden_size: int, num_spec_tokens: int, method: str = "mtp"
     from it, which v0.20.2rc reuses for any later ``VllmConfig`` (later branches rebuild it for a new
     one): one eager config's choices (``enable_npugraph_ex`` off) would be the next one's."""
     import_ascend("vllm_ascend.ascend_config")._ASCEND_CONFIG = None
-    return tiny_config.vllm_config(import_ascend("vllm.config"), hidden_size, num_spec_tokens, build_device().type, method)
+    return tiny_config.vllm_config(
+        import_ascend("vllm.config"), hidden_size, num_spec_tokens, build_device().type, method
+    )
 
 
 def deploy(vllm_config):
