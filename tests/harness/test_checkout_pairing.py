@@ -62,3 +62,14 @@ def test_a_checkout_of_releases_v0_13_0_pairs_on_its_own_line_and_the_other_name
         f"{main} pairs with vLLM 'v0.27.1' ({checkout.TAG_FILE}); the harness has closures for vLLM 0.13.0 only "
         "(sim/impls/kit/ascend/checkout.py LINES); tox -e vllm_ascend runs it (VLLM_ASCEND_SRC=<checkout>)"
     )
+
+
+def test_a_branch_known_not_to_run_is_refused_saying_why(tmp_path):
+    """v0.20.2rc's vLLM (its docs conf) is refused with the branch's reason as measured (``NOT_RUN``); a vLLM
+    with a closure, or one nobody tried, is not given one."""
+    old = _tree(tmp_path / "v0.20.2rc", conf=CONF.format("0.20.2"))
+    assert checkout.unpaired_reason(old).endswith(f"; {checkout.NOT_RUN['0.20.2']} (docs/upstream-ci.md, Every branch)")
+    assert "#10080" in checkout.NOT_RUN["0.20.2"]
+    untried = _tree(tmp_path / "untried", tag="v0.19.0")
+    assert checkout.unpaired_reason(untried).endswith("(sim/impls/kit/ascend/checkout.py LINES)")
+    assert set(checkout.NOT_RUN).isdisjoint(checkout.CLOSURES)

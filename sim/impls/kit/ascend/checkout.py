@@ -57,6 +57,14 @@ CLOSURES = {
     "0.26.0": "requirements/vllm_ascend.txt",  # releases/v0.26.0rc
     "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main (snapshot of 2026-08-22)
 }
+# vLLM version -> why the branch that pairs with it does not run here (docs/upstream-ci.md, "Every branch"),
+# said in the refusal: what was measured with a closure line added by hand.
+NOT_RUN = {
+    "0.20.2": "releases/v0.20.2rc's dummy run samples at the last call's token indices, out of its own rows "
+    "(vllm-ascend #10080, fixed from v0.21.0rc), so every idle data-parallel rank's dummy batch fails",
+    "0.18.0": "releases/v0.18.0's proposer and vLLM 0.18's metadata and runner are a generation the adapter "
+    "does not drive, and vLLM 0.18 needs a closure of its own (transformers<5)",
+}
 BUILD_TOOLS = ROOT / "requirements" / "vllm_ascend_build.txt"
 RELEASE = "0.23.0"  # the released vllm-ascend tested without a checkout (wheel) and by .ci/run (sdist)
 RELEASE_VLLM = {"0.23.0": "v0.23.0"}  # a release -> its tag's .github/vllm-release-tag.commit
@@ -143,10 +151,12 @@ def unpaired_reason(src: Path, label: str | None = None, line: Line = ASCEND) ->
     tag, where = paired
     if tag.removeprefix("v") not in line.closures:
         other = [o.env for o in LINES.values() if o is not line and tag.removeprefix("v") in o.closures]
+        known = NOT_RUN.get(tag.removeprefix("v")) if line is ASCEND else None
         return (
             f"{label or src} pairs with vLLM {tag!r} ({where}); the harness has closures for vLLM "
             f"{', '.join(sorted(line.closures))} only (sim/impls/kit/ascend/checkout.py LINES)"
             + (f"; tox -e {other[0]} runs it ({LINES[other[0]].src_var}=<checkout>)" if other else "")
+            + (f"; {known} (docs/upstream-ci.md, Every branch)" if known else "")
         )
     return None
 
