@@ -59,3 +59,33 @@ def test_overflow_seq_len_restart(padded, case):
                 assert (got[1][r] != core.seq_lens[r]) == (core.seq_lens[r] == 1 or s != a), (j, r)
             elif s == a:
                 assert got[1][r] == core.seq_lens[r], (j, r)
+
+
+def test_a_build_not_told_its_step_is_recorded_as_the_step_the_update_says():
+    """v0.21.0rc builds each draft step through the builder's ``build`` (``generation.steps_built_untold``):
+    a recording builder records a ``build`` as the first pass's (step 1), inside ``building_step(j)`` as
+    step ``j`` (what ``generation.tell_builders_the_step`` wraps the update in), and a capture's as no
+    step's, whatever it is told."""
+    from types import SimpleNamespace
+
+    from sim.impls.vllm_ascend import builders
+    from tests.impls.vllm_ascend.test_mla_builder import _step
+
+    class Builder:
+        def build(self, common_prefix_len, common_attn_metadata, *args, **kwargs):
+            cad = common_attn_metadata
+            return SimpleNamespace(
+                block_tables=cad.block_table_tensor, slot_mapping=cad.slot_mapping, seq_lens=cad.seq_lens,
+                query_start_loc=cad.query_start_loc, seq_lens_list=cad.seq_lens_cpu.tolist(),
+                actual_seq_lengths_q=cad.query_start_loc_cpu[1:].tolist(),
+            )  # fmt: skip
+
+        def build_for_graph_capture(self, common_attn_metadata, *args, **kwargs):
+            return self.build(0, common_attn_metadata)
+
+    recording = builders.recording(Builder)()
+    assert recording.build(0, _step([5, 9])).recorded.step == 1
+    with builders.building_step(3):
+        assert recording.build(0, _step([6, 10])).recorded.step == 3
+        assert recording.build_for_graph_capture(_step([0, 0])).recorded.step is None
+    assert recording.build(0, _step([5, 9])).recorded.step == 1
