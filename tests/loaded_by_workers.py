@@ -12,8 +12,9 @@ Each worker hands over what it loaded (``hand_over``: a pickle in a file the con
 prints it where the report header would. A worker that cannot load the implementation, or cannot change
 the code under test as a session plugin asks (``tests/impls/fixes.py``), hands over the reason instead
 (``refuse``) and collects nothing, and the controller ends the session with that one line and exit 4,
-as an in-process session's usage error does: never a page of errors or skips. A session without
-workers loads in-process, as before.
+as an in-process session's usage error does: never a page of errors or skips; where the checkout has no
+such implementation, as a measured fact of it (``sim.impls.NotInThisCheckout``), exit 0. A session
+without workers loads in-process, as before.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def hand_over(config, impl, unknown=()) -> None:
     _write(Path(config.workerinput[KEY]), config, (summary(impl), list(unknown)))
 
 
-def refuse(config, reason: str) -> None:
+def refuse(config, reason: str, code: pytest.ExitCode = pytest.ExitCode.USAGE_ERROR) -> None:
     """On a worker: the session cannot run here, for ``reason`` (the implementation could not be loaded, or
     the code under test could not be changed as asked); the worker collects nothing, and the controller
-    ends the session with ``reason``."""
-    _write(Path(config.workerinput[KEY] + ".refused"), config, reason)
+    ends the session with ``reason`` and ``code`` (OK where the checkout has no such implementation)."""
+    _write(Path(config.workerinput[KEY] + ".refused"), config, (reason, code))
     config.pluginmanager.register(CollectsNothing(), "mtp-collects-nothing")
 
 
@@ -97,7 +98,8 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node):
         if self.refused.exists():
-            pytest.exit(pickle.loads(self.refused.read_bytes()), returncode=pytest.ExitCode.USAGE_ERROR)
+            reason, code = pickle.loads(self.refused.read_bytes())
+            pytest.exit(reason, returncode=code)
         if self.config.mtp_impl is not None:
             return
         self.config.mtp_impl, unknown = pickle.loads(self.path.read_bytes())

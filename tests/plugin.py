@@ -148,7 +148,7 @@ def _readable(listed: str | None) -> None:
 def _load_impl(config) -> None:
     """``--impl`` (with ``--divergences``) loaded in this process; on a worker, handed over to the
     controller, with the reason if it cannot be loaded."""
-    from sim.impls import ImplementationUnavailable, load_implementation
+    from sim.impls import ImplementationUnavailable, NotInThisCheckout, load_implementation
 
     worker = hasattr(config, "workerinput")
     listed, unknown = config.getoption("--divergences"), []
@@ -156,10 +156,13 @@ def _load_impl(config) -> None:
     try:
         config.mtp_impl = load_implementation(config.getoption("--impl"))
     except ImplementationUnavailable as exc:
+        code = pytest.ExitCode.OK if isinstance(exc, NotInThisCheckout) else pytest.ExitCode.USAGE_ERROR
+        if not worker and code == pytest.ExitCode.OK:
+            pytest.exit(str(exc), returncode=code)
         if not worker:
             raise pytest.UsageError(str(exc)) from None
         config.mtp_impl = None
-        loaded_by_workers.refuse(config, str(exc))
+        loaded_by_workers.refuse(config, str(exc), code)
         return
     if listed:
         config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)

@@ -156,6 +156,15 @@ class ImplementationUnavailable(RuntimeError):
         super().__init__(f"implementation '{name}' is unavailable: {cause}")
 
 
+class NotInThisCheckout(ImplementationUnavailable):
+    """The code under test has no runnable implementation ``name``, as a measured fact of that code (a
+    release branch whose MRV2 speculator does not import on the vLLM the branch pairs with): a session
+    that asks for it says so in one line and runs nothing, and that is not a failure of the gate."""
+
+    def __init__(self, name: str, cause: str):
+        RuntimeError.__init__(self, f"implementation '{name}' is not in this checkout: {cause}")
+
+
 def core() -> Implementation:
     from mtp.ops import CoreOps
     from mtp.proposer import MtpProposer

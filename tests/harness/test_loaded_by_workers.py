@@ -17,7 +17,7 @@ RECORDED = """
 import os
 
 import sim.impls
-from sim.impls import ImplementationUnavailable
+from sim.impls import ImplementationUnavailable, NotInThisCheckout
 from tests.meta import known_defect_gate
 
 
@@ -36,8 +36,14 @@ def fails():
     raise ImplementationUnavailable("recorded:fails", "its upstream cannot be imported here")
 
 
+def absent():
+    _record()
+    raise NotInThisCheckout("recorded:absent", "its branch has none that runs")
+
+
 sim.impls.BUILTIN["recorded:loads"] = "recorded_impl:loads"
 sim.impls.BUILTIN["recorded:fails"] = "recorded_impl:fails"
+sim.impls.BUILTIN["recorded:absent"] = "recorded_impl:absent"
 """
 
 USES_IT = """
@@ -112,6 +118,18 @@ def test_one_that_cannot_be_loaded_ends_the_session_with_one_line_and_exit_4(pyt
     assert "Traceback" not in out, out
     result.stdout.fnmatch_lines(["*no tests ran*"])
     assert "controller" not in loads and loads, loads
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_one_the_checkout_has_not_ends_the_session_with_one_line_and_exit_0(pytester, monkeypatch, workers):
+    """A checkout without the implementation, as a measured fact of its branch (``NotInThisCheckout``): the
+    session says so in one line and runs nothing, and that is no failure (exit 0), with workers or without."""
+    result, loads = _run(pytester, monkeypatch, "-n", workers, "--impl", "recorded:absent")
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str() + result.stderr.str()
+    assert "implementation 'recorded:absent' is not in this checkout: its branch has none that runs" in out
+    assert "Traceback" not in out and "passed" not in out, out
+    assert loads and ("controller" not in loads) == (workers != "0"), loads
 
 
 CHANGES = """

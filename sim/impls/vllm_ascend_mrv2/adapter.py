@@ -29,7 +29,7 @@ import torch
 from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
-from sim.impls import Implementation
+from sim.impls import Implementation, NotInThisCheckout
 from sim.impls.kit import factory, mrv2_runner
 from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
@@ -196,7 +196,11 @@ class AscendMrv2Proposer(EagerAdapter):
 
 
 def implementation() -> Implementation:
-    """The ``vllm_ascend_mrv2`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
+    """The ``vllm_ascend_mrv2`` implementation; ``ImplementationUnavailable`` names why it cannot run here,
+    ``NotInThisCheckout`` where the checkout's branch has no MRV2 speculator that runs (``NOT_IN_CHECKOUT``)."""
+    absent = generation.not_in_checkout()
+    if absent:
+        raise NotInThisCheckout("vllm_ascend_mrv2", absent)
     reason = unavailable_reason()  # before the generation is asked
     table = divergences.in_force(generation.name()) if reason is None else divergences
     return factory.implementation(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import inspect
 import sys
 
 from sim.impls.kit.ascend import importing as ascend_importing
@@ -85,6 +86,50 @@ def multi_step_decode(spec, num_reqs: int, batch_desc, seq_lens_upper_bound) -> 
     """Draft steps 2..K as ``propose`` runs them after ``prepare_decode_inputs`` (attention not skipped)."""
     extra = (seq_lens_upper_bound,) if takes(spec._multi_step_decode, "seq_lens_cpu_upper_bound") else ()
     spec._multi_step_decode(num_reqs, False, batch_desc, None, *extra)
+
+
+def _speculator_does_not_import() -> str | None:
+    try:
+        init_speculator()
+        speculator_class()
+    except Exception as exc:  # noqa: BLE001 - the branch's import failure, named with the fact
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _calls_use_dspark_its_vllm_lacks() -> str | None:
+    config = import_ascend("vllm.config").SpeculativeConfig
+    if not hasattr(config, "use_dspark") and "use_dspark()" in inspect.getsource(init_speculator()):
+        return f"{config.__name__} has no use_dspark"
+    return None
+
+
+# vLLM version -> (what its release branch's MRV2 speculator lacks there, measured on the branch, docs/upstream-ci.md
+# "Every branch"; the check that it still does, naming what it found): the branch has no MRV2 speculator that
+# runs on the vLLM it pairs with.
+NOT_IN_CHECKOUT = {
+    "0.22.1": (
+        "releases/v0.22.1rc's MRV2 speculator imports vllm.v1.worker.gpu.spec_decode.autoregressive, which vLLM "
+        "0.22.1, the vLLM the branch pairs with, has not",
+        _speculator_does_not_import,
+    ),
+    "0.24.0": (
+        "releases/v0.24.0rc's init_speculator calls speculative_config.use_dspark() (vllm-ascend #11602), which "
+        "vLLM 0.24.0, the vLLM the branch pairs with, has not",
+        _calls_use_dspark_its_vllm_lacks,
+    ),
+}
+
+
+def not_in_checkout() -> str | None:
+    """Why the checkout has no MRV2 speculator to run, where that is a measured fact of its branch
+    (``NOT_IN_CHECKOUT``, by the installed vLLM) and still holds; else None (the checkout's speculator is
+    tested, or ``unavailable_reason`` says why not)."""
+    if ascend_importing.unavailable_reason():
+        return None
+    cause, check = NOT_IN_CHECKOUT.get(import_ascend("vllm").__version__, (None, None))
+    found = check() if check else None
+    return f"{cause} ({found})" if found else None
 
 
 def unavailable_reason() -> str | None:
