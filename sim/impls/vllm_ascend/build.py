@@ -150,6 +150,7 @@ class GraphRunnerView(RunnerView):
             lora_id_to_lora_request={},
             num_computed_tokens_cpu_tensor=computed,
             num_computed_tokens_cpu=computed.numpy(),
+            num_prompt_tokens=np.zeros(MAX_REQS, np.int32),  # v0.24.0rc's batch execution reads it
             block_table=block_tables(device, 16, tiny_config.MAX_MODEL_LEN),  # sized per run: configured_graph
         )
         self.attn_groups = [[None]]  # a dummy run asks only that there are some

@@ -66,9 +66,23 @@ def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) 
     runner.discard_request_indices.copy_to_gpu(count)
     runner.num_discarded_requests = count
     scheduled = np.asarray(batch.query_lens_cpu, dtype=np.int32)
-    runner.input_batch.num_computed_tokens_cpu = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - scheduled
+    computed = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - scheduled
+    runner.input_batch.num_computed_tokens_cpu = computed
+    runner.input_batch.num_prompt_tokens = prompt_tokens(batch, sampled, computed)
     valid = scheduled - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
     runner._build_attn_state(batch.num_reqs, scheduled, valid)
+
+
+def prompt_tokens(batch: VerifiedBatch, sampled: SampledTokens, computed: np.ndarray) -> np.ndarray:
+    """Each request's prompt length as the runner's reads of it decide (v0.24.0rc's
+    ``_determine_batch_execution_and_padding``: a decode graph only once every prompt is computed,
+    ``num_computed_tokens_cpu >= num_prompt_tokens``): a request that verifies drafts is past its prompt
+    (its count before the step); a prefill's prompt ends with the step (its ``seq_len``: a one-token
+    query at a PD handoff is the prompt's last token), or goes on past it where the step's sample is
+    discarded (a chunk of a longer prompt)."""
+    seq_lens = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
+    drafts = np.asarray(batch.num_draft_tokens_cpu) > 0
+    return np.where(drafts, computed, seq_lens + np.asarray(sampled.discarded, dtype=np.int32))
 
 
 def scheduler_output(batch: VerifiedBatch, num_spec_tokens: int):

@@ -148,3 +148,21 @@ def test_a_runner_that_never_says_prefill_no_cache_drafts_the_same(device, monke
     broken_gate.break_runner(broken_gate.ATTN_STATE, never_prefill_no_cache, monkeypatch)
     _, handed = serve(device, True, monkeypatch)
     assert states.PrefillNoCache not in {h["attn_state"] for h in handed}
+
+
+def test_each_requests_prompt_length_decides_as_the_runner_reads_it():
+    """``handoff.prompt_tokens`` (v0.24.0rc's runner dispatches a decode graph only once every prompt is
+    computed): a request verifying drafts is past its prompt, a prefill's last chunk ends it (a one-token
+    query at a PD handoff included), a discarded chunk is followed by more of it."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sim.impls.vllm_ascend.handoff import prompt_tokens
+
+    batch = SimpleNamespace(seq_lens_cpu=[12, 7, 30, 9], num_draft_tokens_cpu=np.array([3, 0, 0, 0]))
+    sampled = SimpleNamespace(discarded=np.array([False, False, True, False]))
+    computed = np.array([8, 0, 16, 8])  # the last: a one-token query, its prompt's last token
+    prompts = prompt_tokens(batch, sampled, computed)
+    assert prompts.tolist() == [8, 7, 31, 9]
+    assert (computed >= prompts).tolist() == [True, False, False, False]

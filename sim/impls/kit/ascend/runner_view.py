@@ -82,7 +82,9 @@ class RunnerView:
     def __init__(self, device: torch.device, vllm_config=None):
         self.device = device
         self.input_batch = SimpleNamespace(
-            lora_id_to_lora_request={}, num_computed_tokens_cpu=np.zeros(MAX_REQS, np.int32)
+            lora_id_to_lora_request={},
+            num_computed_tokens_cpu=np.zeros(MAX_REQS, np.int32),
+            num_prompt_tokens=np.zeros(MAX_REQS, np.int32),  # v0.24.0rc's batch execution reads it
         )
         self.actual_seq_lengths_q: list[int] = []
         self.attn_state = None
