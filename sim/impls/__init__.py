@@ -158,7 +158,7 @@ class ImplementationUnavailable(RuntimeError):
 
 class NotInThisCheckout(ImplementationUnavailable):
     """The code under test has no runnable implementation ``name``, as a measured fact of that code (a
-    release branch whose MRV2 speculator does not import on the vLLM the branch pairs with): a session
+    release branch whose MRV2 speculator does not run on the vLLM the branch pairs with): a session
     that asks for it says so in one line and runs nothing, and that is not a failure of the gate."""
 
     def __init__(self, name: str, cause: str):

@@ -89,10 +89,12 @@ def multi_step_decode(spec, num_reqs: int, batch_desc, seq_lens_upper_bound) -> 
 
 
 def _speculator_does_not_import() -> str | None:
+    """Why this generation's ``init_speculator`` or the class the adapter reads its generation from does
+    not import, or None."""
     try:
         init_speculator()
         speculator_class()
-    except Exception as exc:  # noqa: BLE001 - the branch's import failure, named with the fact
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -137,11 +139,9 @@ def unavailable_reason() -> str | None:
     reason = ascend_importing.unavailable_reason()
     if reason:
         return reason
-    try:
-        init_speculator()
-        speculator_class()  # the class the adapter reads its generation from
-    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"; name it
-        return f"vllm-ascend's MRV2 speculator does not import: {type(exc).__name__}: {exc}"
+    failed = _speculator_does_not_import()
+    if failed:
+        return f"vllm-ascend's MRV2 speculator does not import: {failed}"
     try:
         import_ascend(AR)
     except ModuleNotFoundError as exc:
