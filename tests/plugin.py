@@ -156,13 +156,13 @@ def _load_impl(config) -> None:
     try:
         config.mtp_impl = load_implementation(config.getoption("--impl"))
     except ImplementationUnavailable as exc:
-        code = pytest.ExitCode.OK if isinstance(exc, NotInThisCheckout) else pytest.ExitCode.USAGE_ERROR
-        if not worker and code == pytest.ExitCode.OK:
-            pytest.exit(str(exc), returncode=code)
+        absent = isinstance(exc, NotInThisCheckout)  # a fact of the code under test: no failure of the gate
         if not worker:
+            if absent:
+                pytest.exit(str(exc), returncode=pytest.ExitCode.OK)
             raise pytest.UsageError(str(exc)) from None
         config.mtp_impl = None
-        loaded_by_workers.refuse(config, str(exc), code)
+        loaded_by_workers.refuse(config, str(exc), pytest.ExitCode.OK if absent else pytest.ExitCode.USAGE_ERROR)
         return
     if listed:
         config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)

@@ -103,7 +103,7 @@ def recording(real_cls: type) -> type:
             """``build(*args, **kwargs)``'s metadata of ``cad``, its mirrors checked first and its views kept."""
             if self._building:
                 return build(*args, **kwargs)
-            step = self._step if self._step is None or _told[0] is None else _told[0]
+            step = None if self._step is None else _told[0] or self._step  # a capture's is no step's
             if step is not None and not _dummy[0]:  # a dummy run's metadata is a placeholder (a
                 check_mirrors(cad, step)  # capture's, however built); a replay's reads are compared
             self._building = True

@@ -17,10 +17,8 @@ import re
 import pytest
 
 from sim import cli
-from sim.impls.vllm_ascend import generation
+from sim.impls.vllm_ascend import divergences, generation
 from sim.impls.vllm_ascend.accepted import accepted_by
-from sim.impls.vllm_ascend.divergences import MTP_GATHER as GATHER_DEFECT
-from sim.impls.vllm_ascend.divergences import in_force
 from sim.impls.vllm_ascend.tensor_parallel import (
     EAGLE_LOCAL_ARGMAX,
     REDUCE_SAMPLE_DEFECT,
@@ -52,7 +50,7 @@ DRAFTERS = {
 # each drafter with each sampling, but EAGLE-1 under reduce sampling, which crashes (EAGLE_DEFECT: its pin)
 DRAFTS = [(d, s) for d in DRAFTERS for s in SAMPLING if (d, s) != ("eagle", "reduce-sample")]
 EAGLE_DEFECT = "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"
-MTP_GATHER = GATHER_DEFECT.id  # v0.21.0rc and v0.22.1rc
+MTP_GATHER = divergences.MTP_GATHER.id  # v0.21.0rc and v0.22.1rc
 EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # where it raises, in the traceback
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
@@ -190,7 +188,7 @@ def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
 
 def _in_force(defect: str) -> bool:
     """Whether the checkout's generation has ``defect`` (``divergences.in_force``), whatever the session accepts."""
-    return defect in in_force(generation.name()).DIVERGENCES
+    return defect in divergences.in_force(generation.name()).DIVERGENCES
 
 
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
@@ -237,8 +235,8 @@ def test_logits_gathered_otherwise_pass(pool, mode):
 
 
 def test_a_tp_case_file_replays_as_saved(tmp_path):
-    for divergences in (None, (), (REDUCE_SAMPLE_DEFECT,)):
-        case = dataclasses.replace(_case("full", True, setup=()), divergences=divergences)
+    for accepting in (None, (), (REDUCE_SAMPLE_DEFECT,)):
+        case = dataclasses.replace(_case("full", True, setup=()), divergences=accepting)
         assert TpCase.from_dict(json.loads(case.save(tmp_path / "c.json").read_text())) == case
 
 
