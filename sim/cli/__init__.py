@@ -128,6 +128,7 @@ def cmd_run(args) -> int:
             draft_attn=args.attn,
             decode_node=args.decode_node,
             async_scheduling=args.async_scheduling,
+            runner_samples=args.runner_samples,
             **ranks.tp_fields(args),
         )
         for seed in seeds

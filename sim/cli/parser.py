@@ -90,6 +90,11 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         help="the model runner's asynchronous scheduling (--impl vllm_ascend): what it hands the next step checked",
     )
     run.add_argument(
+        "--runner-samples",
+        action="store_true",
+        help="the model runner samples (--impl vllm_ascend): its rejection sampler and bookkeeping feed the drafter",
+    )
+    run.add_argument(
         "--dp",
         type=_positive,
         metavar="N",

@@ -129,6 +129,7 @@ class Implementation:
             (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
             (scenario.mrope, Feature.MROPE, "mrope=True"),
             (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),
+            (scenario.runner_samples, Feature.RUNNER_SAMPLES, "runner_samples=True"),
         ]
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
             selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))
@@ -178,6 +179,7 @@ def core() -> Implementation:
             Feature.MLA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
             Feature.SFA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
             Feature.ASYNC_SCHEDULING: "the core is the proposer alone: asynchronous scheduling is a model runner's",
+            Feature.RUNNER_SAMPLES: "the core is the proposer alone: sampling the target's tokens is a model runner's",
         },
     )
 

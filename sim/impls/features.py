@@ -26,6 +26,7 @@ class Feature(enum.Enum):
     EAGLE3 = "an EAGLE-3 drafter: the target hands three layers, folded by the draft (Scenario.method)"
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
+    RUNNER_SAMPLES = "the model runner's own sampling of the target's tokens (Scenario.runner_samples)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)

@@ -7,14 +7,15 @@ metadata (the trace of what attention and the model were given: ``sim.oracle.com
 and its drafts (``compare_iteration_drafts``) under the rules, where a known defect is an alternative
 to the spec, never the expectation (``Rules.defects``); the checker then counts what each divergence
 decided (``sim.oracle.governed``) and what the call followed, into the run's report. Under
-asynchronous scheduling it also compares what the runner hands its next step (``sim.oracle.next_step``).
+asynchronous scheduling it also compares what the runner hands its next step (``sim.oracle.next_step``);
+where the runner samples, what it sampled and holds (``sim.oracle.runner_samples``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from sim.oracle import next_step
+from sim.oracle import next_step, runner_samples
 from sim.oracle.compare import (
     MARGIN_TOLERANCE,
     KvBefore,
@@ -57,6 +58,8 @@ class RunChecker:
         rules = self.rules.for_call(lambda: replays_graph(iteration.case, padded, call.captured, self.rules))
         followed, got, mismatches = call.against(rules)
         in_effect = followed_rules(rules, followed)
+        if self.scenario.runner_samples:  # what the runner sampled and holds: the drafter's input, first
+            report.mismatches += runner_samples.compare(iteration.index, iteration.case, proposer.runner_sampled)
         report.mismatches += mismatches
         if self.scenario.async_scheduling:  # what the runner hands its next step
             report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)

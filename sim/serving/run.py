@@ -106,6 +106,10 @@ def run_scenario(
         refusal = f"draft_attn={scenario.draft_attn!r}: the core's draft model rotates by its rows' positions"
     if refusal is None and impl is None and scenario.async_scheduling:
         refusal = "async_scheduling=True: the core is the proposer alone: asynchronous scheduling is a model runner's"
+    if refusal is None and impl is None and scenario.runner_samples:
+        refusal = (
+            "runner_samples=True: the core is the proposer alone: sampling the target's tokens is a model runner's"
+        )
     if refusal is not None:
         raise ValueError(refusal)
     ops = ops if ops is not None else getattr(impl, "ops", None)
@@ -137,6 +141,8 @@ def run_scenario(
         sizes["draft_attn"] = scenario.draft_attn
     if scenario.async_scheduling:
         sizes["async_scheduling"] = True
+    if scenario.runner_samples:
+        sizes["runner_samples"] = True
     proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     checker = None
     if check:

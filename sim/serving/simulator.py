@@ -181,6 +181,8 @@ class ServingSim:
             else:
                 drafts = len(req.drafts)
                 a = self._accept_count(req, greedy)
+                while self.sc.runner_samples and a < drafts and req.drafts[a] == greedy[a]:
+                    a += 1  # a rejection sampler keeps a draft the target chooses
                 partial = False
                 sampled = req.drafts[:a] + [greedy[a]]
                 history = req.tokens + sampled

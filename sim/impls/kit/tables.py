@@ -29,14 +29,15 @@ GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated b
 MTP_ONLY = Skip("the adapter builds its proposer for method mtp (the tiny DeepSeek-V3's MTP layer)")
 TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
 SYNC_RUNNER = Skip("the adapter drives its proposer as a synchronous runner does: nothing is counted ahead")
+HANDED_SAMPLES = Skip("the adapter hands its proposer the sampled tokens; no runner of the implementation samples them")
 
 
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, has=()) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
     draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, M-RoPE and
-    asynchronous scheduling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``, ``TEXT_ONLY``,
-    ``SYNC_RUNNER``)."""
+    asynchronous scheduling, the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``,
+    ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
@@ -45,6 +46,7 @@ def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Sk
         Feature.EAGLE3: MTP_ONLY,
         Feature.MROPE: TEXT_ONLY,
         Feature.ASYNC_SCHEDULING: SYNC_RUNNER,
+        Feature.RUNNER_SAMPLES: HANDED_SAMPLES,
         **(more or {}),
     }
     for feature in has:

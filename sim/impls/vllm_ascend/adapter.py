@@ -38,7 +38,16 @@ from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
-from sim.impls.vllm_ascend import attn_setup, divergences, early_copies, generation, graphs, handoff
+from sim.impls.vllm_ascend import (
+    attn_setup,
+    divergences,
+    early_copies,
+    generation,
+    graphs,
+    handoff,
+    iteration,
+    rejection,
+)
 from sim.impls.vllm_ascend.build import configured, configured_graph
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, draft_model
 
@@ -186,6 +195,7 @@ class AscendProposer(EagerAdapter):
         draft_attn_groups: int = 1,
         draft_attn: str = "gqa",
         async_scheduling: bool = False,
+        runner_samples: bool = False,
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
@@ -208,6 +218,8 @@ class AscendProposer(EagerAdapter):
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.triton, self.async_scheduling = triton, async_scheduling
         self.handed_on = None  # async scheduling: what the runner handed the last call's next step
+        self.runner_samples = runner_samples
+        self.runner_sampled = None  # runner_samples: what the runner sampled at the last call
         self.model = draft_model(model, [name for name in self.layers if name != LAYER], cfg.method)
         # one proposer serves every run: each starts from its state as built
         start_fresh(_proposer(cfg, self.layers, self.attn))
@@ -250,7 +262,12 @@ class AscendProposer(EagerAdapter):
             handoff.scheduling(p.runner, self.async_scheduling),
         ):
             self.model.call_slots = []
-            drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
+            if self.runner_samples:
+                drafts, self.runner_sampled = iteration.sample_and_propose(
+                    p.runner, batch, sampled, k, self.cfg.vocab_size, self.tolerated_kernel_reads
+                )
+            else:
+                drafts = handoff.propose(p.runner, batch, sampled, k, self.cfg.vocab_size)
             if self.async_scheduling:
                 self.handed_on = handoff.handed_on(p.runner, batch, drafts)
         if self.graphed is not None:
@@ -285,6 +302,14 @@ class AscendProposer(EagerAdapter):
             return super().captured_sizes()
         sizes = graphs.captured_sizes(self.graphed)
         return {phase: list(sizes) for phase in Phase}
+
+    @property
+    def tolerated_kernel_reads(self) -> tuple:
+        """The rejection kernels' reads before their buffer where the checkout's table holds that known
+        defect (``rejection-kernels-read-before-their-buffer``): exactly those pass, every other access is
+        checked."""
+        table = divergences.in_force(generation.name()).DIVERGENCES
+        return rejection.READS_BEFORE_CU_NUM_DRAFT_TOKENS if rejection.DEFECT in table else ()
 
     @property
     def tolerates_dummy_writes(self) -> bool:

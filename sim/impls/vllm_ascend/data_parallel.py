@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.impls.vllm_ascend import accepted
+from sim.impls.vllm_ascend.divergences import ONE_RANK_SAMPLES
 from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
 
@@ -90,6 +91,9 @@ class DpCase:
                 f"dp_ranks: {len(scenarios)} ranks, {sum(s is not None for s in scenarios)} with"
                 " requests: a DP case has at least two ranks, one of them with requests"
             )
+        sampling = [r for r, s in enumerate(scenarios) if s is not None and s.runner_samples]
+        if sampling:
+            raise ValueError(f"dp_ranks: rank {sampling[0]} with runner_samples=True: {ONE_RANK_SAMPLES}")
         if lmhead_tp:
             models = {(s.seed, s.vocab_size, s.hidden_size, s.method) for s in scenarios if s is not None}
             if len(models) > 1:

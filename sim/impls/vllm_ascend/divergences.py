@@ -369,6 +369,10 @@ PIECEWISE = (
     "vllm-ascend's piecewise draft graphs come from torch.compile of a vLLM draft model class (its ACL "
     "piecewise backend); the draft model here is the simulator's tiny model, nothing to compile"
 )
+ONE_RANK_SAMPLES = (
+    "the runner's sampling half is driven on one rank here (Scenario.runner_samples); on DP and TP ranks the"
+    " hand-off is handed the sampled tokens"
+)
 GROUPS_EAGER = (
     "a draft of several attention groups runs eagerly here: its full graphs would capture the tiny "
     "attention's task per layer, and the recording draft captures one layer's"

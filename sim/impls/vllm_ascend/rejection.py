@@ -24,6 +24,7 @@ from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.rejection import Verification
 
 MODULE = "vllm_ascend.sample.rejection_sampler"
+DEFECT = "rejection-kernels-read-before-their-buffer"
 READS_BEFORE_CU_NUM_DRAFT_TOKENS = (
     kernel_bounds.Access("rejection_greedy_sample_triton", "cu_num_draft_tokens_ptr", -1),
     kernel_bounds.Access("rejection_random_sample_kernel", "cu_num_draft_tokens_ptr", -1),

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.impls.vllm_ascend import accepted
+from sim.impls.vllm_ascend.divergences import ONE_RANK_SAMPLES
 from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
 
@@ -103,6 +104,8 @@ class TpCase:
             )
         if type(size) is not int or size < 2:
             raise ValueError(f"tp_size={size!r}: a TP case has at least two ranks")
+        if scenario.runner_samples:
+            raise ValueError(f"tp_ranks with runner_samples=True: {ONE_RANK_SAMPLES}")
         slices = [vocab_slice(scenario.vocab_size, r, size) for r in range(size)]
         empty = [r for r, ids in enumerate(slices) if ids.stop == ids.start]
         if reduce_sample and empty:

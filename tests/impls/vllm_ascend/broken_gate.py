@@ -18,6 +18,7 @@ from tests.impls.vllm_ascend import metadata_breaks as meta
 from tests.impls.vllm_ascend import method_breaks as method
 from tests.impls.vllm_ascend import mla_breaks as mla
 from tests.impls.vllm_ascend import rejection_breaks as reject
+from tests.impls.vllm_ascend import sampling_breaks as sampling
 from tests.impls.vllm_ascend import sfa_breaks as sfa
 from tests.impls.vllm_ascend import tp_breaks as tp
 
@@ -31,6 +32,8 @@ ATTN_STATE = "NPUModelRunner._build_attn_state"  # the runner's, as its input pr
 DP_SYNC = "NPUModelRunner._sync_metadata_across_dp"  # the runner's, as the drafter calls it
 COUNT_COPY = "NPUModelRunner._copy_valid_sampled_token_count"  # the runner's, under async scheduling
 CORRECTION = "NPUModelRunner._correct_optimistic_seq_lens_cpu"  # the runner's next step, under async scheduling
+SPEC_METADATA = "NPUModelRunner._calc_spec_decode_metadata"  # the runner's, where it samples (runner_samples)
+BOOKKEEPING = "NPUModelRunner._bookkeeping_sync"  # the runner's, where it samples (runner_samples)
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -79,6 +82,9 @@ VARIANTS = {
     "runner-counts-of-the-same-row": (CORRECTION, handoff.counts_of_the_same_row),
     "runner-placeholders-reach-the-model": (INPUT_IDS, handoff.placeholders_reach_the_model),
     "runner-new-rows-corrected-as-the-first": (DEVICE_CORRECTION, handoff.new_rows_corrected_as_the_first),
+    "runner-bonus-of-the-last-draft": (SPEC_METADATA, sampling.bonus_of_the_last_draft),
+    "runner-discarded-samples-booked": (BOOKKEEPING, sampling.discarded_samples_booked),
+    "runner-books-a-token-short": (BOOKKEEPING, sampling.books_a_token_short),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "eagle-draft-steps-as-new-prompts": (UPDATE, meta.other_methods_steps_as_new_prompts),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
@@ -112,6 +118,7 @@ CONTROLS = {
     "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
     "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
     "runner-correction-per-request": (CORRECTION, handoff.correction_per_request),
+    "runner-spec-metadata-by-request": (SPEC_METADATA, sampling.spec_metadata_by_request),
     "dp-lm-head-logits-gathered-whole": (LMHEAD_LOGITS, dp.lm_head_logits_gathered_whole),
     "tp-logits-gathered-by-all-reduce": (LOGITS_GATHER, tp.logits_gathered_by_all_reduce),
 }
@@ -244,7 +251,17 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         module = import_ascend("vllm_ascend.sample.rejection_sampler")
         monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
         return
-    if target in (POSITIONS, INPUT_IDS, HANDOFF, ATTN_STATE, DP_SYNC, COUNT_COPY, CORRECTION):
+    if target in (
+        POSITIONS,
+        INPUT_IDS,
+        HANDOFF,
+        ATTN_STATE,
+        DP_SYNC,
+        COUNT_COPY,
+        CORRECTION,
+        SPEC_METADATA,
+        BOOKKEEPING,
+    ):
         break_runner(target, breaking, monkeypatch)
         return
     if target == BUILDER:
@@ -313,10 +330,10 @@ def change_builder(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> No
 
 def break_runner(target: str, breaking, monkeypatch: pytest.MonkeyPatch) -> None:
     """Break a runner method the hand-off runs: vLLM's ``_get_positions`` or ``_prepare_input_ids``, or the
-    runner's own
-    ``propose_draft_token_ids``, ``_build_attn_state``, ``_sync_metadata_across_dp``,
-    ``_copy_valid_sampled_token_count`` or ``_correct_optimistic_seq_lens_cpu`` (on the adapter's runner
-    view, which holds vllm-ascend's)."""
+    runner's own ``propose_draft_token_ids``, ``_build_attn_state``, ``_sync_metadata_across_dp``,
+    ``_copy_valid_sampled_token_count``, ``_correct_optimistic_seq_lens_cpu``, or, where it samples,
+    ``_calc_spec_decode_metadata`` or ``_bookkeeping_sync`` (on the adapter's runner view, which holds
+    vllm-ascend's)."""
     from sim.impls.kit.ascend import runner_source
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend.build import RunnerView

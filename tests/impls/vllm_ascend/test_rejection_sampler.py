@@ -32,7 +32,7 @@ from tests.impls.vllm_ascend import rejection_breaks as breaks
 from tests.strategies.rejection import VOCAB, verifications
 
 PATHS = [pytest.param(True, id="triton"), pytest.param(False, id="torch-fallback")]
-DEFECT = "rejection-kernels-read-before-their-buffer"
+DEFECT = rejection.DEFECT
 
 
 @pytest.fixture(scope="module")

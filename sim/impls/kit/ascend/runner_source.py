@@ -109,6 +109,43 @@ def edited_runner_method(name: str, *edits: tuple[str, str]):
     return _compiled(ast.parse(textwrap.dedent(source)).body[0])
 
 
+@functools.cache
+def named_tuple_fields(name: str) -> tuple[str, ...]:
+    """The fields, in order, of the runner module's own class ``name`` (a ``NamedTuple``)."""
+    found = [n for n in _tree().body if isinstance(n, ast.ClassDef) and n.name == name]
+    if not found:
+        raise LookupError(f"{name}: not a class of {_source()}")
+    return tuple(n.target.id for n in found[0].body if isinstance(n, ast.AnnAssign))
+
+
+def init_value(attr: str, within: str = "__init__"):
+    """What ``NPUModelRunner.<within>`` (its constructor, or a method it calls) assigns to ``self.<attr>``
+    (its first such assignment), as a function of the runner: ``init_value("input_batch")(runner)``
+    builds the runner's own input batch from the attributes that expression reads."""
+    for node in ast.walk(_method(within)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_is_self_attr(t, attr) for t in targets):
+                func = ast.FunctionDef(
+                    name=f"init_{attr}",
+                    args=ast.arguments(
+                        posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[], kw_defaults=[], defaults=[]
+                    ),
+                    body=[ast.Return(node.value)],
+                    decorator_list=[],
+                    returns=None,
+                    type_params=[],
+                    lineno=node.lineno,
+                    col_offset=0,
+                )
+                return _compiled(func)
+    raise LookupError(f"NPUModelRunner.{within}: assigns no self.{attr} in {_source()}")
+
+
+def _is_self_attr(node: ast.AST, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and getattr(node.value, "id", None) == "self"
+
+
 def _method(name: str) -> ast.FunctionDef:
     found = [n for n in _runner_class().body if isinstance(n, ast.FunctionDef) and n.name == name]
     if not found:

@@ -28,6 +28,21 @@ def _inherited(name: str):
     return method
 
 
+class _OwnOrInherited:
+    """``NPUModelRunner.<name>`` from source where it defines it, else vLLM's ``GPUModelRunner``'s, which
+    it inherits (each generation overrides other methods of the sampling half)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if runner_source.defines(self.name):
+            func = runner_source.runner_method(self.name)
+        else:
+            func = getattr(import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner, self.name)
+        return func if obj is None else func.__get__(obj, owner)
+
+
 class RunnerView:
     """What ``AscendSpecDecodeBaseProposer`` reads of its runner: an eager rank, no PCP/DCP, no LoRA;
     one data-parallel rank, or one of several where vLLM's parallel state has them
@@ -72,6 +87,32 @@ class RunnerView:
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
     _get_valid_sampled_token_count = _inherited("_get_valid_sampled_token_count")  # v0.21.0rc, v0.22.1rc
 
+    # The sampling half of an iteration (``sim.impls.vllm_ascend.iteration``): no KV connector, pipeline
+    # or expert load balancing, no debugger, no prompt logprobs, nothing routed; what it makes of its
+    # own is set there.
+    sample_tokens = runner_source.RunnerMethod("sample_tokens")
+    _sample = runner_source.RunnerMethod("_sample")
+    _bookkeeping_sync = runner_source.RunnerMethod("_bookkeeping_sync")
+    _calc_spec_decode_metadata = runner_source.RunnerMethod("_calc_spec_decode_metadata")
+    _finalize_dump_data = runner_source.RunnerMethod("_finalize_dump_data")
+    _copy_draft_token_ids_to_cpu = _OwnOrInherited("_copy_draft_token_ids_to_cpu")
+    take_draft_token_ids = _OwnOrInherited("take_draft_token_ids")
+    _get_draft_token_ids_cpu = _OwnOrInherited("_get_draft_token_ids_cpu")
+    _get_cumsum_and_arange = _inherited("_get_cumsum_and_arange")
+    _to_list = _inherited("_to_list")
+    _get_prompt_logprobs_dict = _inherited("_get_prompt_logprobs_dict")
+
+    @staticmethod
+    def finalize_kv_connector():
+        """vLLM's ``KVConnectorModelRunnerMixin``'s (no KV transfer group here: it does nothing)."""
+        import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner.finalize_kv_connector()
+
+    execute_model_state = kv_connector_output = sampling_done_event = debugger = None
+    is_kv_producer = need_accepted_tokens = supports_mm_inputs = routed_experts_initialized = False
+    _debugger_started = False
+    num_prompt_logprobs: dict = {}  # noqa: RUF012 - read only
+    _draft_token_ids = _draft_token_req_ids = None
+
     def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
         """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
         eager runner's metadata is built from it at each call, so where it lives decides nothing)."""
@@ -98,6 +139,9 @@ class RunnerView:
             self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
             self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
             self.model_config, self.parallel_config = vllm_config.model_config, vllm_config.parallel_config
+            self.cache_config, self.block_size = vllm_config.cache_config, vllm_config.cache_config.block_size
+            self.max_model_len, self.max_encoder_len = vllm_config.model_config.max_model_len, 0
+            self.is_pooling_model = False
             self.dp_size, self.dp_rank = (
                 self.parallel_config.data_parallel_size,
                 self.parallel_config.data_parallel_rank,

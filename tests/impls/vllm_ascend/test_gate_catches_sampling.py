@@ -1,0 +1,54 @@
+"""The gate catches a broken sampling half of vllm-ascend's runner iteration.
+
+Where the runner samples (``Scenario.runner_samples``, ``sim.impls.vllm_ascend.iteration``), its own
+``_calc_spec_decode_metadata`` and ``_bookkeeping_sync`` decide what its rejection sampler reads and
+what it books, so a bonus row one early, a discarded chunk's sample booked, or a token booked but not
+counted fail the fixed serving run by name (``sampling_breaks``, also ``broken_gate.VARIANTS`` for the
+whole gate), and the same metadata built request by request passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.checks.e2e_checks import check_implementation
+from tests.impls.vllm_ascend import broken_gate
+from tests.properties.test_runner_samples import SAMPLING
+
+PATHS = [pytest.param(True, id="padded"), pytest.param(False, id="unpadded")]
+
+
+def _fails(impl, device, padded: bool, match: str) -> None:
+    with pytest.raises(AssertionError, match=match):
+        check_implementation(impl, dataclasses.replace(SAMPLING, padded=padded), device, "broken-runner-samples")
+
+
+@pytest.mark.parametrize("padded", PATHS)
+def test_a_bonus_row_one_early_fails_by_name(monkeypatch, device, impl, padded):
+    """The rejection sampler reads the bonus token of a request that kept every draft at its last draft's
+    row: the runner's valid sampled tokens are named first, before the drafts they change."""
+    broken_gate.apply("runner-bonus-of-the-last-draft", monkeypatch)
+    _fails(impl, device, padded, r"^\d+ mismatches:\n  iteration \d+, request \d: the runner's valid sampled tokens")
+
+
+@pytest.mark.parametrize("padded", PATHS)
+def test_a_discarded_sample_booked_fails_by_name(monkeypatch, device, impl, padded):
+    """A chunked prompt's throwaway sample reported and booked: named where the chunk is."""
+    broken_gate.apply("runner-discarded-samples-booked", monkeypatch)
+    _fails(impl, device, padded, r"request \d: the runner's valid sampled tokens: got \[\d+\], want \[\]")
+
+
+def test_a_token_booked_but_not_counted_fails_by_name(monkeypatch, device, impl):
+    """The drafts of the step are the same (the drafter reads no count it books); what the runner holds is
+    a token short."""
+    broken_gate.apply("runner-books-a-token-short", monkeypatch)
+    _fails(impl, device, True, r"^1 mismatches:\n  iteration 0, request 0: the tokens the runner's input batch holds")
+
+
+@pytest.mark.parametrize("padded", PATHS)
+def test_spec_metadata_built_request_by_request_passes(monkeypatch, device, impl, padded):
+    """The control: the same indices by a loop over the requests (the variant's check is of the break)."""
+    broken_gate.apply("runner-spec-metadata-by-request", monkeypatch)
+    check_implementation(impl, dataclasses.replace(SAMPLING, padded=padded), device, "runner-spec-metadata-by-request")

@@ -1,0 +1,56 @@
+"""The model runner's own sampling on whole serving runs equals the from-scratch reference.
+
+Where the runner samples (``Scenario.runner_samples``), the drafter is not handed tokens the harness
+made: the target's logits, as each step's verification decides them, go through the runner's sampling
+half of its iteration (its spec-decode metadata, its rejection sampler, the bookkeeping of its input
+batch) and the drafter is handed what that sampled, as the runner hands it, padded or as lists. Every
+call's drafts and metadata are compared as before, and what the runner sampled and holds besides
+(``sim.oracle.runner_samples``). Under every implementation whose runner samples (the ``uses`` mark:
+vllm-ascend's), for each drafting method it has, in each mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+
+from tests.checks.e2e_checks import check_implementation
+from tests.checks.example_budget import share
+from tests.checks.modes import MODES, PADDING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES
+from tests.properties.test_propose_loop import TYPICAL
+from tests.strategies.scenarios import scenarios
+
+pytestmark = [pytest.mark.order(2), USES_RUNNER_SAMPLES]  # whole serving runs, after the single-call properties
+
+DRAWN = share(12 * len(MODES), at_least=3)
+SAMPLING = dataclasses.replace(TYPICAL, runner_samples=True)  # a chunked prompt among decodes: a discarded sample
+METHODS = [
+    pytest.param("mtp"),
+    pytest.param("eagle", marks=USES_EAGLE),
+    pytest.param("eagle3", marks=USES_EAGLE3),
+]
+
+
+@pytest.mark.order(0)  # one fixed serving run per mode, path and method: beside the other fixed runs
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("padded", PADDING)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode, padded, method):
+    """``TYPICAL`` with the runner sampling, run early so that a broken spec-decode metadata or
+    bookkeeping fails within seconds."""
+    scenario = dataclasses.replace(SAMPLING, graph_mode=mode, padded=padded, method=method)
+    check_implementation(impl, scenario, device, f"typical-runner-samples-{mode}-{method}")
+
+
+@pytest.mark.parametrize("padded", PADDING)
+@pytest.mark.parametrize("mode", MODES)
+@DRAWN
+@given(scenario=scenarios())
+def test_runner_samples_match_reference(device, impl, mode, padded, scenario, request):
+    """Drafts (margin-aware), every call's metadata, and what the runner sampled and holds."""
+    scenario = dataclasses.replace(
+        scenario, padded=padded, graph_mode=mode, runner_samples=True, async_scheduling=False
+    )
+    check_implementation(impl, scenario, device, request.node.name)
