@@ -1,8 +1,8 @@
 """The runner's side of an iteration from the target's logits to the drafts: ``NPUModelRunner.sample_tokens``.
 
 Under ``Scenario.runner_samples`` the drafter is not handed sampled tokens the harness made: the runner
-samples them itself. ``load`` gives the runner what its ``execute_model`` leaves for ``sample_tokens``
-(``execute_model_state``): the ``SpecDecodeMetadata`` of its own ``_calc_spec_decode_metadata``, the
+samples them itself. ``sample_and_propose`` gives the runner what its ``execute_model`` leaves for
+``sample_tokens`` (``execute_model_state``): the ``SpecDecodeMetadata`` of its own ``_calc_spec_decode_metadata``, the
 target's logits at that metadata's ``logits_indices`` (``logits_as_verified``), the scheduler output, the
 target's attention metadata, hidden states and batch descriptor as the hand-off derives them; and its
 own input batch (``NPUInputBatch``, built by the expression its ``__init__`` builds it with) holding the
@@ -19,9 +19,13 @@ input batch holds for the request after the step.
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
+import functools
+import importlib.util
 import inspect
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -34,6 +38,7 @@ from sim.impls.vllm_ascend import handoff
 from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.runner_samples import RunnerSampled
 
+PLATFORM_PATCH = "patch/platform/patch_pp_mtp.py"  # under the vllm_ascend package
 UNKNOWN = -1  # a token before a request's first scheduled row: never known to the harness, never read
 FAR, NEAR = 8.0, -8.0  # a logits row's chosen id, and every other id
 
@@ -63,8 +68,8 @@ def verified_rows(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int)
             raise ValueError(f"request {r}: kept {valid[:a]}, its drafts are {drafts[:a]}")
         if a < k and valid[a] == drafts[a]:
             raise ValueError(
-                f"request {r}: draft {a} ({drafts[a]}) rejected with the target choosing it: "
-                "no rejection sampler gives that (Scenario.runner_samples needs accept='greedy')"
+                f"request {r}: draft {a} ({drafts[a]}) rejected with the target choosing it: no rejection"
+                " sampler gives that (a serving loop under Scenario.runner_samples keeps such a draft)"
             )
         for j in range(k + 1):
             rows[first + j] = valid[j] if j <= a else drafts[j] if j < k else (valid[a] + 1) % vocab_size
@@ -117,6 +122,7 @@ def _runner_state(runner, num_spec_tokens: int) -> None:
         runner.draft_token_ids_cpu = torch.empty((runner.max_num_reqs, num_spec_tokens), dtype=torch.int64)
     if getattr(runner, "rejection_sampler", None) is not None:
         return
+    platform_patch_of_the_runner_output()
     size = max(runner.max_num_tokens, runner.max_num_reqs + 1)
     runner.arange_np = np.arange(size, dtype=np.int64)
     runner._arange_scratch = np.empty(size, dtype=np.int64)
@@ -126,6 +132,25 @@ def _runner_state(runner, num_spec_tokens: int) -> None:
     runner.sampled_token_ids_pinned_cpu = runner_source.init_value("sampled_token_ids_pinned_cpu")(runner)
     runner.sampler = runner_source.init_value("sampler")(runner)
     runner.rejection_sampler = runner_source.init_value("rejection_sampler", "_set_up_drafter")(runner)
+
+
+def platform_patch_of_the_runner_output() -> None:
+    """The checkout's platform patch of vLLM's ``ModelRunnerOutput`` (``patch_pp_mtp.py``'s
+    ``_patch_model_runner_output``: the ``spec_token_ids`` main's ``sample_tokens`` builds its output
+    with), run as vllm-ascend's plugin runs its platform patches in every process. That function alone,
+    compiled from the checkout's source: the package's other platform patches import modules outside
+    this env's closure (its tool parsers). None where the checkout has no such patch."""
+    root = Path(next(iter(importlib.util.find_spec("vllm_ascend").submodule_search_locations)))
+    path = root / PLATFORM_PATCH
+    if not path.exists():
+        return
+    tree = ast.parse(path.read_text())
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_patch_model_runner_output"]
+    if not found:
+        return
+    names = {"wraps": functools.wraps}
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), names)  # noqa: S102 - vllm-ascend's own code
+    names["_patch_model_runner_output"]()
 
 
 def input_batch(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int):

@@ -11,7 +11,10 @@ whose import fails here is left unbound: the method fails with a ``NameError`` n
 it reaches that name (the branches of other drafters). ``RunnerMethod`` puts one on a runner
 view's class, compiled once and looked up on each access (so a test can replace it);
 ``edited_runner_method`` compiles one with a textual edit of its source, as a pull request changing
-the runner would.
+the runner would. A ``super()`` in a method is the runner's base class's (vLLM's ``GPUModelRunner``),
+bound to the view. ``init_value`` compiles what the runner's constructor (or a method it calls) assigns
+to one of its attributes, as a function of the view (its own input batch, its samplers);
+``named_tuple_fields`` reads a ``NamedTuple`` of the runner's module (``ExecuteModelState``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import __future__
 
 import ast
 import builtins
+import copy
 import functools
 import importlib.util
 import textwrap
@@ -153,11 +157,41 @@ def _method(name: str) -> ast.FunctionDef:
     return found[0]
 
 
+class _Super:
+    """``super()`` in a method of ``NPUModelRunner`` compiled here (no class around it): its base class's
+    attributes (vLLM's ``GPUModelRunner``), bound to the runner view the method runs on."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __getattr__(self, name):
+        (base,) = _runner_class().bases
+        module, attr = _imported_names()[base.id]
+        found = getattr(getattr(import_ascend(module), attr), name)
+        return found.__get__(self.obj) if hasattr(found, "__get__") else found
+
+
+class _NoArgSuper(ast.NodeTransformer):
+    """``super()`` as ``_Super(<the method's first argument>)``."""
+
+    def __init__(self, first: str):
+        self.first = first
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args and not node.keywords:
+            return ast.Call(ast.Name("_Super", ast.Load()), [ast.Name(self.first, ast.Load())], [])
+        return node
+
+
 def _compiled(func: ast.FunctionDef):
-    """``func``'s definition compiled with the module-level names it reads, undecorated."""
-    func = ast.FunctionDef(**{**{f: getattr(func, f) for f in func._fields}, "decorator_list": []})
+    """``func``'s definition compiled with the module-level names it reads, undecorated (a ``super()`` in it
+    is the runner's base class's, ``_Super``)."""
+    func = copy.deepcopy(ast.FunctionDef(**{**{f: getattr(func, f) for f in func._fields}, "decorator_list": []}))
+    if func.args.args:
+        func = _NoArgSuper(func.args.args[0].arg).visit(func)
     module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
-    names = _globals_of(func)
+    names = _globals_of(func) | {"_Super": _Super}
     flags = __future__.annotations.compiler_flag
     exec(compile(module, str(_source()), "exec", flags=flags), names)  # noqa: S102 - vllm-ascend's own code
     return names[func.name]
