@@ -8,7 +8,8 @@ request of the call's batch in batch order; ``compare`` checks it against the ve
 stands for (``sim.oracle.cases.valid_ids``): each request's valid sampled tokens, none for a chunk whose
 sample is discarded, and the tokens the runner holds for the request from its first scheduled position:
 its scheduled rows that are not drafts, then those valid tokens (a discarded chunk: its rows and its
-own token past them, as they were, nothing added).
+own token past them, as they were, nothing added); under asynchronous scheduling one placeholder in
+their place, as vLLM's runner books them before they reach the host.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import NamedTuple
 
 from sim.oracle.cases import BatchCase, RequestCase, valid_ids
 from sim.oracle.compare import Mismatch
+from sim.oracle.rejection import PLACEHOLDER
 
 
 class RunnerSampled(NamedTuple):
@@ -28,16 +30,20 @@ class RunnerSampled(NamedTuple):
     held: list[list[int]]
 
 
-def expected(case: BatchCase) -> RunnerSampled:
+def expected(case: BatchCase, asynchronous: bool = False) -> RunnerSampled:
+    """``asynchronous``: the runner books one placeholder per request that sampled (its tokens are not on
+    the host yet; the next step's input preparation puts them in), and reports the tokens once its
+    asynchronous output's copy lands."""
     vocab = case.config.vocab_size
     valid = [valid_ids(req, vocab) for req in case.requests]
-    return RunnerSampled(valid, [_held(req, v) for req, v in zip(case.requests, valid, strict=True)])
+    booked = [[PLACEHOLDER] if v else [] for v in valid] if asynchronous else valid
+    return RunnerSampled(valid, [_held(req, b) for req, b in zip(case.requests, booked, strict=True)])
 
 
-def _held(req: RequestCase, valid: list[int]) -> list[int]:
+def _held(req: RequestCase, booked: list[int]) -> list[int]:
     if req.discarded:
         return list(req.tokens)
-    return list(req.tokens[: req.query_len - req.num_drafts]) + valid
+    return list(req.tokens[: req.query_len - req.num_drafts]) + booked
 
 
 WHAT = {
@@ -46,9 +52,9 @@ WHAT = {
 }
 
 
-def compare(it: int, case: BatchCase, got: RunnerSampled) -> list[Mismatch]:
+def compare(it: int, case: BatchCase, got: RunnerSampled, asynchronous: bool = False) -> list[Mismatch]:
     """The first request where each of ``got``'s fields differs from the reference's."""
-    want = expected(case)
+    want = expected(case, asynchronous)
     out = []
     for field in RunnerSampled._fields:
         g, w = getattr(got, field), getattr(want, field)

@@ -59,7 +59,9 @@ class RunChecker:
         followed, got, mismatches = call.against(rules)
         in_effect = followed_rules(rules, followed)
         if self.scenario.runner_samples:  # what the runner sampled and holds: the drafter's input, first
-            report.mismatches += runner_samples.compare(iteration.index, iteration.case, proposer.runner_sampled)
+            report.mismatches += runner_samples.compare(
+                iteration.index, iteration.case, proposer.runner_sampled, self.scenario.async_scheduling
+            )
         report.mismatches += mismatches
         if self.scenario.async_scheduling:  # what the runner hands its next step
             report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)

@@ -71,8 +71,10 @@ class Scenario:
     verification decides them, go through the implementation's own sampling (its rejection sampler and
     the bookkeeping of its input batch) and the drafter is handed what that sampled. What the runner
     reports and holds is compared besides (``sim.oracle.runner_samples``). The verification is then one
-    a rejection sampler gives: a draft the target chooses is kept, never the one rejected. Synchronous
-    scheduling only here; an implementation with no model runner lacks it (``Feature.RUNNER_SAMPLES``).
+    a rejection sampler gives: a draft the target chooses is kept, never the one rejected. With
+    ``async_scheduling``, the runner's asynchronous output (its host copy of the sampled tokens on a side
+    stream) and the placeholder it books. An implementation with no model runner lacks it
+    (``Feature.RUNNER_SAMPLES``).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -142,11 +144,6 @@ class Scenario:
             raise ValueError(
                 "async_scheduling=True with padded=False: asynchronous scheduling needs the padded drafter"
                 " (vLLM: 'Async scheduling is not compatible with disable_padded_drafter_batch=True')"
-            )
-        if self.runner_samples and self.async_scheduling:
-            raise ValueError(
-                "runner_samples=True with async_scheduling=True: the runner's sampling is driven under"
-                " synchronous scheduling only (its asynchronous output is not compared yet)"
             )
         if self.token_budget < self.num_spec_tokens + 1:
             raise ValueError(

@@ -35,6 +35,12 @@ def test_the_reference_on_worked_requests():
     assert want.held == [[10, 11, 40], [7, 8, 9], [4, 5, 21]]
 
 
+def test_under_asynchronous_scheduling_the_runner_books_a_placeholder():
+    want = runner_samples.expected(CASE, asynchronous=True)
+    assert want.valid == [[11, 40], [], [21]]  # reported once the output's copy lands
+    assert want.held == [[10, -1], [7, 8, 9], [4, 5, -1]]  # one placeholder per request that sampled
+
+
 def test_the_comparison_names_the_first_request_that_differs():
     want = runner_samples.expected(CASE)
     got = want._replace(valid=[[11, 40], [33], [21]], held=[[10, 11, 40], [7, 8, 9], [4, 5]])
@@ -75,11 +81,6 @@ def test_under_runner_samples_the_verification_never_rejects_what_the_target_cho
     assert plain and sampling
     assert all(len([t for t in r.sampled if t >= 0]) == 1 for r in plain)  # nothing kept
     assert all(len([t for t in r.sampled if t >= 0]) >= 2 for r in sampling)  # the first draft kept
-
-
-def test_runner_samples_with_async_scheduling_is_refused_by_name():
-    with pytest.raises(ValueError, match=r"^runner_samples=True with async_scheduling=True: .*synchronous"):
-        Scenario(runner_samples=True, async_scheduling=True)
 
 
 def test_the_core_refuses_runner_samples_by_name():

@@ -5,8 +5,10 @@ made: the target's logits, as each step's verification decides them, go through 
 half of its iteration (its spec-decode metadata, its rejection sampler, the bookkeeping of its input
 batch) and the drafter is handed what that sampled, as the runner hands it, padded or as lists. Every
 call's drafts and metadata are compared as before, and what the runner sampled and holds besides
-(``sim.oracle.runner_samples``). Under every implementation whose runner samples (the ``uses`` mark:
-vllm-ascend's), for each drafting method it has, in each mode.
+(``sim.oracle.runner_samples``); under asynchronous scheduling too, where the runner's output reaches
+the host on a side stream and what it hands its next step is compared as well. Under every
+implementation whose runner samples (the ``uses`` mark: vllm-ascend's), for each drafting method it
+has, in each mode.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from hypothesis import given
 
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, PADDING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES
+from tests.checks.modes import MODES, PADDING, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES
 from tests.properties.test_propose_loop import TYPICAL
 from tests.strategies.scenarios import scenarios
 
@@ -26,6 +28,11 @@ pytestmark = [pytest.mark.order(2), USES_RUNNER_SAMPLES]  # whole serving runs, 
 
 DRAWN = share(12 * len(MODES), at_least=3)
 SAMPLING = dataclasses.replace(TYPICAL, runner_samples=True)  # a chunked prompt among decodes: a discarded sample
+SCHEDULING = [  # asynchronous scheduling needs the padded drafter (vLLM refuses it unpadded)
+    pytest.param(True, False, id="padded"),
+    pytest.param(False, False, id="unpadded", marks=PADDING[1].marks),
+    pytest.param(True, True, id="async", marks=USES_ASYNC_SCHEDULING),
+]
 METHODS = [
     pytest.param("mtp"),
     pytest.param("eagle", marks=USES_EAGLE),
@@ -35,22 +42,24 @@ METHODS = [
 
 @pytest.mark.order(0)  # one fixed serving run per mode, path and method: beside the other fixed runs
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("padded", PADDING)
+@pytest.mark.parametrize(("padded", "asynchronous"), SCHEDULING)
 @pytest.mark.parametrize("mode", MODES)
-def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode, padded, method):
+def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode, padded, asynchronous, method):
     """``TYPICAL`` with the runner sampling, run early so that a broken spec-decode metadata or
     bookkeeping fails within seconds."""
-    scenario = dataclasses.replace(SAMPLING, graph_mode=mode, padded=padded, method=method)
+    scenario = dataclasses.replace(
+        SAMPLING, graph_mode=mode, padded=padded, async_scheduling=asynchronous, method=method
+    )
     check_implementation(impl, scenario, device, f"typical-runner-samples-{mode}-{method}")
 
 
-@pytest.mark.parametrize("padded", PADDING)
+@pytest.mark.parametrize(("padded", "asynchronous"), SCHEDULING)
 @pytest.mark.parametrize("mode", MODES)
 @DRAWN
 @given(scenario=scenarios())
-def test_runner_samples_match_reference(device, impl, mode, padded, scenario, request):
+def test_runner_samples_match_reference(device, impl, mode, padded, asynchronous, scenario, request):
     """Drafts (margin-aware), every call's metadata, and what the runner sampled and holds."""
     scenario = dataclasses.replace(
-        scenario, padded=padded, graph_mode=mode, runner_samples=True, async_scheduling=False
+        scenario, padded=padded, graph_mode=mode, runner_samples=True, async_scheduling=asynchronous
     )
     check_implementation(impl, scenario, device, request.node.name)

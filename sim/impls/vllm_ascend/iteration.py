@@ -26,6 +26,7 @@ import functools
 import importlib.util
 import inspect
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -115,14 +116,15 @@ def _greedy_request(r: int, batch: VerifiedBatch, sampled: SampledTokens):
 
 def _runner_state(runner, num_spec_tokens: int) -> None:
     """What ``sample_tokens`` reads of the runner besides, as its ``__init__`` sets it: its sampler and
-    rejection sampler (its own expressions), vLLM's scratch ranges, events and streams (made once per
-    runner view), and the drafts' host buffer of this call's draft count (one view serves every K)."""
+    rejection sampler (its own expressions), vLLM's scratch ranges, events and streams, made once per
+    runner view; and the drafts' host buffer of this call's draft count (one view serves every K)."""
     runner.num_spec_tokens = num_spec_tokens
     if getattr(runner, "draft_token_ids_cpu", None) is None or runner.draft_token_ids_cpu.shape[1] != num_spec_tokens:
         runner.draft_token_ids_cpu = torch.empty((runner.max_num_reqs, num_spec_tokens), dtype=torch.int64)
     if getattr(runner, "rejection_sampler", None) is not None:
         return
     platform_patch_of_the_runner_output()
+    runner.async_output_copy_stream = torch.npu.Stream()
     size = max(runner.max_num_tokens, runner.max_num_reqs + 1)
     runner.arange_np = np.arange(size, dtype=np.int64)
     runner._arange_scratch = np.empty(size, dtype=np.int64)
@@ -200,13 +202,16 @@ def _execute_model_state(**values):
 
 @contextlib.contextmanager
 def _own_batch(runner, own, requests):
-    """The runner's input batch and request states for one step (the view's own back after it)."""
+    """The runner's input batch and request states for one step (the view's own back after it, with
+    what the step left its next one there, ``prev_sampled_token_ids``, which ``handoff.handed_on`` reads)."""
     before = runner.input_batch, runner.requests
     runner.input_batch, runner.requests = own, requests
     try:
         yield
     finally:
         runner.input_batch, runner.requests = before
+        if getattr(own, "prev_sampled_token_ids", None) is not None:
+            runner.input_batch.prev_sampled_token_ids = own.prev_sampled_token_ids
 
 
 def sample_and_propose(
@@ -237,14 +242,63 @@ def sample_and_propose(
             cudagraph_stats=None,
             batch_desc=args["target_model_batch_desc"],
         )
-        with kernel_bounds.tolerating(*tolerated):
+        with kernel_bounds.tolerating(*tolerated), _cuda_as_the_runner_left_it():
             output = runner.sample_tokens(None)
-        handed = runner.take_draft_token_ids()
         held = [_held(own, r, batch) for r in range(batch.num_reqs)]
-    by_id = dict(zip(handed.req_ids, handed.draft_token_ids))
-    drafts = torch.tensor([by_id[f"r{r}"] for r in range(batch.num_reqs)], dtype=torch.int64)
+        if runner.use_async_scheduling:  # the next step takes the drafts on the device; the output comes later
+            drafts = runner._draft_token_ids[: batch.num_reqs]
+            output = output.get_output()
+        else:
+            drafts = _as_handed(runner.take_draft_token_ids(), batch.num_reqs)
     valid = [list(output.sampled_token_ids[output.req_id_to_index[f"r{r}"]]) for r in range(batch.num_reqs)]
     return drafts, RunnerSampled(valid, held)
+
+
+LEFT_BY_THE_RUNNER = (("cuda", "Event"), ("cuda", "current_stream"), ("cuda", "stream"), (None, "Event"))
+
+
+def cuda_as_the_runner_leaves_it() -> dict:
+    """What the runner's ``_torch_cuda_wrapper`` (compiled from the checkout), entered and left as its
+    ``__init__`` does, leaves torch.cuda's event class, current stream and stream context and torch's
+    ``Event`` (``LEFT_BY_THE_RUNNER``): vLLM's asynchronous output copies the sampled tokens to the host
+    on them and waits for its event before reading them. Run on a stand-in ``torch`` whose ``npu`` is the
+    fake's streams and events (its memory query, which the wrapper only assigns, is never read), so
+    nothing of the process changes here."""
+    npu = SimpleNamespace(
+        **{name: getattr(torch.npu, name) for name in ("Event", "Stream", "current_stream", "stream", "synchronize")},
+        is_current_stream_capturing=torch.npu.is_current_stream_capturing,
+        default_stream=torch.npu.current_stream,  # the fake's only stream outside a stream context
+        mem_get_info=None,
+    )
+    stand_in = SimpleNamespace(cuda=SimpleNamespace(Stream=torch.cuda.Stream), npu=npu, Event=torch.Event)
+    wrapper = runner_source.module_function("_torch_cuda_wrapper", torch=stand_in)()
+    next(wrapper)
+    wrapper.close()  # its finally: what a runner leaves after its __init__
+    return {(ns, name): getattr(_namespace(stand_in, ns), name) for ns, name in LEFT_BY_THE_RUNNER}
+
+
+def _namespace(root, ns: str | None):
+    return root if ns is None else getattr(root, ns)
+
+
+@contextlib.contextmanager
+def _cuda_as_the_runner_left_it():
+    """``cuda_as_the_runner_leaves_it`` in force for one call (the process's own back after it)."""
+    left = cuda_as_the_runner_leaves_it()
+    saved = {(ns, name): getattr(_namespace(torch, ns), name) for ns, name in left}
+    for (ns, name), value in left.items():
+        setattr(_namespace(torch, ns), name, value)
+    try:
+        yield
+    finally:
+        for (ns, name), value in saved.items():
+            setattr(_namespace(torch, ns), name, value)
+
+
+def _as_handed(handed, num_reqs: int) -> torch.Tensor:
+    """The drafts ``take_draft_token_ids`` hands the scheduler, in the batch's request order."""
+    by_id = dict(zip(handed.req_ids, handed.draft_token_ids))
+    return torch.tensor([by_id[f"r{r}"] for r in range(num_reqs)], dtype=torch.int64)
 
 
 def _held(own, r: int, batch: VerifiedBatch) -> list[int]:

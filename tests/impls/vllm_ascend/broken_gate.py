@@ -34,6 +34,7 @@ COUNT_COPY = "NPUModelRunner._copy_valid_sampled_token_count"  # the runner's, u
 CORRECTION = "NPUModelRunner._correct_optimistic_seq_lens_cpu"  # the runner's next step, under async scheduling
 SPEC_METADATA = "NPUModelRunner._calc_spec_decode_metadata"  # the runner's, where it samples (runner_samples)
 BOOKKEEPING = "NPUModelRunner._bookkeeping_sync"  # the runner's, where it samples (runner_samples)
+CUDA_WRAPPER = "_torch_cuda_wrapper"  # the runner module's, as its __init__ leaves torch.cuda (iteration)
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -85,6 +86,7 @@ VARIANTS = {
     "runner-bonus-of-the-last-draft": (SPEC_METADATA, sampling.bonus_of_the_last_draft),
     "runner-discarded-samples-booked": (BOOKKEEPING, sampling.discarded_samples_booked),
     "runner-books-a-token-short": (BOOKKEEPING, sampling.books_a_token_short),
+    "runner-async-output-events-left-placeholders": (CUDA_WRAPPER, sampling.events_left_placeholders),
     "draft-steps-keep-the-first-pass-state": (UPDATE, meta.attn_state_of_the_first_pass),
     "eagle-draft-steps-as-new-prompts": (UPDATE, meta.other_methods_steps_as_new_prompts),
     "draft-block-size-from-the-first-group": ("initialize_attn_backend", handoff.block_size_from_the_first_group),
@@ -241,6 +243,11 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     if target in MODULE_FUNCTIONS:
         change_function(target, breaking, monkeypatch)
+        return
+    if target == CUDA_WRAPPER:  # what the adapter reads off the runner's wrapper
+        from sim.impls.vllm_ascend import iteration
+
+        monkeypatch.setattr(iteration, "cuda_as_the_runner_leaves_it", breaking(iteration.cuda_as_the_runner_leaves_it))
         return
     if target in (LMHEAD_LOGITS, LOGITS_GATHER):
         cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor

@@ -8,6 +8,12 @@ the discarded requests: a chunked prompt's throwaway sample is reported to the s
 its next token. ``books_a_token_short`` one that counts a token too few of what it booked
 (``num_tokens_no_spec``): nothing the drafter reads in that step changes, only what the runner holds.
 
+Under asynchronous scheduling: ``events_left_placeholders`` is a runner whose ``_torch_cuda_wrapper``
+leaves torch's and torch.cuda's event classes a placeholder that waits for nothing (0.23.0's leaves
+``torch.cuda.Event`` so; vLLM 0.27's asynchronous output waits on one before it reads the sampled tokens
+its side stream copies to the host, and vllm-ascend #11709 made it the NPU's again): the scheduler would
+read them before the copy lands.
+
 ``spec_metadata_by_request`` is no break: ``_calc_spec_decode_metadata`` written as a loop over the
 requests, the same indices by another road; the gate must pass it.
 """
@@ -46,6 +52,34 @@ def books_a_token_short(original):
         booked = self.input_batch.num_tokens_no_spec != before
         self.input_batch.num_tokens_no_spec[booked] -= 1
         return out
+
+    return broken
+
+
+class _EventPlaceholder:
+    """An event whose record, wait and synchronize do nothing (the wrapper's own placeholder)."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, *args, **kwargs):
+        pass
+
+    def synchronize(self, *args, **kwargs):
+        pass
+
+    def wait(self, *args, **kwargs):
+        pass
+
+    def query(self, *args, **kwargs):
+        return True
+
+
+def events_left_placeholders(original):
+    def broken():
+        left = original()
+        left[("cuda", "Event")] = left[(None, "Event")] = _EventPlaceholder
+        return left
 
     return broken
 

@@ -12,7 +12,7 @@ it reaches that name (the branches of other drafters). ``RunnerMethod`` puts one
 view's class, compiled once and looked up on each access (so a test can replace it);
 ``edited_runner_method`` compiles one with a textual edit of its source, as a pull request changing
 the runner would. A ``super()`` in a method is the runner's base class's (vLLM's ``GPUModelRunner``),
-bound to the view. ``init_value`` compiles what the runner's constructor (or a method it calls) assigns
+bound to the view. ``module_function`` compiles one of the module's own functions; ``init_value`` compiles what the runner's constructor (or a method it calls) assigns
 to one of its attributes, as a function of the view (its own input batch, its samplers);
 ``named_tuple_fields`` reads a ``NamedTuple`` of the runner's module (``ExecuteModelState``).
 """
@@ -113,6 +113,15 @@ def edited_runner_method(name: str, *edits: tuple[str, str]):
     return _compiled(ast.parse(textwrap.dedent(source)).body[0])
 
 
+def module_function(name: str, **names):
+    """The runner module's own top-level function ``name``, compiled from its source, undecorated, with
+    ``names`` in place of the module-level names it reads."""
+    found = _module_function(name)
+    if found is None:
+        raise LookupError(f"{name}: not a function of {_source()}")
+    return _compiled(found, names)
+
+
 @functools.cache
 def named_tuple_fields(name: str) -> tuple[str, ...]:
     """The fields, in order, of the runner module's own class ``name`` (a ``NamedTuple``)."""
@@ -184,14 +193,14 @@ class _NoArgSuper(ast.NodeTransformer):
         return node
 
 
-def _compiled(func: ast.FunctionDef):
+def _compiled(func: ast.FunctionDef, overrides: dict | None = None):
     """``func``'s definition compiled with the module-level names it reads, undecorated (a ``super()`` in it
     is the runner's base class's, ``_Super``)."""
     func = copy.deepcopy(ast.FunctionDef(**{**{f: getattr(func, f) for f in func._fields}, "decorator_list": []}))
     if func.args.args:
         func = _NoArgSuper(func.args.args[0].arg).visit(func)
     module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
-    names = _globals_of(func) | {"_Super": _Super}
+    names = _globals_of(func) | {"_Super": _Super} | (overrides or {})
     flags = __future__.annotations.compiler_flag
     exec(compile(module, str(_source()), "exec", flags=flags), names)  # noqa: S102 - vllm-ascend's own code
     return names[func.name]
