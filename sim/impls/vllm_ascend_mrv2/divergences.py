@@ -3,8 +3,8 @@
 docs/DIVERGENCES-vllm-ascend-mrv2.md explains each entry (what it does to drafts and to KV);
 tests/impls/vllm_ascend_mrv2/ pins each one. The first five are vLLM's MRV2 loop, inherited as they
 are in vLLM 0.33 (``sim.impls.kit.mrv2_loop``, same ids); the rest are vllm-ascend's host
-lengths, what its attention backends read, and its rejection sampler; three of those belong to one
-generation each (``GENERATION``): ``in_force`` is the table of the generation installed.
+lengths, what its attention backends read, and its rejection sampler; three of those belong to some
+generations only (``GENERATION``): ``in_force`` is the table of the generation installed.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ DIVERGENCES = table(
     ),
     Divergence(
         "random-drafts-always-accepted",
-        "_probabilistic_rejection_kernel (worker/v2/spec_decode/rejection_sampler_utils.py, 0.23.0)",
+        "_probabilistic_rejection_kernel (worker/v2/spec_decode/rejection_sampler_utils.py, 0.23.0 and v0.26.0rc)",
         "a random request keeps draft i with probability min(1, q(d_i) / p(d_i)) and replaces the first "
         "rejected one by a draw from max(q - p, 0): its first output id is distributed as the target's q",
         "the acceptance test draws no uniform ('NPU does not support tl_rand64; always accept the draft "
@@ -103,11 +103,11 @@ DIVERGENCES = table(
     ),
 )
 
-# The generation-only entries: the generation whose speculator has the divergence (``generation``).
+# The generation-only entries: the generations whose speculator has the divergence (``generation``).
 GENERATION = {
-    "host-seq-lens-advanced-twice": "0.23.0",
-    "random-drafts-always-accepted": "0.23.0",
-    "draft-seq-lens-batch-bound": "main",
+    "host-seq-lens-advanced-twice": ("0.23.0",),
+    "random-drafts-always-accepted": ("0.23.0", "0.26.0"),
+    "draft-seq-lens-batch-bound": ("main", "0.26.0"),
 }
 
 HOST_LISTS = tables.host_copies(
@@ -127,9 +127,9 @@ LACKS = tables.lacks(
 
 
 def in_force(generation: str) -> SimpleNamespace:
-    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0`` or ``main``):
-    its entries only, and the rules that model them."""
-    kept = {i: d for i, d in DIVERGENCES.items() if GENERATION.get(i, generation) == generation}
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0``, ``0.26.0``
+    or ``main``): its entries only, and the rules that model them."""
+    kept = {i: d for i, d in DIVERGENCES.items() if generation in GENERATION.get(i, (generation,))}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS)
 
 

@@ -9,6 +9,9 @@ by what their modules and classes hold, not by version.
 - When the host lengths attention reads are written: 0.23.0 before each draft step's forward
   (``_ascend_prepare_decode_draft``) and again after it; main only after it (``_update_decode_attn_metadata``
   from ``_generate_draft``), so the forward reads what the builder took at build.
+- The probabilistic rejection kernel's acceptance test: 0.23.0's and v0.26.0rc's take the uniform as 0
+  (``accepts_without_a_uniform``); main's draws it since #13470. v0.26.0rc is main's speculator with that
+  kernel: the generation ``0.26.0``.
 - ``_multi_step_decode``: main's takes the batch's host upper bound of ``seq_lens`` (vLLM 0.27), 0.23.0's not.
 - main picks its per-step metadata handling by ``attn_architecture`` (``set_attn`` derives it from the
   draft layer's backend class); the adapter's attention is the flat one (``GQA``, ``AscendAttentionBackend``).
@@ -66,11 +69,27 @@ def writes_lengths_before_forward(cls) -> bool:
     return hasattr(cls, "_ascend_prepare_decode_draft")
 
 
+def accepts_without_a_uniform() -> bool:
+    """Whether the checkout's probabilistic rejection kernel takes its acceptance test's uniform as the
+    constant 0 (``u = tl.full([], 0.0, ...)``: 0.23.0 and v0.26.0rc; vllm-ascend #13470 draws it)."""
+    kernel = import_ascend("vllm_ascend.worker.v2.spec_decode.rejection_sampler_utils")._probabilistic_rejection_kernel
+    return "u = tl.full([], 0.0" in inspect.getsource(kernel.fn)  # the Triton kernel's Python function
+
+
+@functools.cache
+def speculator_name() -> str:
+    """``0.23.0`` or ``main``: whose speculator this is, by what it does: 0.23.0 writes the host lengths
+    before each step's forward, main does not."""
+    return "0.23.0" if writes_lengths_before_forward(speculator_class()) else "main"
+
+
 @functools.cache
 def name() -> str:
-    """``0.23.0`` or ``main``: whose divergence table applies (``divergences.GENERATION``), by what the
-    speculator does: 0.23.0 writes the host lengths before each step's forward, main does not."""
-    return "0.23.0" if writes_lengths_before_forward(speculator_class()) else "main"
+    """``0.23.0``, ``0.26.0`` or ``main``: whose divergence table applies (``divergences.GENERATION``): the
+    speculator's (``speculator_name``), except that main's with a rejection kernel that accepts without a
+    uniform (v0.26.0rc, and main before #13470) is ``0.26.0``."""
+    speculator = speculator_name()
+    return "0.26.0" if speculator == "main" and accepts_without_a_uniform() else speculator
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
 # name -> (where: "module" (the AR speculator module) or "block-tables" or "speculator", the attribute, the
-# break, the generation it applies to or None for both)
+# break, the speculator it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
@@ -43,7 +43,7 @@ VARIANTS = {
 }
 
 
-# name -> (the known defect it fixes, the speculator's method, the fix, the generation or None for both): vllm-ascend's
+# name -> (the known defect it fixes, the speculator's method, the fix, the speculator or None for both): vllm-ascend's
 # speculator with a known defect fixed (``defect_fixes``); the whole gate must end with the one line
 # "fixed: ID no longer present; drop it from the list", and pass with the id dropped (--divergences).
 FIXES = {
@@ -56,7 +56,7 @@ def variants() -> list[str]:
     """The variants that apply to the generation installed."""
     from sim.impls.vllm_ascend_mrv2 import generation
 
-    return [name for name, (*_, gen) in VARIANTS.items() if gen in (None, generation.name())]
+    return [name for name, (*_, gen) in VARIANTS.items() if gen in (None, generation.speculator_name())]
 
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,8 +66,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
     if name in FIXES:
         _, method, fixing, gen = FIXES[name]
-        if gen not in (None, generation.name()):
-            raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {gen}, not {generation.name()}")
+        if gen not in (None, generation.speculator_name()):
+            raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {gen}, not {generation.speculator_name()}")
         cls = generation.speculator_class()
         monkeypatch.setattr(cls, method, fixing(getattr(cls, method)))
         return
@@ -76,7 +76,9 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend MRV2; known: {known}")
     where, attribute, breaking, _ = VARIANTS[name]
     if name not in variants():
-        raise pytest.UsageError(f"{ENV}={name!r}: applies to vllm-ascend {VARIANTS[name][3]}, not {generation.name()}")
+        raise pytest.UsageError(
+            f"{ENV}={name!r}: applies to vllm-ascend {VARIANTS[name][3]}, not {generation.speculator_name()}"
+        )
     owner = {
         "module": lambda: import_ascend(AR),
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,

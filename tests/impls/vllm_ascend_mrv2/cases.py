@@ -17,10 +17,13 @@ def rules():
     return divergences.in_force(generation.name()).RULES
 
 
-def only_on(name: str, divergence_id: str) -> None:
-    """Skip, naming why, unless the installed generation is ``name`` (the divergence is that generation's)."""
-    if generation.name() != name:
-        pytest.skip(f"{divergence_id} is vllm-ascend {name}'s (divergences.GENERATION); this is {generation.name()}")
+def only_where_it_is(divergence_id: str) -> None:
+    """Skip, naming why, unless the installed generation has the divergence (``divergences.GENERATION``)."""
+    where = divergences.GENERATION[divergence_id]
+    if generation.name() not in where:
+        pytest.skip(
+            f"{divergence_id} is vllm-ascend {', '.join(where)}'s (divergences.GENERATION); this is {generation.name()}"
+        )
 
 
 def both(case: BatchCase, padded: bool = True):

@@ -34,8 +34,8 @@ def _unchanged_speculator():
 def _fix(name: str, monkeypatch, device):
     """The speculator with the fix ``name``: its defect's divergence."""
     defect, *_, gen = broken_gate.FIXES[name]
-    if gen not in (None, generation.name()):
-        pytest.skip(f"{name} fixes vllm-ascend {gen}'s {defect}; this is {generation.name()}")
+    if gen not in (None, generation.speculator_name()):
+        pytest.skip(f"{name} fixes vllm-ascend {gen}'s {defect}; this is {generation.speculator_name()}")
     skip_unless_present(defect, _run(TYPICAL, device, rules()))
     broken_gate.apply(name, monkeypatch)
     return divergences.in_force(generation.name()).DIVERGENCES[defect]

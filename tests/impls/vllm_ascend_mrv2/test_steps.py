@@ -15,7 +15,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks import core_checks
 from tests.checks.known_defects import pin
 from tests.impls.suites import CPU
-from tests.impls.vllm_ascend_mrv2.cases import OPS, clamped, only_on, rules, steps
+from tests.impls.vllm_ascend_mrv2.cases import OPS, clamped, only_where_it_is, rules, steps
 from tests.impls.vllm_mrv2.cases import decode_case
 from tests.strategies.batches import batch_cases
 
@@ -79,7 +79,7 @@ def test_host_seq_lens_advanced_twice(device):
     """host-seq-lens-advanced-twice (0.23.0): a request with all 4 drafts accepted (seq_len 15, nothing
     rejected, so not-lowered plays no part): step j attends with 15 + 2j - 3, twice the core's advance
     from step 3 on (15 + j - 1), in the ops and in the propose loop's forwards."""
-    only_on("0.23.0", "host-seq-lens-advanced-twice")
+    only_where_it_is("host-seq-lens-advanced-twice")
     case = decode_case(max_model_len=64, num_computed=10, k=4, accepted=4)
     got, _ = steps(case)
     spec = [reference.step(case, j).seq_lens for j in (2, 3, 4)]
@@ -95,7 +95,7 @@ def test_draft_seq_lens_batch_bound(device):
     """draft-seq-lens-batch-bound (main): two requests with nothing rejected, seq_lens 15 and 7, K = 3:
     every step of both attends with min(15 + 3, max_model_len) = 18, where the core's are 15 + j - 1 and
     7 + j - 1; in the ops and in the propose loop's forwards."""
-    only_on("main", "draft-seq-lens-batch-bound")
+    only_where_it_is("draft-seq-lens-batch-bound")
     long = decode_case(max_model_len=64, num_computed=11, k=3, accepted=3)
     short = RequestCase(tokens=[30, 31, 32, 33, 34], num_computed=3, query_len=4, num_drafts=3,
                         sampled=[41, 42, 43, 44], discarded=False, blocks=[5, 6, 7])  # fmt: skip
