@@ -126,7 +126,8 @@ def _runner_state(runner, num_spec_tokens: int) -> None:
     platform_patch_of_the_runner_output()
     runner.async_output_copy_stream = torch.npu.Stream()
     size = max(runner.max_num_tokens, runner.max_num_reqs + 1)
-    runner.arange_np = np.arange(size, dtype=np.int64)
+    if getattr(runner, "arange_np", None) is None:  # a full-graph view has its own
+        runner.arange_np = np.arange(size, dtype=np.int64)
     runner._arange_scratch = np.empty(size, dtype=np.int64)
     runner.draft_token_ids_event = torch.npu.Event()
     runner.draft_token_ids_copy_stream = torch.npu.Stream()
@@ -163,7 +164,6 @@ def input_batch(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size
     which its captures read); elsewhere empty: the sampling half reads none, and the drafter is handed
     the batch's table by the hand-off (``handoff.arguments``)."""
     config = runner.model_config
-    runner.max_model_len = config.max_model_len + 1  # what the bookkeeping checks its writes against
     config.max_model_len += 1
     try:
         own = runner_source.init_value("input_batch")(runner)
@@ -202,14 +202,16 @@ def _execute_model_state(**values):
 
 @contextlib.contextmanager
 def _own_batch(runner, own, requests):
-    """The runner's input batch and request states for one step (the view's own back after it, with
-    what the step left its next one there, ``prev_sampled_token_ids``, which ``handoff.handed_on`` reads)."""
-    before = runner.input_batch, runner.requests
-    runner.input_batch, runner.requests = own, requests
+    """The runner's input batch and request states for one step, and the bound its bookkeeping checks
+    its writes against (``max_model_len``: the batch's rows, one position past the model's); the view's
+    own back after it, with what the step left its next one there, ``prev_sampled_token_ids``, which
+    ``handoff.handed_on`` reads."""
+    before = runner.input_batch, runner.requests, runner.max_model_len
+    runner.input_batch, runner.requests, runner.max_model_len = own, requests, own.max_model_len
     try:
         yield
     finally:
-        runner.input_batch, runner.requests = before
+        runner.input_batch, runner.requests, runner.max_model_len = before
         if getattr(own, "prev_sampled_token_ids", None) is not None:
             runner.input_batch.prev_sampled_token_ids = own.prev_sampled_token_ids
 

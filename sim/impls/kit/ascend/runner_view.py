@@ -16,21 +16,10 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 
 
-def _inherited(name: str):
-    """vLLM's ``GPUModelRunner.<name>``, which ``NPUModelRunner`` inherits, as a method of the view (looked
-    up per call, so a test can replace vLLM's)."""
-
-    def method(self, *args, **kwargs):
-        runner = import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner
-        return getattr(runner, name)(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-class _OwnOrInherited:
-    """``NPUModelRunner.<name>`` from source where it defines it, else vLLM's ``GPUModelRunner``'s, which
-    it inherits (each generation overrides other methods of the sampling half)."""
+class _Inherited:
+    """``NPUModelRunner.<name>`` as a method of the view: from source where the runner defines it, else
+    vLLM's ``GPUModelRunner``'s, which it inherits (looked up per access, so a test can replace vLLM's;
+    generations differ in which of them they override)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -85,7 +74,7 @@ class RunnerView:
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
     _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
-    _get_valid_sampled_token_count = _inherited("_get_valid_sampled_token_count")  # v0.21.0rc, v0.22.1rc
+    _get_valid_sampled_token_count = _Inherited("_get_valid_sampled_token_count")  # v0.21.0rc, v0.22.1rc
 
     # The sampling half of an iteration (``sim.impls.vllm_ascend.iteration``): no KV connector, pipeline
     # or expert load balancing, no debugger, no prompt logprobs, nothing routed; what it makes of its
@@ -95,12 +84,12 @@ class RunnerView:
     _bookkeeping_sync = runner_source.RunnerMethod("_bookkeeping_sync")
     _calc_spec_decode_metadata = runner_source.RunnerMethod("_calc_spec_decode_metadata")
     _finalize_dump_data = runner_source.RunnerMethod("_finalize_dump_data")
-    _copy_draft_token_ids_to_cpu = _OwnOrInherited("_copy_draft_token_ids_to_cpu")
-    take_draft_token_ids = _OwnOrInherited("take_draft_token_ids")
-    _get_draft_token_ids_cpu = _OwnOrInherited("_get_draft_token_ids_cpu")
-    _get_cumsum_and_arange = _inherited("_get_cumsum_and_arange")
-    _to_list = _inherited("_to_list")
-    _get_prompt_logprobs_dict = _inherited("_get_prompt_logprobs_dict")
+    _copy_draft_token_ids_to_cpu = _Inherited("_copy_draft_token_ids_to_cpu")
+    take_draft_token_ids = _Inherited("take_draft_token_ids")
+    _get_draft_token_ids_cpu = _Inherited("_get_draft_token_ids_cpu")
+    _get_cumsum_and_arange = _Inherited("_get_cumsum_and_arange")
+    _to_list = _Inherited("_to_list")
+    _get_prompt_logprobs_dict = _Inherited("_get_prompt_logprobs_dict")
 
     @staticmethod
     def finalize_kv_connector():
@@ -181,6 +170,6 @@ class RunnerView:
         return self.model
 
     enable_prompt_embeds = False
-    _get_positions = _inherited("_get_positions")  # the target's positions the hand-off gathers
-    _compute_prev_positions = _inherited("_compute_prev_positions")  # async: each row's row the step before
-    _prepare_input_ids = _inherited("_prepare_input_ids")  # async: the next step's input ids
+    _get_positions = _Inherited("_get_positions")  # the target's positions the hand-off gathers
+    _compute_prev_positions = _Inherited("_compute_prev_positions")  # async: each row's row the step before
+    _prepare_input_ids = _Inherited("_prepare_input_ids")  # async: the next step's input ids
