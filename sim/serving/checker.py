@@ -62,6 +62,7 @@ class RunChecker:
             report.mismatches += runner_samples.compare(
                 iteration.index, iteration.case, proposer.runner_sampled, self.scenario.async_scheduling
             )
+            report.runner_samples_compared += len(iteration.case.requests)
         report.mismatches += mismatches
         if self.scenario.async_scheduling:  # what the runner hands its next step
             report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)

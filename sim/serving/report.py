@@ -43,6 +43,7 @@ def run_to_dict(report: RunReport, device: str, impl: str) -> dict:
         "drafts_compared": report.drafts_compared,
         "drafts_ambiguous": report.drafts_ambiguous,
         "steps_compared": report.steps_compared,
+        "runner_samples_compared": report.runner_samples_compared,
         "values_decided_by": dict(sorted(report.governed.items())),
         "drafts_undefined": report.drafts_undefined,
         "drafts_compared_at": {str(p): n for p, n in sorted(report.drafts_compared_at.items())},

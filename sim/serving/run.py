@@ -38,6 +38,7 @@ class RunReport:
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     steps_compared: int = 0  # model calls whose metadata were compared with the reference
+    runner_samples_compared: int = 0  # under runner_samples: requests whose sampled and booked tokens were compared
     governed: Counter = field(default_factory=Counter)  # divergence id -> reference values its rule decided
     drafts_undefined: int = 0  # under a modelled KV defect: drafts that read a key no rule defines (a NaN slot, ...)
     drafts_compared_at: Counter = field(default_factory=Counter)  # draft position -> drafts compared there

@@ -42,6 +42,8 @@ def print_report(report: RunReport, device, impl=None) -> None:
         f"{report.drafts_ambiguous} drafts skipped as near ties, "
         f"{report.drafts_undefined} undefined (read a key no rule defines)"
     )
+    if report.scenario.runner_samples:
+        compared += f", {report.runner_samples_compared} requests' sampled and booked tokens"
     for d, n in sorted(report.governed.items()):
         compared += f"; {n} values decided by {d}"
     if report.ok:

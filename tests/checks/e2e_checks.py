@@ -50,8 +50,12 @@ def check_scenario(
     TALLY.update({"near ties": report.drafts_ambiguous, "drafts undefined": report.drafts_undefined})
     TALLY.update({f"values decided by {d}": n for d, n in report.governed.items()})
     TALLY.update({followed_key(d, what): n for (d, what), n in report.followed.items()})
+    if scenario.runner_samples:
+        TALLY.update({"runner samples compared": report.runner_samples_compared})
     if report.steps_compared == 0:
         raise AssertionError(f"{name}: the run compared nothing ({report.iterations} iterations)")
+    if scenario.runner_samples and report.runner_samples_compared == 0:
+        raise AssertionError(f"{name}: the runner samples, and the run compared none of its samples")
     if not report.ok:
         path = scenario.save(FAILURE_DIR / f"{name}.json")
         lines = "\n  ".join(str(m) for m in report.mismatches[:6])

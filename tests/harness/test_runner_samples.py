@@ -96,3 +96,18 @@ def test_replay_files_without_the_field_load_with_the_samples_handed():
     del data["runner_samples"]
     loaded = Scenario.from_dict(data | {"requests": [dataclasses.asdict(r) for r in scenario.requests]})
     assert loaded.runner_samples is False
+
+
+def test_a_run_that_compared_none_of_the_runners_samples_fails(monkeypatch):
+    """The end-to-end check fails a run whose runner sampled but whose samples nothing compared (as it
+    fails a run that compared no step): a checker that skipped them would otherwise pass it silently."""
+    from sim.serving.run import RunReport
+    from tests.checks import e2e_checks
+
+    scenario = Scenario(runner_samples=True, requests=(RequestSpec(0, 5, 4),))
+    report = RunReport(scenario, iterations=3, steps_compared=9)
+    monkeypatch.setattr(e2e_checks, "run_scenario", lambda *args, **kwargs: report)
+    with pytest.raises(AssertionError, match=r"^runs: the runner samples, and the run compared none of its samples"):
+        e2e_checks.check_scenario(scenario, SimDevice(), "runs")
+    report.runner_samples_compared = 3
+    assert e2e_checks.check_scenario(scenario, SimDevice(), "runs") is report
