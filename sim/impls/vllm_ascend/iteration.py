@@ -19,13 +19,10 @@ input batch holds for the request after the step.
 
 from __future__ import annotations
 
-import ast
 import collections
 import contextlib
 import functools
-import importlib.util
 import inspect
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -39,7 +36,7 @@ from sim.impls.vllm_ascend import handoff
 from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.runner_samples import RunnerSampled
 
-PLATFORM_PATCH = "patch/platform/patch_pp_mtp.py"  # under the vllm_ascend package
+PLATFORM_PATCH = "vllm_ascend/patch/platform/patch_pp_mtp.py"
 UNKNOWN = -1  # a token before a request's first scheduled row: never known to the harness, never read
 FAR, NEAR = 8.0, -8.0  # a logits row's chosen id, and every other id
 
@@ -143,17 +140,9 @@ def platform_patch_of_the_runner_output() -> None:
     with), run as vllm-ascend's plugin runs its platform patches in every process. That function alone,
     compiled from the checkout's source: the package's other platform patches import modules outside
     this env's closure (its tool parsers). None where the checkout has no such patch."""
-    root = Path(next(iter(importlib.util.find_spec("vllm_ascend").submodule_search_locations)))
-    path = root / PLATFORM_PATCH
-    if not path.exists():
-        return
-    tree = ast.parse(path.read_text())
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_patch_model_runner_output"]
-    if not found:
-        return
-    names = {"wraps": functools.wraps}
-    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), names)  # noqa: S102 - vllm-ascend's own code
-    names["_patch_model_runner_output"]()
+    patch = runner_source.checkout_function(PLATFORM_PATCH, "_patch_model_runner_output", wraps=functools.wraps)
+    if patch is not None:
+        patch()
 
 
 def input_batch(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int):
@@ -266,6 +255,16 @@ def cuda_as_the_runner_leaves_it() -> dict:
     on them and waits for its event before reading them. Run on a stand-in ``torch`` whose ``npu`` is the
     fake's streams and events (its memory query, which the wrapper only assigns, is never read), so
     nothing of the process changes here."""
+    stand_in, wrapper = _runner_wrapper()
+    run = wrapper()
+    next(run)
+    run.close()  # its finally: what a runner leaves after its __init__
+    return {(ns, name): getattr(_namespace(stand_in, ns), name) for ns, name in LEFT_BY_THE_RUNNER}
+
+
+@functools.cache
+def _runner_wrapper():
+    """The stand-in ``torch`` and the runner's ``_torch_cuda_wrapper`` compiled over it (once)."""
     npu = SimpleNamespace(
         **{name: getattr(torch.npu, name) for name in ("Event", "Stream", "current_stream", "stream", "synchronize")},
         is_current_stream_capturing=torch.npu.is_current_stream_capturing,
@@ -273,10 +272,7 @@ def cuda_as_the_runner_leaves_it() -> dict:
         mem_get_info=None,
     )
     stand_in = SimpleNamespace(cuda=SimpleNamespace(Stream=torch.cuda.Stream), npu=npu, Event=torch.Event)
-    wrapper = runner_source.module_function("_torch_cuda_wrapper", torch=stand_in)()
-    next(wrapper)
-    wrapper.close()  # its finally: what a runner leaves after its __init__
-    return {(ns, name): getattr(_namespace(stand_in, ns), name) for ns, name in LEFT_BY_THE_RUNNER}
+    return stand_in, runner_source.module_function("_torch_cuda_wrapper", torch=stand_in)
 
 
 def _namespace(root, ns: str | None):

@@ -12,7 +12,8 @@ it reaches that name (the branches of other drafters). ``RunnerMethod`` puts one
 view's class, compiled once and looked up on each access (so a test can replace it);
 ``edited_runner_method`` compiles one with a textual edit of its source, as a pull request changing
 the runner would. A ``super()`` in a method is the runner's base class's (vLLM's ``GPUModelRunner``),
-bound to the view. ``module_function`` compiles one of the module's own functions; ``init_value`` compiles what the runner's constructor (or a method it calls) assigns
+bound to the view. ``module_function`` compiles one of the module's own functions (``checkout_function``
+one of another file's); ``init_value`` compiles what the runner's constructor (or a method it calls) assigns
 to one of its attributes, as a function of the view (its own input batch, its samplers);
 ``named_tuple_fields`` reads a ``NamedTuple`` of the runner's module (``ExecuteModelState``).
 """
@@ -33,9 +34,10 @@ from sim.impls.kit.ascend.importing import import_ascend
 RUNNER = "vllm_ascend/worker/model_runner_v1.py"
 
 
-def _source() -> Path:
+def _source(relative: str = RUNNER) -> Path:
+    """A file of the installed vllm-ascend (its runner's module by default)."""
     spec = importlib.util.find_spec("vllm_ascend")
-    return Path(next(iter(spec.submodule_search_locations))).parent / RUNNER
+    return Path(next(iter(spec.submodule_search_locations))).parent / relative
 
 
 @functools.cache
@@ -45,6 +47,14 @@ def _tree() -> ast.Module:
 
 def _runner_class() -> ast.ClassDef:
     return next(n for n in _tree().body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
+
+
+@functools.cache
+def base_class():
+    """``NPUModelRunner``'s base class, as its module imports it (vLLM's ``GPUModelRunner``)."""
+    (base,) = _runner_class().bases
+    module, attr = _imported_names()[base.id]
+    return getattr(import_ascend(module), attr)
 
 
 @functools.cache
@@ -113,6 +123,20 @@ def edited_runner_method(name: str, *edits: tuple[str, str]):
     return _compiled(ast.parse(textwrap.dedent(source)).body[0])
 
 
+def checkout_function(relative: str, name: str, **names):
+    """The top-level function ``name`` of another file of the checkout (``relative`` to its package's
+    parent), compiled from its source with ``names`` as its globals, or None where the file or the
+    function is absent (another generation's)."""
+    path = _source(relative)
+    if not path.exists():
+        return None
+    found = [n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == name]
+    if not found:
+        return None
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), names)  # noqa: S102 - vllm-ascend's own code
+    return names[name]
+
+
 def module_function(name: str, **names):
     """The runner module's own top-level function ``name``, compiled from its source, undecorated, with
     ``names`` in place of the module-level names it reads."""
@@ -139,18 +163,8 @@ def init_value(attr: str, within: str = "__init__"):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(_is_self_attr(t, attr) for t in targets):
-                func = ast.FunctionDef(
-                    name=f"init_{attr}",
-                    args=ast.arguments(
-                        posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[], kw_defaults=[], defaults=[]
-                    ),
-                    body=[ast.Return(node.value)],
-                    decorator_list=[],
-                    returns=None,
-                    type_params=[],
-                    lineno=node.lineno,
-                    col_offset=0,
-                )
+                func = ast.parse(f"def init_{attr}(self):\n    return None").body[0]
+                func.body[0].value = node.value
                 return _compiled(func)
     raise LookupError(f"NPUModelRunner.{within}: assigns no self.{attr} in {_source()}")
 
@@ -174,9 +188,7 @@ class _Super:
         self.obj = obj
 
     def __getattr__(self, name):
-        (base,) = _runner_class().bases
-        module, attr = _imported_names()[base.id]
-        found = getattr(getattr(import_ascend(module), attr), name)
+        found = getattr(base_class(), name)
         return found.__get__(self.obj) if hasattr(found, "__get__") else found
 
 

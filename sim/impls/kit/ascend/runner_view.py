@@ -28,7 +28,7 @@ class _Inherited:
         if runner_source.defines(self.name):
             func = runner_source.runner_method(self.name)
         else:
-            func = getattr(import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner, self.name)
+            func = getattr(runner_source.base_class(), self.name)
         return func if obj is None else func.__get__(obj, owner)
 
 
@@ -94,7 +94,7 @@ class RunnerView:
     @staticmethod
     def finalize_kv_connector():
         """vLLM's ``KVConnectorModelRunnerMixin``'s (no KV transfer group here: it does nothing)."""
-        import_ascend("vllm.v1.worker.gpu_model_runner").GPUModelRunner.finalize_kv_connector()
+        runner_source.base_class().finalize_kv_connector()
 
     execute_model_state = kv_connector_output = sampling_done_event = debugger = None
     is_kv_producer = need_accepted_tokens = supports_mm_inputs = routed_experts_initialized = False
