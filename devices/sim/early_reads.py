@@ -29,7 +29,8 @@ never laxer.
 Streams order those copies as on an accelerator (``devices.sim.streams``): each write to a device
 tensor is stamped with the stream it was issued on, a copy whose source another stream wrote with no
 wait between them raises ``StreamOrderError``, and ``land`` (an event's or a stream's synchronize)
-lands only the copies ordered before what the host synchronized with.
+lands only the copies ordered before what the host synchronized with. ``record_stream`` on a tensor
+is a no-op here (``_stream_recorded`` says why).
 
 Tensors made before a ``DeviceTensors`` is on (a proposer's persistent buffers) are named device
 tensors by ``recording`` around their construction, or by ``mark``. ``land_all``, ``land`` and
@@ -137,6 +138,7 @@ class DeviceTensors(TorchFunctionMode):
             torch.Tensor.copy_: self._copy,
             torch.Tensor.to: self._to,
             torch.Tensor.cpu: self._cpu,
+            torch.Tensor.record_stream: _stream_recorded,
             **{f: _host_result for f in HOST_RESULTS if f is not torch.Tensor.cpu},
         }
 
@@ -215,6 +217,12 @@ class DeviceTensors(TorchFunctionMode):
 
 def _host_result(func, args, kwargs):
     return func(*args, **kwargs)
+
+
+def _stream_recorded(func, args, kwargs) -> None:
+    """``t.record_stream(s)``: on an accelerator, the allocator keeps ``t``'s memory until the work ``s``
+    has issued so far is done. Here that work ran when it was issued, and the host's memory is freed
+    only when nothing refers to it: nothing to keep (the CPU has no ``record_stream`` of its own)."""
 
 
 @contextmanager

@@ -17,7 +17,9 @@ global tick as it is issued.
 
 ``StreamOrder`` is the state of one traced call (each ``early_reads.tracking`` has one): the
 stamps of device tensors' writes and the copies not landed. Streams themselves (``SimStream``) live
-as long as the code under test keeps them (a runner's copy stream is made once).
+as long as the code under test keeps them (a runner's copy stream is made once). A ``SimStream`` is a
+``torch.Stream`` (of the host), so torch's own functions that take a stream argument parse it
+(``Tensor.record_stream``, which ``early_reads`` serves), compared by identity as streams are.
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ def tick() -> int:
     return next(_ticks)
 
 
-class SimStream:
-    """A stream: its name (for messages) and its vector clock (stream -> last tick ordered before)."""
+class SimStream(torch.Stream):
+    """A stream: its name (for messages) and its vector clock (stream -> last tick ordered before).
+    Two streams are the same stream only if they are one object (``torch.Stream`` compares the host's
+    stream ids, which every host stream shares)."""
+
+    __eq__, __ne__, __hash__ = object.__eq__, object.__ne__, object.__hash__
+
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(cls, device="cpu")
 
     def __init__(self, name: str = "a side stream"):
         self.name = name

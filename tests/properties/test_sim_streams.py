@@ -124,3 +124,19 @@ def test_a_write_on_the_side_stream_is_the_side_streams(sim):
             host.copy_(doubled, non_blocking=True)
         with pytest.raises(StreamOrderError, match=r"on the default stream reads .* last written on the copy stream"):
             torch.zeros(4, dtype=torch.int64).copy_(doubled, non_blocking=True)
+
+
+def test_streams_are_torch_streams_told_apart_by_identity(sim):
+    """torch's own stream arguments take a simulator stream (main's rejection sampler hands
+    ``q.record_stream(torch.npu.current_stream())``), and two streams are two clocks: were they equal as
+    ``torch.Stream``s are (the host's one stream id), one stream's waits would order the other's work."""
+    side, other = SimStream("the copy stream"), SimStream("another stream")
+    assert isinstance(side, torch.Stream)
+    assert side != other and len({side, other, side}) == 2
+    other.wait_stream(streams.current())
+    assert not side.orders(other, streams.tick() - 1)
+    with early_reads.tracking(sim):
+        counts, _ = _counts()
+        assert counts.record_stream(side) is None
+    with pytest.raises(NotImplementedError, match="record_stream"):  # the host's tensors have none
+        torch.zeros(1).record_stream(side)

@@ -6,9 +6,10 @@ samples them itself. ``sample_and_propose`` gives the runner what its ``execute_
 target's logits at that metadata's ``logits_indices`` (``logits_as_verified``), the scheduler output, the
 target's attention metadata, hidden states and batch descriptor as the hand-off derives them; and its
 own input batch (``NPUInputBatch``, built by the expression its ``__init__`` builds it with) holding the
-batch's requests (``CachedRequestState``, greedy). ``sample_tokens`` then runs as the checkout has it:
-``_sample`` through its ``AscendRejectionSampler`` (the Triton kernels in the interpreter, each launch
-guarded), ``_bookkeeping_sync`` (the valid sampled tokens, the input batch's token ids and counts), the
+batch's requests (``CachedRequestState``: greedy, and random at temperature 1 for every other one, so a
+batch of two mixes the sampler's two paths). ``sample_tokens`` then runs as the checkout has it:
+``_sample`` through its ``AscendRejectionSampler`` (its greedy and random kernels in the interpreter, each
+launch guarded), ``_bookkeeping_sync`` (the valid sampled tokens, the input batch's token ids and counts), the
 drafter through ``propose_draft_token_ids`` with the sampler's tokens (padded) or the bookkeeping's lists
 (unpadded), and the drafts' copy to the host on its copy stream, which ``take_draft_token_ids`` reads.
 
@@ -38,7 +39,10 @@ from sim.oracle.runner_samples import RunnerSampled
 
 PLATFORM_PATCH = "vllm_ascend/patch/platform/patch_pp_mtp.py"
 UNKNOWN = -1  # a token before a request's first scheduled row: never known to the harness, never read
-FAR, NEAR = 8.0, -8.0  # a logits row's chosen id, and every other id
+# A logits row's chosen id, and every other id: at temperature 1 another id is drawn with a probability
+# below vocab_size * e^-40 (about 1e-15), so a random request samples and accepts what the verification decided.
+FAR, NEAR = 20.0, -20.0
+RANDOM = 2  # request r samples at temperature 1 where r % RANDOM == 1, greedily elsewhere
 
 
 def verified_rows(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) -> list[int]:
@@ -82,8 +86,9 @@ def logits_as_verified(batch: VerifiedBatch, sampled: SampledTokens, vocab_size:
     return logits.to(batch.token_ids.device)
 
 
-def _greedy_request(r: int, batch: VerifiedBatch, sampled: SampledTokens):
-    """Request ``r`` as the runner holds it before sampling (vLLM's ``CachedRequestState``, greedy): its
+def _request(r: int, batch: VerifiedBatch, sampled: SampledTokens):
+    """Request ``r`` as the runner holds it before sampling (vLLM's ``CachedRequestState``, greedy or
+    at temperature 1 as ``RANDOM`` says, drawing from torch's default generator): its
     tokens up to its first scheduled row unknown (``UNKNOWN``), then its scheduled rows that are not drafts;
     a chunk whose sample is discarded also the tokens past it, each the request's own token at its seq_len
     (the backup: the harness's runner state, ``vllm_types.to_step_one_inputs``). A decode's last known
@@ -98,7 +103,7 @@ def _greedy_request(r: int, batch: VerifiedBatch, sampled: SampledTokens):
     elif k > 0:
         prompt, output = prompt[:-1], prompt[-1:]
     state = import_ascend("vllm.v1.worker.gpu_input_batch").CachedRequestState
-    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0)
+    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=float(r % RANDOM == 1))
     return state(
         req_id=f"r{r}",
         prompt_token_ids=prompt,
@@ -161,7 +166,7 @@ def input_batch(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size
     own.vocab_size = vocab_size  # the scenario's vocabulary (the tiny config's is the model's largest id)
     requests = {}
     for r in range(batch.num_reqs):
-        state = _greedy_request(r, batch, sampled)
+        state = _request(r, batch, sampled)
         own.add_request(state)
         requests[state.req_id] = state
     own.refresh_metadata()

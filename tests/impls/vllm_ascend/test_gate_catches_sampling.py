@@ -65,6 +65,18 @@ def test_an_asynchronous_output_read_before_its_copy_lands_fails_by_name(monkeyp
 
 
 @pytest.mark.parametrize("path", SCHEDULING)
+@pytest.mark.parametrize("variant", ["accepts-every-random-draft", "bonus-after-a-rejection"])
+def test_a_broken_random_rejection_fails_in_the_loop(monkeypatch, device, impl, path, variant):
+    """Every other request samples at temperature 1 (``iteration.RANDOM``: the odd ones): a rejection
+    sampler whose random path keeps a draft the target rejects, or adds the bonus token after a recovered
+    one, changes what the runner reports for such a request, named at the first step it happens."""
+    broken_gate.apply(variant, monkeypatch)
+    _fails(
+        impl, device, path, r"request \d*[13579]: the runner's valid sampled tokens: got \[[\d, ]+\], want \[[\d, ]+\]"
+    )
+
+
+@pytest.mark.parametrize("path", SCHEDULING)
 def test_spec_metadata_built_request_by_request_passes(monkeypatch, device, impl, path):
     """The control: the same indices by a loop over the requests (the variant's check is of the break)."""
     broken_gate.apply("runner-spec-metadata-by-request", monkeypatch)
