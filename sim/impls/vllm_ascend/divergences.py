@@ -338,9 +338,59 @@ SFA_COS_SIN_SHARED = Divergence(
     setting={"draft_attn": "sfa", "block_size": 128},
 )
 V0_21 = {**V0_22, SFA_COS_SIN_SHARED.id: SFA_COS_SIN_SHARED}
+DUMMY_STALE_INDICES = Divergence(
+    "dummy-run-samples-at-the-last-calls-indices",
+    "AscendSpecDecodeBaseProposer.dummy_run (_runnable(..., token_indices_to_sample="
+    "self.token_indices_to_sample[:batch_size * self.extra_slots_per_request]))",
+    "a dummy run samples its own rows: what it computes is thrown away, and it reads nothing past its batch",
+    "the dummy run hands its forward the sample indices as the last real call left them, and "
+    "_run_merged_draft gathers last_hidden_states at them: where that call sampled a row past the dummy "
+    "batch's, the gather is out of bounds (IndexError here; on an NPU the index kernel's bound check), so "
+    "every idle data-parallel rank that served a larger batch before fails at its next dummy batch, and so "
+    "does a dummy run after a call. vllm-ascend #10080 clears them first (v0.21.0rc on). A crash: sidestepped "
+    "as that fix does everywhere but the pin (crashes.sidestepped), which runs it",
+    "test_graphs.py::test_a_dummy_run_after_a_larger_call_crashes_where_its_known_defect_says",
+    kind=Kind.DEFECT,
+)
+NO_TOP_K_RAISES = Divergence(
+    "reduce-sample-random-without-a-top-k-raises",
+    "vllm_ascend/sample/sampler.py: _apply_top_k_top_p_pytorch and _apply_top_k_top_p_ascendc "
+    "(enable_reduce_sample: torch.topk(logits, k=top_k)), from AscendRejectionSampler.forward's "
+    "apply_sampling_constraints(..., self.top_k)",
+    "under reduce sampling, a random request without a top-k draws from the target's whole distribution",
+    "each rank takes its top_k best columns, top_k being what the runner's _sample prepared, which it does "
+    "only when some request has a top-k: a batch of random requests none of which has one hands top_k=None "
+    "and torch.topk raises (TypeError), on the torch path and on A2/A3's alike. vllm-ascend #10004 takes "
+    "every column then, and hands the gathered candidates on (v0.21.0rc on). A crash, not sidestepped (the "
+    "fix also changes what the sampler returns): where it is in force, random rows without a top-k under "
+    "reduce sampling are its pin's alone, the tests that draw them say so; random rows beside a top-k "
+    "request are compared",
+    "test_tensor_parallel_sampling.py::test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution",
+    kind=Kind.DEFECT,
+)
+PADDING_STALE_INDICES = Divergence(
+    "graph-padding-samples-at-the-last-calls-indices",
+    "AscendSpecDecodeBaseProposer._propose (self.token_indices_to_sample[:token_indices_to_sample_len]"
+    ".copy_(token_indices_to_sample), nothing written past it)",
+    "a draft graph's padding rows sample rows of the graph: what they compute is thrown away",
+    "_propose writes this call's sample indices into the front of the drafter's index buffer and leaves "
+    "the rest as the last call left it; a replayed graph gathers last_hidden_states at as many indices as "
+    "its capture's requests, so a call of fewer requests padded to a captured size gathers its padding rows "
+    "at the last call's indices, out of bounds where that call sampled past the graph's rows (IndexError "
+    "here; on A5 the index kernel's bound check, on A2/A3 a read past the rows). vllm-ascend #9867 clears "
+    "the rest (v0.21.0rc on). A crash: sidestepped as that fix does everywhere but the pin "
+    "(crashes.sidestepped), which runs it",
+    "test_graphs.py::test_a_replay_padded_past_a_smaller_call_crashes_where_its_known_defect_says",
+    kind=Kind.DEFECT,
+)
+V0_20 = {
+    **V0_21,
+    **{d.id: d for d in (DUMMY_STALE_INDICES, PADDING_STALE_INDICES, NO_TOP_K_RAISES)},
+}
 # A generation -> (what it has otherwise or besides, what of 0.23.0's it has not): v0.21.0rc and v0.22.1rc's
 # EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0; v0.21.0rc's
-# SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do.
+# SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do;
+# v0.20.2rc's reduce sampling keeps a top-k over the whole vocabulary it scatters its candidates into.
 OWN = {
     "main": (MAIN, ()),
     "0.22.1": (V0_22, ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",)),
@@ -348,12 +398,20 @@ OWN = {
         V0_21,
         ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks", "sfa-graph-steps-replay-the-first-pass"),
     ),
+    "0.20.2": (
+        V0_20,
+        (
+            "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
+            "sfa-graph-steps-replay-the-first-pass",
+            "reduce-sample-top-k-of-a-slice-or-more-dropped",
+        ),
+    ),
 }
 
 
 def in_force(generation: str) -> SimpleNamespace:
-    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.21.0``, ``0.22.1``,
-    ``0.23.0`` or ``main``): the entries as that generation has them, and the rules that model them."""
+    """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.20.2``, ``0.21.0``,
+    ``0.22.1``, ``0.23.0`` or ``main``): the entries as that generation has them, and the rules that model them."""
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)

@@ -1,7 +1,7 @@
 """What differs between the vllm-ascend generations the adapter drives, found by signature, not by version.
 
 The same adapter runs vllm-ascend 0.23.0 (on vLLM 0.23.0), main (on vLLM
-0.27.1) and the release branches between, and v0.22.1rc and v0.21.0rc (docs/upstream-ci.md,
+0.27.1) and the release branches between, and v0.22.1rc, v0.21.0rc and v0.20.2rc (docs/upstream-ci.md,
 "Every branch"); where their proposer's methods
 differ, this module asks the method itself what it takes:
 
@@ -41,6 +41,11 @@ from sim.impls.vllm_ascend import builders
 
 # What main's SFA builder does at every build since vllm-ascend #13958, and 0.23.0's does not.
 _SFA_LENGTHS_COPIED = "actual_seq_lengths_key[:num_reqs].copy_("
+
+
+# What v0.20.2rc's reduce sampling does with each rank's top candidates (its torch path scatters them into the
+# whole vocabulary), and later branches' does not (they keep the gathered candidates and their ids).
+_REDUCE_SAMPLE_INTO_THE_VOCABULARY = "full_logits.scatter_("
 
 
 # What v0.21.0rc and v0.22.1rc's dummy run builds a capture's metadata from, and 0.23.0's does not (it
@@ -101,11 +106,15 @@ def capture_reads_group_0() -> bool:
 
 @functools.cache
 def name() -> str:
-    """``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
-    (``divergences.in_force``), by what the checkout does: v0.21.0rc builds its draft steps untold
-    (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
+    """``0.20.2``, ``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
+    (``divergences.in_force``), by what the checkout does: v0.20.2rc's reduce sampling scatters each rank's
+    candidates into the whole vocabulary (``_REDUCE_SAMPLE_INTO_THE_VOCABULARY``); v0.21.0rc builds its
+    draft steps untold (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
     (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its
     own (``_build``), 0.23.0's hands views of the common metadata's."""
+    sampler = import_ascend("vllm_ascend.sample.sampler")._apply_top_k_top_p_pytorch
+    if _REDUCE_SAMPLE_INTO_THE_VOCABULARY in inspect.getsource(sampler):
+        return "0.20.2"
     if steps_built_untold():
         return "0.21.0"
     if capture_reads_group_0():

@@ -38,7 +38,7 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS
 from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm_ascend import generation
+from sim.impls.vllm_ascend import crashes, divergences, generation
 from sim.oracle import next_step
 from sim.oracle.next_step import NextStep
 
@@ -162,6 +162,8 @@ class Drafter:
         self.handed = kwargs
         if self.on_handoff is not None:
             self.on_handoff(kwargs)
+        if crashes.sidestepped(divergences.PADDING_STALE_INDICES.id):
+            self.proposer.token_indices_to_sample.fill_(0)  # crashes.SIDESTEPS
         return self.proposer._propose(**kwargs)
 
 

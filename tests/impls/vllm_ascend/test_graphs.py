@@ -17,10 +17,16 @@ import pytest
 from devices.base import GraphError
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import build, generation
+from sim.impls.vllm_ascend import build, crashes, generation
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.build import configured_graph
-from sim.impls.vllm_ascend.divergences import CAPTURE_GROUP_0, DUMMY_WRITES_KV, RULES
+from sim.impls.vllm_ascend.divergences import (
+    CAPTURE_GROUP_0,
+    DUMMY_STALE_INDICES,
+    DUMMY_WRITES_KV,
+    PADDING_STALE_INDICES,
+    RULES,
+)
 from sim.impls.vllm_ascend.graphs import DummyRunWroteKv
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
@@ -206,6 +212,60 @@ def test_a_dummy_run_after_a_call_writes_no_kv(monkeypatch, device, impl):
         pin(DUMMY_WRITES_KV.id, present=bool(written), fixed=not written, detail=sorted(written))
     else:
         assert not written
+
+
+def test_a_dummy_run_after_a_larger_call_crashes_where_its_known_defect_says(device, impl):
+    """``dummy-run-samples-at-the-last-calls-indices``: a dummy run of 2 tokens after a call that sampled rows
+    past them. 0.23.0, main and v0.21.0rc on sample the dummy batch's own rows; v0.20.2rc's samples at the
+    call's indices and raises (its crash sidestepped everywhere else, ``crashes``). Accepted, the pin runs it
+    as the checkout has it and records the crash, or a dummy run that passes (fixed); dropped from the
+    list, the dummy run must pass."""
+    proposer, _ = after_a_call(device, AscendProposer)
+    assert int(proposer._ascend().token_indices_to_sample.max()) >= 2, "the call sampled no row past the dummy's"
+    if not any(d.id == DUMMY_STALE_INDICES.id for d in impl.divergences):
+        proposer.dummy_run(2)
+        return
+    try:
+        with crashes.letting(DUMMY_STALE_INDICES.id):
+            proposer.dummy_run(2)
+    except IndexError as crash:
+        assert "out of bounds" in str(crash), crash
+        pin(DUMMY_STALE_INDICES.id, present=True, fixed=False)
+    else:
+        pin(DUMMY_STALE_INDICES.id, present=False, fixed=True)
+
+
+# Four one-token prompts' first call (eager: a batch with prefills), its last sample row past 8, then three
+# of them decode (a uniform batch of 6 rows, replayed at the graph of 8, captured for 4 requests).
+SHRINKING = Scenario(
+    num_spec_tokens=1,
+    block_size=1,
+    max_model_len=12,
+    token_budget=9,
+    max_num_reqs=4,
+    graph_mode="full",
+    vocab_size=32,
+    requests=(RequestSpec(0, 1, 1), RequestSpec(0, 1, 2), RequestSpec(0, 1, 2), RequestSpec(0, 6, 2)),
+)
+
+
+def test_a_replay_padded_past_a_smaller_call_crashes_where_its_known_defect_says(device, impl):
+    """``graph-padding-samples-at-the-last-calls-indices`` (``SHRINKING``): a replay of fewer requests than its
+    capture's gathers its padding rows at the sample indices the drafter's buffer holds past the call's own.
+    0.23.0, main and v0.21.0rc on clear them (zeros); v0.20.2rc's are the last call's, and the gather
+    raises (sidestepped everywhere else, ``crashes``). Accepted, the pin runs it as the checkout has it and
+    records the crash, or a run that meets the reference (fixed); dropped from the list, the run must."""
+    if not any(d.id == PADDING_STALE_INDICES.id for d in impl.divergences):
+        check_implementation(impl, SHRINKING, device, "replay-padded-past-a-smaller-call")
+        return
+    try:
+        with crashes.letting(PADDING_STALE_INDICES.id):
+            check_implementation(impl, SHRINKING, device, "replay-padded-past-a-smaller-call")
+    except IndexError as crash:
+        assert "out of bounds" in str(crash), crash
+        pin(PADDING_STALE_INDICES.id, present=True, fixed=False)
+    else:
+        pin(PADDING_STALE_INDICES.id, present=False, fixed=True)
 
 
 # 0.23.0's dummy run (and main's), per draft step, before it builds the capture on that step's slot buffer.

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
 # One file serves every release the adapter's generations run on (docs/upstream-ci.md, "Every branch").
 CLOSURES = {
+    "0.20.2": "requirements/vllm_ascend.txt",  # releases/v0.20.2rc
     "0.21.0": "requirements/vllm_ascend.txt",  # releases/v0.21.0rc
     "0.22.1": "requirements/vllm_ascend.txt",  # releases/v0.22.1rc
     "0.23.0": "requirements/vllm_ascend.txt",  # vllm-ascend 0.23.0 (the release, its v0.23.0 tag; releases/v0.23.0)
@@ -60,8 +61,6 @@ CLOSURES = {
 # vLLM version -> why the branch that pairs with it does not run here (docs/upstream-ci.md, "Every branch"),
 # said in the refusal: what was measured with a closure line added by hand.
 NOT_RUN = {
-    "0.20.2": "releases/v0.20.2rc's dummy run samples at the last call's token indices, out of its own rows "
-    "(vllm-ascend #10080, fixed from v0.21.0rc), so every idle data-parallel rank's dummy batch fails",
     "0.18.0": "releases/v0.18.0's proposer and vLLM 0.18's metadata and runner are a generation the adapter "
     "does not drive, and vLLM 0.18 needs a closure of its own (transformers<5)",
 }

@@ -68,10 +68,14 @@ def tiny_vllm_config(hidden_size: int, num_spec_tokens: int, method: str = "mtp"
 
 def deploy(vllm_config):
     """``vllm_config`` placed on this rank (``placed``), with the deployment's ``additional_config``
-    (``deployed``) and vllm-ascend's config initialised from it: what every proposer is built with."""
+    (``deployed``) and vllm-ascend's config initialised from it, as a serving process's is from the
+    start (each branch's ``init_ascend_config`` would keep the one the platform made without it):
+    what every proposer is built with."""
     vllm_config.additional_config = dict(_DEPLOYED)
     placed(vllm_config)
-    import_ascend("vllm_ascend.ascend_config").init_ascend_config(vllm_config)
+    configs = import_ascend("vllm_ascend.ascend_config")
+    configs._ASCEND_CONFIG = None  # the platform's, built before the deployment's additional_config was set
+    configs.init_ascend_config(vllm_config)
     return vllm_config
 
 
