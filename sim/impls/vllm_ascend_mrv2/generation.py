@@ -129,6 +129,11 @@ def _calls_use_dspark_its_vllm_lacks() -> str | None:
 # "Every branch"; the check that it still does, naming what it found): the branch has no MRV2 speculator that
 # runs on the vLLM it pairs with.
 NOT_IN_CHECKOUT = {
+    "0.20.2": (
+        "releases/v0.20.2rc's MRV2 speculator imports PrefillEagleCudaGraphManager from "
+        "vllm.v1.worker.gpu.spec_decode.eagle.cudagraph, which vLLM 0.20.2, the vLLM the branch pairs with, has not",
+        _speculator_does_not_import,
+    ),
     "0.22.1": (
         "releases/v0.22.1rc's MRV2 speculator imports vllm.v1.worker.gpu.spec_decode.autoregressive, which vLLM "
         "0.22.1, the vLLM the branch pairs with, has not",
