@@ -125,6 +125,14 @@ def _calls_use_dspark_its_vllm_lacks() -> str | None:
     return None
 
 
+def _rejection_sampler_does_not_import() -> str | None:
+    try:
+        import_ascend("vllm_ascend.worker.v2.spec_decode.rejection_sampler_utils")
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 # vLLM version -> (what its release branch's MRV2 speculator lacks there, measured on the branch, docs/upstream-ci.md
 # "Every branch"; the check that it still does, naming what it found): the branch has no MRV2 speculator that
 # runs on the vLLM it pairs with.
@@ -133,6 +141,13 @@ NOT_IN_CHECKOUT = {
         "releases/v0.20.2rc's MRV2 speculator imports PrefillEagleCudaGraphManager from "
         "vllm.v1.worker.gpu.spec_decode.eagle.cudagraph, which vLLM 0.20.2, the vLLM the branch pairs with, has not",
         _speculator_does_not_import,
+    ),
+    "0.21.0": (
+        "releases/v0.21.0rc's MRV2 rejection sampler (worker/v2/spec_decode/rejection_sampler_utils.py) imports "
+        "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils, which vLLM 0.21.0, the vLLM the branch pairs with, "
+        "has not; the branch applies none of its MRV2 worker patches there (patch/worker/__init__.py: "
+        '_V2_MODEL_RUNNER_SUPPORTED = not vllm_version_is("0.21.0"))',
+        _rejection_sampler_does_not_import,
     ),
     "0.22.1": (
         "releases/v0.22.1rc's MRV2 speculator imports vllm.v1.worker.gpu.spec_decode.autoregressive, which vLLM "
