@@ -31,7 +31,10 @@ def _rows(args, kwargs):
 
 
 def _temperature(args, kwargs) -> list[float]:
+    """Each request's temperature (vLLM hands none where every request is greedy: zeros then)."""
     metadata = kwargs.get("sampling_metadata", args[7] if len(args) > 7 else None)
+    if metadata.temperature is None:
+        return [0.0] * len(_rows(args, kwargs))
     return metadata.temperature.tolist()
 
 
