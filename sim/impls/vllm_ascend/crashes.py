@@ -3,8 +3,7 @@
 A defect that raises leaves nothing to follow: what the checkout would have drafted after the crash does
 not exist. So that everything else is still compared on a checkout that has one, the harness takes, at
 the place the crash would begin, the one step of its upstream fix that removes it (``SIDESTEPS``), and
-nowhere else; the defect's pin runs without it (``letting``, or ``let_crash`` in a rank process) and
-records the crash, or, on a checkout that no longer crashes, the spec's values, so the session says it
+nowhere else; the defect's pin runs without it (``letting``) and records the crash, or, on a checkout that no longer crashes, the spec's values, so the session says it
 is fixed (``tests.checks.known_defects.pin``). A sidestep applies where the checkout's generation has the
 defect (``divergences.in_force``); on a fixed checkout it changes nothing (the fix already did it).
 """
@@ -38,10 +37,3 @@ def letting(defect: str):
         yield
     finally:
         _let.discard(defect)
-
-
-def let_crash(defect: str):
-    """``letting`` for a rank's case (a ``setup`` entry): returns what undoes it."""
-    context = letting(defect)
-    context.__enter__()
-    return lambda: context.__exit__(None, None, None)
