@@ -222,17 +222,25 @@ def test_a_dummy_run_after_a_larger_call_crashes_where_its_known_defect_says(dev
     list, the dummy run must pass."""
     proposer, _ = after_a_call(device, AscendProposer)
     assert int(proposer._ascend().token_indices_to_sample.max()) >= 2, "the call sampled no row past the dummy's"
-    if not any(d.id == DUMMY_STALE_INDICES.id for d in impl.divergences):
-        proposer.dummy_run(2)
-        return
+    _pin_a_crash(impl, DUMMY_STALE_INDICES.id, lambda: proposer.dummy_run(2))
+
+
+def _pin_a_crash(impl, defect: str, run) -> None:
+    """``run()`` as the checkout has it (``crashes.letting``: no sidestep): where the session accepts
+    ``defect``, its out-of-bounds gather is the defect and a run that passes is the spec (fixed); dropped
+    from the list, the run must pass."""
+    accepted = any(d.id == defect for d in impl.divergences)
     try:
-        with crashes.letting(DUMMY_STALE_INDICES.id):
-            proposer.dummy_run(2)
+        with crashes.letting(defect):
+            run()
     except IndexError as crash:
+        if not accepted:
+            raise
         assert "out of bounds" in str(crash), crash
-        pin(DUMMY_STALE_INDICES.id, present=True, fixed=False)
+        pin(defect, present=True, fixed=False)
     else:
-        pin(DUMMY_STALE_INDICES.id, present=False, fixed=True)
+        if accepted:
+            pin(defect, present=False, fixed=True)
 
 
 # Four one-token prompts' first call (eager: a batch with prefills), its last sample row past 8, then three
@@ -255,17 +263,11 @@ def test_a_replay_padded_past_a_smaller_call_crashes_where_its_known_defect_says
     0.23.0, main and v0.21.0rc on clear them (zeros); v0.20.2rc's are the last call's, and the gather
     raises (sidestepped everywhere else, ``crashes``). Accepted, the pin runs it as the checkout has it and
     records the crash, or a run that meets the reference (fixed); dropped from the list, the run must."""
-    if not any(d.id == PADDING_STALE_INDICES.id for d in impl.divergences):
-        check_implementation(impl, SHRINKING, device, "replay-padded-past-a-smaller-call")
-        return
-    try:
-        with crashes.letting(PADDING_STALE_INDICES.id):
-            check_implementation(impl, SHRINKING, device, "replay-padded-past-a-smaller-call")
-    except IndexError as crash:
-        assert "out of bounds" in str(crash), crash
-        pin(PADDING_STALE_INDICES.id, present=True, fixed=False)
-    else:
-        pin(PADDING_STALE_INDICES.id, present=False, fixed=True)
+    _pin_a_crash(
+        impl,
+        PADDING_STALE_INDICES.id,
+        lambda: check_implementation(impl, SHRINKING, device, "replay-padded-past-a-smaller-call"),
+    )
 
 
 # 0.23.0's dummy run (and main's), per draft step, before it builds the capture on that step's slot buffer.
