@@ -26,6 +26,7 @@ import argparse
 import configparser
 import inspect
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -85,7 +86,7 @@ def time_to_failure(
     args: list[str], env: dict[str, str], extra: list[str], gate=GATE, tox_env: str | None = None
 ) -> tuple[float, bool, str]:
     """(seconds, caught, the first failing test) of one ``-x`` run of the gate (through ``tox_env``'s
-    tox run where given)."""
+    tox run where given). A failure raised in the variant's own code is no catch (``raised_in_a_break``)."""
     # -rf last: the last -r wins, and the failures' summary lines are what names the first one.
     if tox_env:
         cmd = ["tox", "-e", tox_env, "--", "-x", *args, *extra, "-rf"]
@@ -98,7 +99,30 @@ def time_to_failure(
     run = subprocess.run(cmd, env={**base, "CI": "1", **env}, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     failed = [line.split(" ", 2)[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
-    return seconds, bool(failed), failed[0] if failed else f"exit {run.returncode}"
+    if not failed:
+        return seconds, False, f"exit {run.returncode}"
+    in_the_break = raised_in_a_break(run.stdout, failed[0])
+    if in_the_break:
+        return seconds, False, f"{failed[0]}: raised in the break itself ({in_the_break})"
+    return seconds, True, failed[0]
+
+
+# Where the variants' own code lives: a failure raised there is the break crashing, not the gate catching it.
+BREAK_CODE = re.compile(r"(^|/)tests/(impls/\w+/\w*breaks|meta/broken_\w+)\.py$")
+_RAISED_AT = re.compile(r"^(\S+\.py):\d+: \w+")  # the last line of a long traceback: where it was raised
+
+
+def raised_in_a_break(output: str, test: str) -> str | None:
+    """Where ``test``'s failure in a pytest run's ``output`` (long tracebacks) was raised, if that is the
+    variants' own code (``BREAK_CODE``); None if the gate failed it elsewhere, or the output does not say."""
+    name = test.rsplit("::", 1)[-1]
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("_") and f" {name} " in line), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("____", "===="))), len(lines))
+    raised = [m[1] for m in map(_RAISED_AT.match, lines[start + 1 : end]) if m]
+    return raised[-1] if raised and BREAK_CODE.search(raised[-1]) else None
 
 
 def main(argv: list[str] | None = None) -> int:
