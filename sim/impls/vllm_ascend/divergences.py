@@ -10,6 +10,7 @@ its reason (``LACKS``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from types import SimpleNamespace
 
 from sim.impls import Skip
@@ -409,9 +410,12 @@ OWN = {
 }
 
 
+@functools.cache
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.20.2``, ``0.21.0``,
-    ``0.22.1``, ``0.23.0`` or ``main``): the entries as that generation has them, and the rules that model them."""
+    ``0.22.1``, ``0.23.0`` or ``main``): the entries as that generation has them, and the rules that model them.
+    Made once per generation: the adapter asks it on every drafter call (``crashes.sidestepped``), and its
+    readers copy what they keep."""
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
