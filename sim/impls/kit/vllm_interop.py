@@ -19,6 +19,8 @@ tests speak vLLM's types, and those types change from release to release
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -50,6 +52,13 @@ def unavailable_reason() -> str | None:
 
 
 # ------------------------------------------------------------------ batch -> CommonAttentionMetadata
+def _host_seq_lens_field(cls) -> str:
+    """The field of vLLM's ``CommonAttentionMetadata`` that holds the host lengths: ``seq_lens_cpu_upper_bound``
+    (vLLM 0.20 on), ``_seq_lens_cpu`` (vLLM 0.18, which vllm-ascend v0.18.0 pairs with)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return "seq_lens_cpu_upper_bound" if "seq_lens_cpu_upper_bound" in fields else "_seq_lens_cpu"
+
+
 def to_common_attn_metadata(batch: VerifiedBatch):
     """The target's ``CommonAttentionMetadata`` of a verified batch (fresh tensors)."""
     backend = import_vllm("vllm.v1.attention.backend")
@@ -59,7 +68,7 @@ def to_common_attn_metadata(batch: VerifiedBatch):
         query_start_loc=batch.query_start_loc.to(torch.int32).clone(),
         query_start_loc_cpu=qsl_cpu,
         seq_lens=batch.seq_lens.to(torch.int32).clone(),
-        seq_lens_cpu_upper_bound=seq_lens_cpu,
+        **{_host_seq_lens_field(backend.CommonAttentionMetadata): seq_lens_cpu},
         num_reqs=batch.num_reqs,
         num_actual_tokens=batch.num_tokens,
         max_query_len=int(batch.query_lens_cpu.max()),

@@ -61,7 +61,7 @@ def next_tokens(p, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int
 
     def padded(s):
         idx, n = interop.discard_indices(sampled, batch.query_start_loc.device)
-        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, idx, n)
+        return generation.next_token_ids_padded(p, batch, sampled.padded, s.requests, s.input_batch, idx, n)
 
     return steps.next_tokens(p, batch, sampled, vocab_size, padded)
 
@@ -70,7 +70,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
     """Steps 2-3 by vllm-ascend: (spec metadata, token indices, sample indices or None, rejected counts)."""
 
     def padded(cad, spec):
-        with steps.triton_path(import_ascend("vllm_ascend.spec_decode.llm_base_proposer"), triton, batch.num_reqs):
+        with steps.triton_path(generation.base_module(), triton, batch.num_reqs):
             return p.prepare_inputs_padded(cad, spec, valid_counts)
 
     return steps.prepare_inputs(p, batch, sampled, interop.to_ascend_metadata(batch), padded)
@@ -114,6 +114,7 @@ def advance_steps(p, base_positions, seq_lens, block_table, step: int) -> list[S
         query_start_loc_cpu=torch.arange(b + 1, dtype=torch.int32),
         seq_lens=seq,
         seq_lens_cpu=seq.cpu().clone(),
+        num_computed_tokens_cpu=seq.cpu() - 1,  # one row per request (v0.18.0's update copies it)
         num_reqs=b,
         num_actual_tokens=b,
         max_query_len=1,
@@ -256,7 +257,7 @@ class AscendProposer(EagerAdapter):
         if len(self.layers) > 1:
             batch = runner_wide(batch, self.cfg)
         p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
-        base = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+        base = generation.base_module()
         with (
             steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
             handoff.scheduling(p.runner, self.async_scheduling),

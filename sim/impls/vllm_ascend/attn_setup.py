@@ -35,6 +35,7 @@ as 128 whatever the blocks).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
 import torch
@@ -121,7 +122,10 @@ def kv_cache_config(block_size: int, hidden_size: int, layers=(LAYER,)):
     """vLLM's ``KVCacheConfig``: the target's group, then the draft's (its ``layers``) at ``block_size``."""
     interface = import_ascend("vllm.v1.kv_cache_interface")
     target = interface.KVCacheGroupSpec([TARGET_LAYER], _spec(TARGET_BLOCKS_PER_DRAFT_BLOCK * block_size, hidden_size))
-    draft = interface.KVCacheGroupSpec(list(layers), _spec(block_size, hidden_size), is_eagle_group=True)
+    # vLLM 0.18's groups have no is_eagle_group: its drafter finds its group by its layers' names.
+    fields = {f.name for f in dataclasses.fields(interface.KVCacheGroupSpec)}
+    eagle = {"is_eagle_group": True} if "is_eagle_group" in fields else {}
+    draft = interface.KVCacheGroupSpec(list(layers), _spec(block_size, hidden_size), **eagle)
     return interface.KVCacheConfig(num_blocks=0, kv_cache_tensors=[], kv_cache_groups=[target, draft])
 
 

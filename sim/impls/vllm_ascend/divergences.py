@@ -407,6 +407,14 @@ OWN = {
             "reduce-sample-top-k-of-a-slice-or-more-dropped",
         ),
     ),
+    "0.18.0": (
+        V0_20,
+        (
+            "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
+            "sfa-graph-steps-replay-the-first-pass",
+            "reduce-sample-top-k-of-a-slice-or-more-dropped",
+        ),
+    ),
 }
 
 
@@ -418,7 +426,8 @@ def in_force(generation: str) -> SimpleNamespace:
     readers copy what they keep."""
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
-    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=HOST_READS)
+    reads = HOST_READS_0_18 if generation == "0.18.0" else HOST_READS
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=reads)
 
 
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.
@@ -447,5 +456,7 @@ LACKS = {
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
-# CPU device they look like syncs. The same lines in 0.23.0 and main.
+# CPU device they look like syncs. The same lines in every generation, in the base class's file: v0.18.0
+# has it in eagle_proposer.py (in_force).
 HOST_READS = prepare_inputs_padded_reads("vllm_ascend/spec_decode/llm_base_proposer.py")
+HOST_READS_0_18 = prepare_inputs_padded_reads("vllm_ascend/spec_decode/eagle_proposer.py")

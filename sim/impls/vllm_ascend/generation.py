@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import inspect
+import re
 
 import torch
 
-from sim.impls.kit.ascend import runner_source
+from sim.impls.kit.ascend import interop, runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend import builders
@@ -53,16 +55,34 @@ _REDUCE_SAMPLE_INTO_THE_VOCABULARY = "full_logits.scatter_("
 _CAPTURE_OF_GROUP_0 = "block_table_tensor=self.runner.input_batch.block_table[0]"
 
 
+# Where the drafters' base class lives: ``llm_base_proposer`` (v0.20.2rc on), ``eagle_proposer`` (v0.18.0).
+_BASE_MODULES = ("vllm_ascend.spec_decode.llm_base_proposer", "vllm_ascend.spec_decode.eagle_proposer")
+
+
+@functools.cache
+def base_module():
+    """The checkout's module of the drafters' base class (its draft loop, ``prepare_inputs_padded``'s
+    kernel launch, the sampling it drafts with): ``llm_base_proposer`` from v0.20.2rc on; v0.18.0 has
+    the class in ``eagle_proposer``."""
+    import_ascend("vllm_ascend.spec_decode")
+    return import_ascend(next(m for m in _BASE_MODULES if importlib.util.find_spec(m) is not None))
+
+
 def _proposer():
-    return import_ascend("vllm_ascend.spec_decode.llm_base_proposer").AscendSpecDecodeBaseProposer
+    module = base_module()
+    return getattr(module, "AscendSpecDecodeBaseProposer", None) or module.SpecDecodeBaseProposer
+
+
+# What v0.21.0rc's draft steps build their metadata with, and other generations' do not.
+_UNTOLD_BUILD = re.compile(r"attn_metadata_builder\.build\(\s*0,")
 
 
 @functools.cache
 def steps_built_untold() -> bool:
     """Whether the drafter builds each draft step's metadata through the builder's ``build(0, cad, model)``,
-    which is not told the step (v0.21.0rc, whose ``attn_update_stack_num_spec_norm`` takes ``draft_step``),
-    not through ``build_for_drafting(cad, draft_index)`` (v0.22.1rc on, which renamed the index)."""
-    return takes(_proposer().attn_update_stack_num_spec_norm, "draft_step")
+    which is not told the step (v0.21.0rc), not through ``build_for_drafting(cad, draft_index)`` (v0.18.0,
+    and v0.22.1rc on)."""
+    return bool(_UNTOLD_BUILD.search(inspect.getsource(_proposer().attn_update_stack_num_spec_norm)))
 
 
 def draft_index(arguments) -> int:
@@ -112,6 +132,8 @@ def name() -> str:
     draft steps untold (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
     (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its
     own (``_build``), 0.23.0's hands views of the common metadata's."""
+    if base_module().__name__.endswith(".eagle_proposer"):
+        return "0.18.0"
     sampler = import_ascend("vllm_ascend.sample.sampler")._apply_top_k_top_p_pytorch
     if _REDUCE_SAMPLE_INTO_THE_VOCABULARY in inspect.getsource(sampler):
         return "0.20.2"
@@ -131,6 +153,15 @@ def update_step(p, draft_index: int, cad, batch_size: int, positions, mode, attn
         else (draft_index, cad)
     )
     return p.attn_update_stack_num_spec_norm(*head, batch_size, batch_size, positions, mode, attn_group=attn_group)
+
+
+def next_token_ids_padded(p, batch, *args):
+    """``p.prepare_next_token_ids_padded(*args)`` for ``batch``: v0.18.0's takes the target's metadata
+    first (each discarded request's backup token is read at its host length)."""
+    head = (
+        (interop.to_ascend_metadata(batch),) if takes(p.prepare_next_token_ids_padded, "common_attn_metadata") else ()
+    )
+    return p.prepare_next_token_ids_padded(*head, *args)
 
 
 def scheduled_draft_count(scheduler_output_cls, num_speculative_tokens: int) -> dict:

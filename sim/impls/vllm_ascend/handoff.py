@@ -50,10 +50,11 @@ def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) 
     (``_build_attn_state`` of each request's computed, scheduled and valid tokens, as
     ``_prepare_inputs`` calls it: the scheduled drafts are not valid tokens)."""
     n = batch.num_tokens
-    if n > runner.positions.shape[0]:
-        raise ValueError(f"batch.num_tokens={n}: the runner's buffers hold {runner.positions.shape[0]}")
+    positions = runner.target_positions
+    if n > positions.shape[0]:
+        raise ValueError(f"batch.num_tokens={n}: the runner's buffers hold {positions.shape[0]}")
     runner.input_ids.gpu[:n] = batch.token_ids[:n].to(runner.input_ids.gpu.dtype)
-    runner.positions[:n] = batch.positions[:n].to(runner.positions.dtype)
+    positions[:n] = batch.positions[:n].to(positions.dtype)
     step_one = interop.to_step_one_inputs(batch, sampled, vocab_size)
     runner.requests = step_one.requests
     view = step_one.input_batch
@@ -119,7 +120,7 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
         scheduler_output=scheduler_output(batch, num_spec_tokens),
         spec_decode_metadata=spec,
         spec_decode_common_attn_metadata=cad,
-        positions=runner.positions[:n],
+        positions=runner.target_positions[:n],
         num_scheduled_tokens=n,
         **target_hidden_states(runner, batch.hidden_states[:n].to(torch.float32)),
         sample_hidden_states=None,

@@ -112,6 +112,14 @@ def _query_offsets(cumulative: list[int], start: int) -> list[int]:
     return [start + int(q) for q in cumulative]
 
 
+def _prefill_query_ends(prefill) -> list[int]:
+    """Where each prefill request's query rows end, as the prefill kernel reads them: its host list
+    ``actual_seq_lengths_q`` (v0.20.2rc on), or the cumulated ``query_lens`` (v0.18.0's ``npu_ring_mla``
+    is handed those as its ``seqlen``)."""
+    ends = getattr(prefill, "actual_seq_lengths_q", None)
+    return [int(e) for e in ends] if ends is not None else prefill.query_lens.cumsum(0).tolist()
+
+
 def read_back(meta) -> RecordedMeta:
     """What the MLA kernels read of a real ``AscendMLAMetadata`` now: per request, its query rows and the
     keys it attends to (decodes: ``seq_lens_list``; prefills: the chunked context's lengths plus their
@@ -127,8 +135,9 @@ def read_back(meta) -> RecordedMeta:
         cos.append(decode.cos[:ndt])
         sin.append(decode.sin[:ndt])
     if prefill is not None:
-        queries = [b - a for a, b in zip([0, *prefill.actual_seq_lengths_q], prefill.actual_seq_lengths_q)]
-        qsl += _query_offsets(prefill.actual_seq_lengths_q, ndt)
+        ends = _prefill_query_ends(prefill)
+        queries = [b - a for a, b in zip([0, *ends], ends)]
+        qsl += _query_offsets(ends, ndt)
         context = prefill.chunked_context
         before = context.chunk_seq_lens.sum(dim=0).tolist() if context is not None else [0] * len(queries)
         lens += [int(c) + q for c, q in zip(before, queries)]
@@ -158,8 +167,9 @@ def held(meta) -> dict:
         for name in ("block_table", "seq_lens_list", "actual_seq_lengths_q"):
             out[f"metadata.decode.{name}"] = getattr(meta.decode, name)
     if meta.prefill is not None:
-        for name in ("block_table", "actual_seq_lengths_q"):
-            out[f"metadata.prefill.{name}"] = getattr(meta.prefill, name)
+        for name in ("block_table", "actual_seq_lengths_q", "query_lens"):  # the last two: one generation each
+            if hasattr(meta.prefill, name):
+                out[f"metadata.prefill.{name}"] = getattr(meta.prefill, name)
     return out
 
 

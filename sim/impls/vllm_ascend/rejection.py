@@ -20,6 +20,7 @@ from sim.impls.kit import kernel_bounds
 from sim.impls.kit import rejection as kit
 from sim.impls.kit.ascend import runner_source, world
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.rejection import Verification
 
@@ -41,6 +42,8 @@ def _constraints(module, v: Verification):
     candidates gathered over the ranks and their vocabulary ids."""
 
     def constrain(logits, cu_num_draft_tokens, metadata):
+        if not takes(module.apply_sampling_constraints, "top_k"):  # v0.18.0: no reduce sampling
+            return module.apply_sampling_constraints(logits, cu_num_draft_tokens, metadata)
         top_k = None
         if v.top_k is not None and import_ascend("vllm_ascend.ascend_config").get_ascend_config().enable_reduce_sample:
             top_k = prepared_top_k(v.top_k, logits.shape[1])

@@ -280,19 +280,22 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(cls, "dispatch", breaking(cls.dispatch))
         return
     if target is None:
-        module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+        from sim.impls.vllm_ascend import generation
+
+        module = generation.base_module()
         monkeypatch.setattr(module, "prepare_inputs_padded_kernel", breaking(module.prepare_inputs_padded_kernel))
         return
     cls = shared.defining_class(configured(2, 16, 64, 8), target)
     monkeypatch.setattr(cls, target, breaking(getattr(cls, target)))
 
 
+BASE = "the drafters' base module"  # generation.base_module(): llm_base_proposer (eagle_proposer on v0.18.0)
 # a function of a checkout module (not a method): the target -> its module, where its callers find it
 MODULE_FUNCTIONS = {
     DEVICE_CORRECTION: "vllm_ascend.spec_decode.utils",
-    LMHEAD_CHECK: "vllm_ascend.spec_decode.llm_base_proposer",
-    GREEDY_SAMPLE: "vllm_ascend.spec_decode.llm_base_proposer",
-    DRAFT_CONTEXT: "vllm_ascend.spec_decode.llm_base_proposer",
+    LMHEAD_CHECK: BASE,
+    GREEDY_SAMPLE: BASE,
+    DRAFT_CONTEXT: BASE,
     VERIFY_GREEDY: "vllm_ascend.sample.rejection_sampler",
     VERIFY_CANDIDATES: "vllm_ascend.sample.rejection_sampler",
     TORCH_TOP_K: "vllm_ascend.sample.sampler",
@@ -302,8 +305,11 @@ MODULE_FUNCTIONS = {
 def change_function(target: str, changing, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change the module function ``target`` names (a key of ``MODULE_FUNCTIONS``) where its callers find it."""
     from sim.impls.kit.ascend.importing import import_ascend
+    from sim.impls.vllm_ascend import generation
 
-    module, name = import_ascend(MODULE_FUNCTIONS[target]), target.rsplit(".", 1)[-1]
+    where = MODULE_FUNCTIONS[target]
+    module = generation.base_module() if where == BASE else import_ascend(where)
+    name = target.rsplit(".", 1)[-1]
     monkeypatch.setattr(module, name, changing(getattr(module, name)))
 
 

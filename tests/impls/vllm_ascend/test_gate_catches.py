@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import HOST_READS, RULES
+from sim.impls.vllm_ascend.divergences import RULES, in_force
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
@@ -53,7 +53,7 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
     """``prepare_inputs_padded_kernel`` without its grid-stride loop: on the grid the adapter launches
     (every program laps, ``sim.impls.kit.kernel_grid``) the rows past the first lap are wrong, and
     steps 1-3 fail on them."""
-    module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+    module = generation.base_module()
     broken = FirstLapOnly(module.prepare_inputs_padded_kernel)
     monkeypatch.setattr(module, "prepare_inputs_padded_kernel", broken)
     assert_gate_fails(AscendOps(), core_checks.check_first_pass, RULES, device, True, "num_rejected|sample_indices")
@@ -61,7 +61,7 @@ def test_a_kernel_that_stops_after_one_lap_fails_the_gate(monkeypatch, device):
 
 
 def _sync_check(ops, case, padded, rules, device):
-    core_checks.check_padded_path_never_syncs(ops, case, device, HOST_READS)
+    core_checks.check_padded_path_never_syncs(ops, case, device, in_force(generation.name()).HOST_READS)
 
 
 def test_a_device_sync_in_the_padded_path_fails_the_gate(monkeypatch, device):

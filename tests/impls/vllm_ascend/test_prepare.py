@@ -8,7 +8,7 @@ from hypothesis import given
 
 from sim.impls.kit import kernel_grid
 from sim.impls.kit.ascend import interop
-from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.checks.known_defects import pin
@@ -33,7 +33,7 @@ def test_prepare_matches_core(padded, ops, case):
 
 def launching_module():
     """The vllm-ascend module whose ``prepare_inputs_padded`` launches the kernel."""
-    return import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+    return generation.base_module()
 
 
 class Counting:
@@ -117,6 +117,6 @@ def test_prepare_inputs_rewrites_caller_slot_mapping(case):
 
 
 def test_every_named_host_read_is_made():
-    from sim.impls.vllm_ascend.divergences import HOST_READS
+    from sim.impls.vllm_ascend.divergences import in_force
 
-    suites.assert_every_host_read_made(ASCEND_TRITON, HOST_READS)
+    suites.assert_every_host_read_made(ASCEND_TRITON, in_force(generation.name()).HOST_READS)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 
 from sim.impls.kit.ascend import interop
+from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.build import configured
 from sim.oracle.cases import to_batch
 from tests.impls import suites
@@ -31,7 +32,7 @@ def test_backup_token_divergence(case):
 
     def padded(batch, sampled, s):
         idx, n = interop.discard_indices(sampled, CPU)
-        return p.prepare_next_token_ids_padded(sampled.padded, s.requests, s.input_batch, idx, n)[0]
+        return generation.next_token_ids_padded(p, batch, sampled.padded, s.requests, s.input_batch, idx, n)[0]
 
     suites.assert_backup_token(case, padded)
 
@@ -43,7 +44,8 @@ def test_discard_is_by_index_and_count():
     step_one = interop.to_step_one_inputs(batch, sampled, 16)
     p = configured(2, 4, 64, 8)
     idx = interop.discard_indices(sampled, CPU)[0].new_tensor([0])
-    kept, counts = p.prepare_next_token_ids_padded(sampled.padded, step_one.requests, step_one.input_batch, idx, 0)
+    args = (sampled.padded, step_one.requests, step_one.input_batch, idx)
+    kept, counts = generation.next_token_ids_padded(p, batch, *args, 0)
     assert kept.tolist() == [4] and counts.tolist() == [2]
-    dropped, counts = p.prepare_next_token_ids_padded(sampled.padded, step_one.requests, step_one.input_batch, idx, 1)
+    dropped, counts = generation.next_token_ids_padded(p, batch, *args, 1)
     assert dropped.tolist() == [int(sampled.backup[0])] and counts.tolist() == [0]

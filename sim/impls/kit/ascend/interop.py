@@ -36,6 +36,10 @@ def to_ascend_metadata(batch: VerifiedBatch):
         positions_cpu=batch.positions[: batch.num_tokens].cpu().clone(),
         num_input_tokens=batch.num_tokens,
     )
+    # v0.18.0's runner sets neither host positions (its metadata has none) nor vLLM 0.18's _seq_lens_cpu
+    fields.pop("_seq_lens_cpu", None)
+    if "positions_cpu" not in {f.name for f in dataclasses.fields(utils.AscendCommonAttentionMetadata)}:
+        del fields["positions_cpu"]
     return utils.AscendCommonAttentionMetadata(**fields)
 
 

@@ -219,7 +219,8 @@ def _compiled(func: ast.FunctionDef, overrides: dict | None = None):
 
 
 class RunnerMethod:
-    """A runner view's ``NPUModelRunner.<name>``, from source; ``prop=True``: as the property it is."""
+    """A runner view's ``NPUModelRunner.<name>``, from source; ``prop=True``: as the property it is. One the
+    runner inherits (v0.18.0's ``_copy_valid_sampled_token_count``) is its base class's, vLLM's own."""
 
     def __init__(self, name: str, prop: bool = False):
         self.name, self.prop = name, prop
@@ -228,9 +229,12 @@ class RunnerMethod:
         self.attr = attr
 
     def __get__(self, obj, owner=None):
-        if not defines(self.name):  # another generation's: absent, as on its runner
-            raise AttributeError(f"NPUModelRunner.{self.name}: not in {_source()}")
-        func = runner_method(self.name)
+        if defines(self.name):
+            func = runner_method(self.name)
+        elif (func := getattr(base_class(), self.name, None)) is None:  # another generation's: absent, as there
+            raise AttributeError(f"NPUModelRunner.{self.name}: not in {_source()} nor its base class")
+        elif self.prop:
+            func = func.fget
         if obj is None:
             return func
         return func(obj) if self.prop else func.__get__(obj, owner)

@@ -6,6 +6,7 @@ this view; 0.13.0's ``MtpProposer`` adds its own on top.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,22 +15,6 @@ import torch
 from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
-
-
-class _Inherited:
-    """``NPUModelRunner.<name>`` as a method of the view: from source where the runner defines it, else
-    vLLM's ``GPUModelRunner``'s, which it inherits (looked up per access, so a test can replace vLLM's;
-    generations differ in which of them they override)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if runner_source.defines(self.name):
-            func = runner_source.runner_method(self.name)
-        else:
-            func = getattr(runner_source.base_class(), self.name)
-        return func if obj is None else func.__get__(obj, owner)
 
 
 class RunnerView:
@@ -74,7 +59,9 @@ class RunnerView:
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
     _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
-    _get_valid_sampled_token_count = _Inherited("_get_valid_sampled_token_count")  # v0.21.0rc, v0.22.1rc
+    _get_valid_sampled_token_count = runner_source.RunnerMethod(
+        "_get_valid_sampled_token_count"
+    )  # v0.21.0rc, v0.22.1rc
 
     # The sampling half of an iteration (``sim.impls.vllm_ascend.iteration``): no KV connector, pipeline
     # or expert load balancing, no debugger, no prompt logprobs, nothing routed; what it makes of its
@@ -84,12 +71,12 @@ class RunnerView:
     _bookkeeping_sync = runner_source.RunnerMethod("_bookkeeping_sync")
     _calc_spec_decode_metadata = runner_source.RunnerMethod("_calc_spec_decode_metadata")
     _finalize_dump_data = runner_source.RunnerMethod("_finalize_dump_data")
-    _copy_draft_token_ids_to_cpu = _Inherited("_copy_draft_token_ids_to_cpu")
-    take_draft_token_ids = _Inherited("take_draft_token_ids")
-    _get_draft_token_ids_cpu = _Inherited("_get_draft_token_ids_cpu")
-    _get_cumsum_and_arange = _Inherited("_get_cumsum_and_arange")
-    _to_list = _Inherited("_to_list")
-    _get_prompt_logprobs_dict = _Inherited("_get_prompt_logprobs_dict")
+    _copy_draft_token_ids_to_cpu = runner_source.RunnerMethod("_copy_draft_token_ids_to_cpu")
+    take_draft_token_ids = runner_source.RunnerMethod("take_draft_token_ids")
+    _get_draft_token_ids_cpu = runner_source.RunnerMethod("_get_draft_token_ids_cpu")
+    _get_cumsum_and_arange = runner_source.RunnerMethod("_get_cumsum_and_arange")
+    _to_list = runner_source.RunnerMethod("_to_list")
+    _get_prompt_logprobs_dict = runner_source.RunnerMethod("_get_prompt_logprobs_dict")
 
     @staticmethod
     def finalize_kv_connector():
@@ -125,7 +112,14 @@ class RunnerView:
             self.uses_mrope = vllm_config.model_config.uses_mrope
             self.uses_xdrope_dim = vllm_config.model_config.uses_xdrope_dim
             self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
-            self.positions = torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
+            # the target's positions: a device tensor, or a host and device pair where vLLM's _get_positions
+            # reads the device half (vLLM 0.18, under releases/v0.18.0's runner and drafter)
+            paired = "self.positions.gpu" in inspect.getsource(self._get_positions)
+            self.positions = (
+                self._make_buffer(MAX_TOKENS, dtype=torch.int64)
+                if paired
+                else torch.zeros(MAX_TOKENS, dtype=torch.int64, device=device)
+            )
             self.discard_request_indices = self._make_buffer(MAX_REQS, dtype=torch.int64)
             self.model_config, self.parallel_config = vllm_config.model_config, vllm_config.parallel_config
             self.cache_config, self.block_size = vllm_config.cache_config, vllm_config.cache_config.block_size
@@ -153,6 +147,11 @@ class RunnerView:
     def scheduler_config(self):
         return self.vllm_config.scheduler_config
 
+    @property
+    def target_positions(self) -> torch.Tensor:
+        """The device tensor of the target's positions (``positions``, or its device half)."""
+        return getattr(self.positions, "gpu", self.positions)
+
     def _make_buffer(self, *size, dtype, numpy=True):
         buffers = import_ascend("vllm.v1.utils")
         return buffers.CpuGpuBuffer(*size, dtype=dtype, device=self.device, pin_memory=False, with_numpy=numpy)
@@ -170,6 +169,8 @@ class RunnerView:
         return self.model
 
     enable_prompt_embeds = False
-    _get_positions = _Inherited("_get_positions")  # the target's positions the hand-off gathers
-    _compute_prev_positions = _Inherited("_compute_prev_positions")  # async: each row's row the step before
-    _prepare_input_ids = _Inherited("_prepare_input_ids")  # async: the next step's input ids
+    _get_positions = runner_source.RunnerMethod("_get_positions")  # the target's positions the hand-off gathers
+    _compute_prev_positions = runner_source.RunnerMethod(
+        "_compute_prev_positions"
+    )  # async: each row's row the step before
+    _prepare_input_ids = runner_source.RunnerMethod("_prepare_input_ids")  # async: the next step's input ids
