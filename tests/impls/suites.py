@@ -143,11 +143,13 @@ def assert_next_tokens_match_core(ops, case: BatchCase, padded: bool) -> None:
     assert got.valid_counts.tolist() == want.valid_counts.tolist()
 
 
-def assert_backup_token(case: BatchCase, padded_step_one):
+def assert_backup_token(case: BatchCase, padded_step_one, divergent: bool = True):
     """backup-token: for a real runner state (a discarded request's prompt runs past seq_len), the padded
     step 1 continues from the last prompt token, ``get_token_id(num_tokens_no_spec - 1)``; every other
     request from the core's token. ``padded_step_one(batch, sampled, step_one) -> ids`` is the adapter's
-    padded call. Returns (batch, step_one, the core's next ids) for the caller's further checks."""
+    padded call. ``divergent=False``: an implementation without the divergence (vllm-ascend v0.18.0)
+    looks every request up at its seq_len, and continues as the core does. Returns (batch, step_one, the
+    core's next ids) for the caller's further checks."""
     cfg = case.config
     batch, sampled = to_batch(case, CPU, padded=True)
     known = batch.seq_lens_cpu + 1 + np.array([2 if r.discarded else 0 for r in case.requests])
@@ -157,9 +159,11 @@ def assert_backup_token(case: BatchCase, padded_step_one):
         step_one.requests[rid].tokens[int(known[r]) - 1] = int(last_prompt[r])
     got = padded_step_one(batch, sampled, step_one)
     core = CORE.next_tokens(cfg, sampled, CPU).next_token_ids.tolist()
-    assert got.tolist() == np.where(np.asarray(sampled.discarded), last_prompt, core).tolist()
+    want = np.where(np.asarray(sampled.discarded), last_prompt, core).tolist() if divergent else core
+    assert got.tolist() == want
     for r, rid in enumerate(step_one.input_batch.req_ids):
-        assert step_one.requests[rid].asked == [int(known[r]) - 1]  # the lookup: num_tokens_no_spec - 1
+        looked_up = int(known[r]) - 1 if divergent else int(batch.seq_lens_cpu[r])  # num_tokens_no_spec - 1
+        assert step_one.requests[rid].asked == [looked_up]
     return batch, step_one, core
 
 

@@ -48,7 +48,7 @@ from sim.impls.vllm_ascend import (
     iteration,
     rejection,
 )
-from sim.impls.vllm_ascend.build import configured, configured_graph
+from sim.impls.vllm_ascend.build import configured, configured_graph, graphed_model
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, draft_model
 
 
@@ -233,7 +233,7 @@ class AscendProposer(EagerAdapter):
 
     def _ascend(self):
         p = self.graphed if self.graphed is not None else _proposer(self.cfg, self.layers, self.attn)
-        p.model = self.model
+        p.model = graphed_model(p, self.model)
         p.runner.model = self.model
         self.model.returns_tuple = p.model_returns_tuple()  # one state on v0.21.0rc and v0.22.1rc (mtp)
         return p

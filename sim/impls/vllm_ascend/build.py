@@ -13,6 +13,7 @@ per-call sizes are set by ``configured``.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from types import SimpleNamespace
 
@@ -133,7 +134,8 @@ class GraphRunnerView(RunnerView):
     ``_pad_query_start_loc_for_fia`` is ``NPUModelRunner``'s own. ``seq_lens`` and
     ``optimistic_seq_lens_cpu`` are the runner's per-request lengths, which ``_propose`` reads in
     FULL mode instead of the metadata's (the adapter writes the batch's there, as the runner's
-    input preparation does). The rest is what a dummy run builds its capture metadata from: inert
+    input preparation does: ``seq_lens_device`` and ``seq_lens_host``, which are v0.18.0's ``seq_lens``
+    pair). The rest is what a dummy run builds its capture metadata from: inert
     (slots -1, lengths 0), so a capture writes no KV.
     """
 
@@ -142,8 +144,15 @@ class GraphRunnerView(RunnerView):
         self.compilation_config = vllm_config.compilation_config
         self.uniform_decode_query_len = 1 + vllm_config.speculative_config.num_speculative_tokens
         self.arange_np = np.arange(MAX_TOKENS + 1, dtype=np.int32)
-        self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
-        self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
+        if "self.runner.seq_lens.gpu" in inspect.getsource(generation.base_proposer()._propose):
+            # v0.18.0's runner keeps the lengths as a host and device pair, which its drafter reads in FULL mode
+            self.seq_lens = self._make_buffer(MAX_REQS, dtype=torch.int32)
+        else:
+            self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
+            self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
+        compilation = self.compilation_config
+        full = compilation.cudagraph_mode != import_ascend("vllm.config").CUDAGraphMode.NONE
+        self.cudagraph_batch_sizes = sorted(compilation.cudagraph_capture_sizes) if full else []  # v0.18.0 reads it
         self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
         computed = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.input_batch = SimpleNamespace(
@@ -163,6 +172,16 @@ class GraphRunnerView(RunnerView):
         self.attn_state = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState.SpecDecoding
 
     _pad_query_start_loc_for_fia = runner_source.RunnerMethod("_pad_query_start_loc_for_fia")
+
+    @property
+    def seq_lens_device(self) -> torch.Tensor:
+        """The per-request lengths on the device (``seq_lens``, or its device half)."""
+        return getattr(self.seq_lens, "gpu", self.seq_lens)
+
+    @property
+    def seq_lens_host(self) -> torch.Tensor:
+        """Their host copy (``optimistic_seq_lens_cpu``, or the pair's host half)."""
+        return self.seq_lens.cpu if hasattr(self.seq_lens, "gpu") else self.optimistic_seq_lens_cpu
 
     def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
         """The draft group's persistent table holding ``table``'s rows, and the view of them the runner
@@ -185,6 +204,9 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
     none fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
     config = import_ascend("vllm.config")
     vllm_config = world.tiny_vllm_config(hidden_size, num_spec_tokens, method)
+    # Built for a synchronous deployment (handoff.scheduling makes a call asynchronous): v0.18.0's MTP drafter
+    # reads the setting once, and captures no graphs under asynchronous scheduling; later ones never read it.
+    vllm_config.scheduler_config.async_scheduling = False
     compilation = vllm_config.compilation_config
     compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
     compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
@@ -215,11 +237,31 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
 
 def wrap_draft(proposer) -> None:
     """``load_model``'s wrapping of the draft (``_maybe_share_lm_head``, without the weight sharing a
-    tiny model has no use for): a new ``ACLGraphWrapper`` (no graph captured) around ``_run_merged_draft``."""
+    tiny model has no use for): a new ``ACLGraphWrapper`` (no graph captured) around ``_run_merged_draft``,
+    or, where the checkout wraps an MTP draft's model instead (``generation.graphs_wrap_the_model``:
+    v0.18.0), none yet: ``graphed_model`` wraps the model the adapter hands."""
+    proposer.graphed_model = None
+    if generation.graphs_wrap_the_model(proposer.method):
+        proposer._runnable = proposer._run_merged_draft
+        return
+    proposer._runnable = _acl_graph_wrapper(proposer, proposer._run_merged_draft)
+
+
+def graphed_model(proposer, model):
+    """The draft model as ``proposer`` forwards it: ``model``, or, where the checkout captures an MTP draft's
+    model per forward (v0.18.0), one ``ACLGraphWrapper`` around it for the run."""
+    if not isinstance(proposer.runner, GraphRunnerView) or not generation.graphs_wrap_the_model(proposer.method):
+        return model
+    if proposer.graphed_model is None or proposer.graphed_model.runnable is not model:
+        proposer.graphed_model = _acl_graph_wrapper(proposer, model)
+    return proposer.graphed_model
+
+
+def _acl_graph_wrapper(proposer, runnable):
     config = import_ascend("vllm.config")
     acl = import_ascend("vllm_ascend.compilation.acl_graph")
-    proposer._runnable = acl.ACLGraphWrapper(
-        proposer._run_merged_draft,
+    return acl.ACLGraphWrapper(
+        runnable,
         proposer.vllm_config,
         runtime_mode=config.CUDAGraphMode.FULL,
         use_eagle=proposer.use_eagle,

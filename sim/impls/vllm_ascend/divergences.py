@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
-from sim.impls.kit.host_reads import prepare_inputs_padded_reads
+from sim.impls.kit.host_reads import HostRead, prepare_inputs_padded_reads
 
 SFA_GRAPH_STEPS = Divergence(
     "sfa-graph-steps-replay-the-first-pass",
@@ -392,6 +392,8 @@ V0_20 = {
 # EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0; v0.21.0rc's
 # SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do;
 # v0.20.2rc's reduce sampling keeps a top-k over the whole vocabulary it scatters its candidates into.
+# v0.18.0's (refused by checkout.NOT_RUN until it runs whole; docs/upstream-ci.md): v0.20.2rc's, as far as its
+# single-rank eager gate has shown, and vLLM 0.18's step 1, which looks the backup token up at seq_len.
 OWN = {
     "main": (MAIN, ()),
     "0.22.1": (V0_22, ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",)),
@@ -410,6 +412,7 @@ OWN = {
     "0.18.0": (
         V0_20,
         (
+            "backup-token",
             "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
             "sfa-graph-steps-replay-the-first-pass",
             "reduce-sample-top-k-of-a-slice-or-more-dropped",
@@ -427,7 +430,8 @@ def in_force(generation: str) -> SimpleNamespace:
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     reads = HOST_READS_0_18 if generation == "0.18.0" else HOST_READS
-    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS, HOST_READS=reads)
+    lacks = {**LACKS, **LACKS_OWN.get(generation, {})}
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks, HOST_READS=reads)
 
 
 # The divergences the reference models (sim.oracle.rules), so the gate's properties run on vllm-ascend.
@@ -455,8 +459,29 @@ LACKS = {
     Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 
+# What a generation's runner does that the harness does not drive: vLLM 0.18 (releases/v0.18.0) corrects
+# the next step of asynchronous scheduling in its _update_states, on the host, from the request states the
+# scheduler hands it; the harness models the device-side correction of vLLM 0.21 on.
+LACKS_OWN = {
+    "0.18.0": {
+        Feature.ASYNC_SCHEDULING: Skip(
+            "vLLM 0.18 corrects an asynchronous step's counts in GPUModelRunner._update_states (host request "
+            "states), which the harness does not drive; it drives the device-side correction of vLLM 0.21 on"
+        ),
+    },
+}
+
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
 # CPU device they look like syncs. The same lines in every generation, in the base class's file: v0.18.0
 # has it in eagle_proposer.py (in_force).
 HOST_READS = prepare_inputs_padded_reads("vllm_ascend/spec_decode/llm_base_proposer.py")
-HOST_READS_0_18 = prepare_inputs_padded_reads("vllm_ascend/spec_decode/eagle_proposer.py")
+HOST_READS_0_18 = (
+    *prepare_inputs_padded_reads("vllm_ascend/spec_decode/eagle_proposer.py"),
+    HostRead(  # its step 1 looks each request's backup token up at its host length (vLLM 0.18's rule)
+        "Tensor.item",
+        "vllm_ascend/spec_decode/eagle_proposer.py",
+        "<listcomp>",
+        "requests[gpu_input_batch.req_ids[i]].get_token_id(common_attn_metadata.seq_lens_cpu[i].item())",
+        "seq_lens_cpu, the host mirror",
+    ),
+)

@@ -68,10 +68,15 @@ def base_module():
     return import_ascend(next(m for m in _BASE_MODULES if importlib.util.find_spec(m) is not None))
 
 
-def _proposer():
+def base_proposer():
+    """The checkout's base class of its drafters (``AscendSpecDecodeBaseProposer``; v0.18.0's
+    ``SpecDecodeBaseProposer``, itself vLLM 0.18's ``EagleProposer``)."""
     module = base_module()
     return getattr(module, "AscendSpecDecodeBaseProposer", None) or module.SpecDecodeBaseProposer
 
+
+# What v0.18.0's load_model does with an MTP draft under full graphs, and later generations' do not.
+_MTP_MODEL_WRAPPED = "self.model = ACLGraphWrapper("
 
 # What v0.21.0rc's draft steps build their metadata with, and other generations' do not.
 _UNTOLD_BUILD = re.compile(r"attn_metadata_builder\.build\(\s*0,")
@@ -82,7 +87,7 @@ def steps_built_untold() -> bool:
     """Whether the drafter builds each draft step's metadata through the builder's ``build(0, cad, model)``,
     which is not told the step (v0.21.0rc), not through ``build_for_drafting(cad, draft_index)`` (v0.18.0,
     and v0.22.1rc on)."""
-    return bool(_UNTOLD_BUILD.search(inspect.getsource(_proposer().attn_update_stack_num_spec_norm)))
+    return bool(_UNTOLD_BUILD.search(inspect.getsource(base_proposer().attn_update_stack_num_spec_norm)))
 
 
 def draft_index(arguments) -> int:
@@ -106,7 +111,7 @@ def tell_builders_the_step() -> None:
     a step's build is recorded, and its checks named, as that step's. Plumbing: nothing it builds changes."""
     if not steps_built_untold():
         return
-    cls = _proposer()
+    cls = base_proposer()
     update = cls.attn_update_stack_num_spec_norm
 
     @functools.wraps(update)
@@ -117,11 +122,17 @@ def tell_builders_the_step() -> None:
     cls.attn_update_stack_num_spec_norm = telling
 
 
+def graphs_wrap_the_model(method: str) -> bool:
+    """Whether the drafter captures ``method``'s draft per model forward (v0.18.0's MTP drafter wraps its
+    model in an ``ACLGraphWrapper``), not its whole merged draft (``_run_merged_draft``)."""
+    return method == "mtp" and _MTP_MODEL_WRAPPED in inspect.getsource(base_proposer()._maybe_share_lm_head)
+
+
 @functools.cache
 def capture_reads_group_0() -> bool:
     """Whether the drafter's ``dummy_run`` captures its graphs on KV-cache group 0's block table, whatever
     the draft's group (``divergences.CAPTURE_GROUP_0``)."""
-    return _CAPTURE_OF_GROUP_0 in inspect.getsource(_proposer().dummy_run)
+    return _CAPTURE_OF_GROUP_0 in inspect.getsource(base_proposer().dummy_run)
 
 
 @functools.cache

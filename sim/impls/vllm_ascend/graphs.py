@@ -51,8 +51,8 @@ def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
     runner.query_start_loc.cpu[: num_reqs + 1] = qsl.clamp(max=num_tokens)
     runner.query_start_loc.gpu[: num_reqs + 1] = runner.query_start_loc.cpu[: num_reqs + 1].to(runner.device)
     runner.actual_seq_lengths_q = runner.query_start_loc.cpu[1 : num_reqs + 1].tolist()
-    runner.seq_lens.zero_()
-    runner.optimistic_seq_lens_cpu.zero_()
+    runner.seq_lens_device.zero_()
+    runner.seq_lens_host.zero_()
     runner.input_batch.block_table[0].slot_mapping.gpu.fill_(-1)
 
 
@@ -110,10 +110,10 @@ def load_runner(p, batch) -> None:
     """The runner's per-request lengths for this call, as its input preparation leaves them: the
     verified batch's ``seq_lens`` (device) and host copy (``optimistic_seq_lens_cpu``), 0 past it."""
     runner, b = p.runner, batch.num_reqs
-    runner.seq_lens.zero_()
-    runner.seq_lens[:b] = batch.seq_lens
-    runner.optimistic_seq_lens_cpu.zero_()
-    runner.optimistic_seq_lens_cpu[:b] = torch.as_tensor(batch.seq_lens_cpu)
+    runner.seq_lens_device.zero_()
+    runner.seq_lens_device[:b] = batch.seq_lens
+    runner.seq_lens_host.zero_()
+    runner.seq_lens_host[:b] = torch.as_tensor(batch.seq_lens_cpu)
 
 
 class DummyRunWroteKv(AssertionError):

@@ -38,7 +38,7 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS
 from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm_ascend import crashes, divergences, generation
+from sim.impls.vllm_ascend import crashes, divergences, generation, torch_cuda
 from sim.oracle import next_step
 from sim.oracle.next_step import NextStep
 
@@ -195,7 +195,7 @@ def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_token
     step (``target_step``) as the runner runs it."""
     load(runner, batch, sampled, vocab_size)
     args = arguments(runner, batch, sampled, num_spec_tokens, target_step(runner, batch))
-    with padded_drafter(runner, sampled.is_padded):
+    with padded_drafter(runner, sampled.is_padded), torch_cuda.as_the_runner_left_it():
         return runner.propose_draft_token_ids(**args)
 
 

@@ -24,7 +24,6 @@ import collections
 import contextlib
 import functools
 import inspect
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -33,7 +32,7 @@ from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import handoff
+from sim.impls.vllm_ascend import handoff, torch_cuda
 from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.runner_samples import RunnerSampled
 
@@ -238,7 +237,7 @@ def sample_and_propose(
             cudagraph_stats=None,
             batch_desc=args["target_model_batch_desc"],
         )
-        with kernel_bounds.tolerating(*tolerated), _cuda_as_the_runner_left_it():
+        with kernel_bounds.tolerating(*tolerated), torch_cuda.as_the_runner_left_it():
             output = runner.sample_tokens(None)
         held = [_held(own, r, batch) for r in range(batch.num_reqs)]
         if runner.use_async_scheduling:  # the next step takes the drafts on the device; the output comes later
@@ -248,54 +247,6 @@ def sample_and_propose(
             drafts = _as_handed(runner.take_draft_token_ids(), batch.num_reqs)
     valid = [list(output.sampled_token_ids[output.req_id_to_index[f"r{r}"]]) for r in range(batch.num_reqs)]
     return drafts, RunnerSampled(valid, held)
-
-
-LEFT_BY_THE_RUNNER = (("cuda", "Event"), ("cuda", "current_stream"), ("cuda", "stream"), (None, "Event"))
-
-
-def cuda_as_the_runner_leaves_it() -> dict:
-    """What the runner's ``_torch_cuda_wrapper`` (compiled from the checkout), entered and left as its
-    ``__init__`` does, leaves torch.cuda's event class, current stream and stream context and torch's
-    ``Event`` (``LEFT_BY_THE_RUNNER``): vLLM's asynchronous output copies the sampled tokens to the host
-    on them and waits for its event before reading them. Run on a stand-in ``torch`` whose ``npu`` is the
-    fake's streams and events (its memory query, which the wrapper only assigns, is never read), so
-    nothing of the process changes here."""
-    stand_in, wrapper = _runner_wrapper()
-    run = wrapper()
-    next(run)
-    run.close()  # its finally: what a runner leaves after its __init__
-    return {(ns, name): getattr(_namespace(stand_in, ns), name) for ns, name in LEFT_BY_THE_RUNNER}
-
-
-@functools.cache
-def _runner_wrapper():
-    """The stand-in ``torch`` and the runner's ``_torch_cuda_wrapper`` compiled over it (once)."""
-    npu = SimpleNamespace(
-        **{name: getattr(torch.npu, name) for name in ("Event", "Stream", "current_stream", "stream", "synchronize")},
-        is_current_stream_capturing=torch.npu.is_current_stream_capturing,
-        default_stream=torch.npu.current_stream,  # the fake's only stream outside a stream context
-        mem_get_info=None,
-    )
-    stand_in = SimpleNamespace(cuda=SimpleNamespace(Stream=torch.cuda.Stream), npu=npu, Event=torch.Event)
-    return stand_in, runner_source.module_function("_torch_cuda_wrapper", torch=stand_in)
-
-
-def _namespace(root, ns: str | None):
-    return root if ns is None else getattr(root, ns)
-
-
-@contextlib.contextmanager
-def _cuda_as_the_runner_left_it():
-    """``cuda_as_the_runner_leaves_it`` in force for one call (the process's own back after it)."""
-    left = cuda_as_the_runner_leaves_it()
-    saved = {(ns, name): getattr(_namespace(torch, ns), name) for ns, name in left}
-    for (ns, name), value in left.items():
-        setattr(_namespace(torch, ns), name, value)
-    try:
-        yield
-    finally:
-        for (ns, name), value in saved.items():
-            setattr(_namespace(torch, ns), name, value)
 
 
 def _as_handed(handed, num_reqs: int) -> torch.Tensor:

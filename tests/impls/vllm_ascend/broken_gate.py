@@ -34,7 +34,7 @@ COUNT_COPY = "NPUModelRunner._copy_valid_sampled_token_count"  # the runner's, u
 CORRECTION = "NPUModelRunner._correct_optimistic_seq_lens_cpu"  # the runner's next step, under async scheduling
 SPEC_METADATA = "NPUModelRunner._calc_spec_decode_metadata"  # the runner's, where it samples (runner_samples)
 BOOKKEEPING = "NPUModelRunner._bookkeeping_sync"  # the runner's, where it samples (runner_samples)
-CUDA_WRAPPER = "_torch_cuda_wrapper"  # the runner module's, as its __init__ leaves torch.cuda (iteration)
+CUDA_WRAPPER = "_torch_cuda_wrapper"  # the runner module's, as its __init__ leaves torch.cuda (torch_cuda)
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -245,9 +245,11 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         change_function(target, breaking, monkeypatch)
         return
     if target == CUDA_WRAPPER:  # what the adapter reads off the runner's wrapper
-        from sim.impls.vllm_ascend import iteration
+        from sim.impls.vllm_ascend import torch_cuda
 
-        monkeypatch.setattr(iteration, "cuda_as_the_runner_leaves_it", breaking(iteration.cuda_as_the_runner_leaves_it))
+        monkeypatch.setattr(
+            torch_cuda, "cuda_as_the_runner_leaves_it", breaking(torch_cuda.cuda_as_the_runner_leaves_it)
+        )
         return
     if target in (LMHEAD_LOGITS, LOGITS_GATHER):
         cls = import_ascend("vllm_ascend.ops.vocab_parallel_embedding").AscendLogitsProcessor

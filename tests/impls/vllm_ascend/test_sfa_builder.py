@@ -20,7 +20,7 @@ import pytest
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import generation
+from sim.impls.vllm_ascend import divergences, generation
 from sim.impls.vllm_ascend.divergences import SFA_COS_SIN_SHARED
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
@@ -36,10 +36,15 @@ FULL = dataclasses.replace(TYPICAL_SFA, graph_mode="full", capture_sizes=(2, 8))
 _EVERY_BUILD_CACHED = "this checkout's SFA builder rotates every build through the global cos/sin buffer"
 
 
+def _every_build_cached() -> bool:
+    """Whether the checkout's generation has ``sfa-draft-cos-sin-shared`` (v0.18.0, v0.20.2rc, v0.21.0rc)."""
+    return SFA_COS_SIN_SHARED.id in divergences.in_force(generation.name()).DIVERGENCES
+
+
 def _defect(impl):
-    """``sfa-graph-steps-replay-the-first-pass`` as the checkout's generation has it (v0.21.0rc has it not:
-    ``sfa-draft-cos-sin-shared`` instead)."""
-    if generation.steps_built_untold():
+    """``sfa-graph-steps-replay-the-first-pass`` as the checkout's generation has it (v0.21.0rc and older
+    have it not: ``sfa-draft-cos-sin-shared`` instead)."""
+    if _every_build_cached():
         pytest.skip(f"{_EVERY_BUILD_CACHED}, in a graph as eagerly: {SFA_COS_SIN_SHARED.id}")
     return {d.id: d for d in impl.divergences}["sfa-graph-steps-replay-the-first-pass"]
 
@@ -51,7 +56,7 @@ def test_draft_steps_share_the_sfa_cos_sin_buffer(device, impl, scenario):
     eagerly and in full graphs: the run follows the defect (or, fixed, the spec), and the spec names the
     rope positions. Dropped from the list, the spec holds. Where the builder gathers its draft steps'
     afresh (v0.22.1rc on, since #10878), skipped."""
-    if not generation.steps_built_untold():
+    if not _every_build_cached():
         pytest.skip("this checkout's SFA builder gathers each draft step's cos and sin afresh (vllm-ascend #10878)")
     name = f"sfa-cos-sin-shared-{scenario.graph_mode}"
     if SFA_COS_SIN_SHARED not in impl.divergences:  # dropped from the list: the spec holds
@@ -98,7 +103,7 @@ BREAKS = [
 @pytest.mark.parametrize(("breaking", "match"), BREAKS, ids=[b.__name__ for b, _ in BREAKS])
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 def test_a_broken_sfa_builder_fails_by_name(monkeypatch, device, impl, breaking, match, padded):
-    if breaking is sfa_breaks.draft_rope_from_the_cache and generation.steps_built_untold():
+    if breaking is sfa_breaks.draft_rope_from_the_cache and _every_build_cached():
         pytest.skip(f"{_EVERY_BUILD_CACHED}: this break is the checkout ({SFA_COS_SIN_SHARED.id})")
     cls = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder
     method = "_build" if hasattr(cls, "_build") else "build"

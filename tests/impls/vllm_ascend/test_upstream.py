@@ -16,7 +16,8 @@ import torch
 from hypothesis import given
 
 from sim.impls.kit.ascend import interop
-from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.signatures import takes
+from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.adapter import _proposer, next_tokens, prepare_inputs
 from sim.oracle.cases import to_batch
 from tests.impls.suites import CPU
@@ -24,7 +25,9 @@ from tests.strategies.batches import batch_cases
 
 
 def _upstream():
-    return import_ascend("vllm.v1.spec_decode.llm_base_proposer").SpecDecodeBaseProposer
+    """The vLLM proposer the checkout's base class subclasses (vLLM's ``SpecDecodeBaseProposer``; vLLM 0.18's
+    ``EagleProposer`` on releases/v0.18.0)."""
+    return generation.base_proposer().__bases__[0]
 
 
 @given(case=batch_cases(max_reqs=16))
@@ -34,9 +37,9 @@ def test_next_tokens_override_equals_upstream(case):
     p = _proposer(case.config)
     got = next_tokens(p, batch, sampled, case.config.vocab_size)
     step_one = interop.to_step_one_inputs(batch, sampled, case.config.vocab_size)
-    ids, counts = _upstream().prepare_next_token_ids_padded(
-        p, sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask
-    )
+    upstream = _upstream().prepare_next_token_ids_padded
+    head = (interop.to_ascend_metadata(batch),) if takes(upstream, "common_attn_metadata") else ()  # vLLM 0.18's
+    ids, counts = upstream(p, *head, sampled.padded, step_one.requests, step_one.input_batch, step_one.discard_mask)
     assert got.next_token_ids.tolist() == ids.tolist()
     assert got.valid_counts.tolist() == counts.tolist()
 

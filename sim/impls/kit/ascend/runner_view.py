@@ -57,6 +57,7 @@ class RunnerView:
     _log_propose_draft_token_ids_entry = runner_source.RunnerMethod("_log_propose_draft_token_ids_entry")  # main's
     use_cp = runner_source.RunnerMethod("use_cp", prop=True)  # 0.23.0's
     _sync_metadata_across_dp = runner_source.RunnerMethod("_sync_metadata_across_dp")
+    _sync_batch_across_dp = runner_source.RunnerMethod("_sync_batch_across_dp")  # v0.18.0's batch execution's
     _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
     _get_valid_sampled_token_count = runner_source.RunnerMethod(
