@@ -413,6 +413,7 @@ OWN = {
         V0_20,
         (
             "backup-token",
+            "rejection-kernels-read-before-their-buffer",  # its kernels clamp the index: tl.maximum(offset - 1, 0)
             "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
             "sfa-graph-steps-replay-the-first-pass",
             "reduce-sample-top-k-of-a-slice-or-more-dropped",

@@ -21,6 +21,10 @@ differ, this module asks the method itself what it takes:
 - the draft steps' builds: v0.21.0rc builds each through the builder's ``build(0, cad, model)``, which
   is not told the step, and names the update's index ``draft_step`` (``steps_built_untold``;
   ``build_step``, ``draft_index``); v0.22.1rc on, through ``build_for_drafting(cad, draft_index)``.
+- releases/v0.18.0 (refused by ``checkout.NOT_RUN`` until it runs whole): its base class lives in
+  ``eagle_proposer`` (``base_module``), its step 1 takes the target's metadata first
+  (``next_token_ids_padded``), and its MTP drafter captures each model forward in full graphs
+  (``graphs_wrap_the_model``).
 
 What differs at import (vLLM 0.27's ``PIN_MEMORY``, main's ``triton.experimental.gluon``
 stand-ins) is absorbed by ``importing.prepare``.
@@ -137,8 +141,8 @@ def capture_reads_group_0() -> bool:
 
 @functools.cache
 def name() -> str:
-    """``0.20.2``, ``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
-    (``divergences.in_force``), by what the checkout does: v0.20.2rc's reduce sampling scatters each rank's
+    """``0.18.0``, ``0.20.2``, ``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
+    (``divergences.in_force``), by what the checkout does: v0.18.0 has no ``llm_base_proposer``; v0.20.2rc's reduce sampling scatters each rank's
     candidates into the whole vocabulary (``_REDUCE_SAMPLE_INTO_THE_VOCABULARY``); v0.21.0rc builds its
     draft steps untold (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
     (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its

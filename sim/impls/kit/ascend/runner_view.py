@@ -60,9 +60,8 @@ class RunnerView:
     _sync_batch_across_dp = runner_source.RunnerMethod("_sync_batch_across_dp")  # v0.18.0's batch execution's
     _determine_batch_execution_and_padding = runner_source.RunnerMethod("_determine_batch_execution_and_padding")
     _pad_for_sequence_parallelism = runner_source.RunnerMethod("_pad_for_sequence_parallelism")
-    _get_valid_sampled_token_count = runner_source.RunnerMethod(
-        "_get_valid_sampled_token_count"
-    )  # v0.21.0rc, v0.22.1rc
+    # v0.21.0rc and v0.22.1rc's (vLLM's)
+    _get_valid_sampled_token_count = runner_source.RunnerMethod("_get_valid_sampled_token_count")
 
     # The sampling half of an iteration (``sim.impls.vllm_ascend.iteration``): no KV connector, pipeline
     # or expert load balancing, no debugger, no prompt logprobs, nothing routed; what it makes of its
@@ -171,7 +170,6 @@ class RunnerView:
 
     enable_prompt_embeds = False
     _get_positions = runner_source.RunnerMethod("_get_positions")  # the target's positions the hand-off gathers
-    _compute_prev_positions = runner_source.RunnerMethod(
-        "_compute_prev_positions"
-    )  # async: each row's row the step before
+    # async: each row's row the step before
+    _compute_prev_positions = runner_source.RunnerMethod("_compute_prev_positions")
     _prepare_input_ids = runner_source.RunnerMethod("_prepare_input_ids")  # async: the next step's input ids
