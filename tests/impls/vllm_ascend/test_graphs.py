@@ -131,6 +131,16 @@ def test_full_graphs_refuse_the_unpadded_drafter_batch(device):
         run_scenario(dataclasses.replace(FULL, padded=False), device, proposer_cls=AscendProposer, rules=RULES)
 
 
+def test_a_merged_draft_graph_replays_as_the_runner_wraps_it():
+    """The runner's constructor decides ``use_eagle`` (an mtp draft's: True), which its drafter hands the
+    draft graph's ``ACLGraphWrapper``: a replay of the merged draft synchronizes nothing before it. The
+    view once said False, and every replay synchronized first, landing pending copies early, where an NPU
+    lands none (an early read there would have passed)."""
+    p = configured_graph(_config(), (4, 8))
+    assert p.runner.use_eagle is True
+    assert getattr(p._runnable, "use_eagle", True) is True  # v0.18.0's mtp graphs wrap the model instead
+
+
 def _break(monkeypatch, method: str, breaking) -> None:
     if method == "dispatch":
         cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher

@@ -155,17 +155,18 @@ def named_tuple_fields(name: str) -> tuple[str, ...]:
     return tuple(n.target.id for n in found[0].body if isinstance(n, ast.AnnAssign))
 
 
-def init_value(attr: str, within: str = "__init__"):
+def init_value(attr: str, within: str = "__init__", **names):
     """What ``NPUModelRunner.<within>`` (its constructor, or a method it calls) assigns to ``self.<attr>``
     (its first such assignment), as a function of the runner: ``init_value("input_batch")(runner)``
-    builds the runner's own input batch from the attributes that expression reads."""
+    builds the runner's own input batch from the attributes that expression reads; ``names``: the
+    locals of ``within`` it reads (the constructor's ``vllm_config``)."""
     for node in ast.walk(_method(within)):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(_is_self_attr(t, attr) for t in targets):
                 func = ast.parse(f"def init_{attr}(self):\n    return None").body[0]
                 func.body[0].value = node.value
-                return _compiled(func)
+                return _compiled(func, names)
     raise LookupError(f"NPUModelRunner.{within}: assigns no self.{attr} in {_source()}")
 
 

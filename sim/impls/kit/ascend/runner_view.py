@@ -109,6 +109,9 @@ class RunnerView:
         self.vllm_config = vllm_config
         if vllm_config is not None:
             self.drafter, self.requests = None, {}
+            # as its constructor decides it (mtp and EAGLE drafts: True), which its drafter hands the draft's graph
+            # wrapper: a merged draft graph replays with no synchronize before it
+            self.use_eagle = runner_source.init_value("use_eagle", vllm_config=vllm_config)(self)
             self.uses_mrope = vllm_config.model_config.uses_mrope
             self.uses_xdrope_dim = vllm_config.model_config.uses_xdrope_dim
             self.input_ids = self._make_buffer(MAX_TOKENS, dtype=torch.int32)
