@@ -77,6 +77,9 @@ def configured(
     # vllm-ascend applied after the shared proposer was built, as a rank's per-case setup applies one).
     proposer._runnable = proposer._run_merged_draft
     proposer.num_speculative_tokens = num_spec_tokens
+    # as the runner's constructor sets them for K drafts: a uniform decode's tokens (vLLM's, which a dummy run's
+    # requests have) and vllm-ascend's decode_token_per_req (a DP rank's dummy batch: execute_dummy_batch)
+    proposer.runner.uniform_decode_query_len = proposer.runner.decode_token_per_req = 1 + num_spec_tokens
     attn_setup.initialize(proposer, block_size, layers, attn)
     proposer.max_model_len = max_model_len
     proposer.vllm_config.model_config.max_model_len = max_model_len  # _run_merged_draft reads it from there
@@ -143,6 +146,7 @@ class GraphRunnerView(RunnerView):
         super().__init__(device, vllm_config)
         self.compilation_config = vllm_config.compilation_config
         self.uniform_decode_query_len = 1 + vllm_config.speculative_config.num_speculative_tokens
+        self.decode_token_per_req = self.uniform_decode_query_len
         self.arange_np = np.arange(MAX_TOKENS + 1, dtype=np.int32)
         if "self.runner.seq_lens.gpu" in inspect.getsource(generation.base_proposer()._propose):
             # v0.18.0's runner keeps the lengths as a host and device pair, which its drafter reads in FULL mode

@@ -43,7 +43,6 @@ from sim.ranks.pool import RankError, RankPool, RankResult
 from sim.serving.scenario import Scenario
 
 SERVE = "sim.impls.vllm_ascend.data_parallel:serve_dp"
-DUMMY_TOKENS = 1  # a dummy batch's tokens: the worker's execute_dummy_batch runs decode_token_per_req
 
 
 @dataclass(frozen=True)
@@ -217,9 +216,12 @@ class _Rank:
         )
         self.result.drafts = report.drafts
         self.result.problems = [str(m) for m in report.mismatches[:4]]
-        dummy_rows = expected_rows(DUMMY_TOKENS, self.proposer.captured_sizes()[Phase.FIRST])  # a graph's, if any
+        # A dummy batch: the worker's execute_dummy_batch runs _dummy_run(decode_token_per_req) (main:
+        # uniform_decode_query_len), one uniform decode of 1 + K tokens; its rows a graph's, if any.
+        dummy_tokens = 1 + self.scenario.num_spec_tokens
+        dummy_rows = expected_rows(dummy_tokens, self.proposer.captured_sizes()[Phase.FIRST])
         while self.step(False):  # no requests (left) here: a dummy batch for each step of the others'
-            self.proposer.dummy_run(DUMMY_TOKENS)
+            self.proposer.dummy_run(dummy_tokens)
             self.result.needed.append(dummy_rows)
             self.result.own_steps.append(None)
 

@@ -345,3 +345,21 @@ def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):
 def test_a_dp_case_of_more_ranks_than_the_pool_is_refused_by_name(pool):
     with pytest.raises(ValueError, match=r"^dp_ranks: 3 ranks' scenarios for a pool of 2 DP ranks"):
         check_dp(_case("eager", TYPICAL, SMALL, None), pool)
+
+
+def test_an_idle_ranks_dummy_batch_is_the_workers():
+    """An idle DP rank's dummy batch is what vllm-ascend's worker runs (``execute_dummy_batch``: ``_dummy_run``
+    of its runner's ``decode_token_per_req``, on main of its ``uniform_decode_query_len``), which the runner's
+    constructor makes one uniform decode of 1 + K tokens; the view holds the same (it held 1 once, and the
+    idle ranks drafted a batch of one token the worker never runs)."""
+    import ast
+
+    from sim.impls.kit.ascend.importing import import_ascend
+    from sim.impls.vllm_ascend.build import configured
+
+    worker = Path(import_ascend("vllm_ascend").__file__).parent / "worker" / "worker.py"
+    (method,) = [n for n in ast.walk(ast.parse(worker.read_text())) if getattr(n, "name", "") == "execute_dummy_batch"]
+    source = ast.unparse(method)
+    assert "_dummy_run(" in source and ("decode_token_per_req" in source or "uniform_decode_query_len" in source)
+    runner = configured(3, 16, 64, 8).runner
+    assert runner.decode_token_per_req == runner.uniform_decode_query_len == 4
