@@ -40,6 +40,7 @@ from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
 from sim.impls.vllm_ascend import (
     attn_setup,
+    branch_divergences,
     divergences,
     early_copies,
     generation,
@@ -309,14 +310,14 @@ class AscendProposer(EagerAdapter):
         """The rejection kernels' reads before their buffer where the checkout's table holds that known
         defect (``rejection-kernels-read-before-their-buffer``): exactly those pass, every other access is
         checked."""
-        table = divergences.in_force(generation.name()).DIVERGENCES
+        table = branch_divergences.in_force(generation.name()).DIVERGENCES
         return rejection.READS_BEFORE_CU_NUM_DRAFT_TOKENS if rejection.DEFECT in table else ()
 
     @property
     def tolerates_dummy_writes(self) -> bool:
         """Whether the checkout's dummy run writes KV at the last call's slots, a known defect
-        (``divergences.DUMMY_WRITES_KV``, v0.21.0rc and v0.22.1rc): then exactly those writes pass."""
-        return divergences.DUMMY_WRITES_KV.id in divergences.in_force(generation.name()).DIVERGENCES
+        (``branch_divergences.DUMMY_WRITES_KV``, v0.21.0rc and v0.22.1rc): then exactly those writes pass."""
+        return branch_divergences.DUMMY_WRITES_KV.id in branch_divergences.in_force(generation.name()).DIVERGENCES
 
     def dummy_run(self, size: int) -> None:
         """vllm-ascend's ``dummy_run`` at ``size`` tokens, as its runner issues one (a rank with no requests).
@@ -334,5 +335,5 @@ class AscendProposer(EagerAdapter):
 def implementation() -> Implementation:
     """The ``vllm_ascend`` implementation; ``ImplementationUnavailable`` names why it cannot run here."""
     reason = unavailable_reason()  # before the generation is asked
-    table = divergences.in_force(generation.name()) if reason is None else divergences
+    table = branch_divergences.in_force(generation.name()) if reason is None else divergences
     return factory.implementation("vllm_ascend", lambda: reason, AscendOps(), AscendProposer, table, describe=describe)

@@ -13,7 +13,6 @@ per-call sizes are set by ``configured``.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 from types import SimpleNamespace
 
@@ -148,8 +147,7 @@ class GraphRunnerView(RunnerView):
         self.uniform_decode_query_len = 1 + vllm_config.speculative_config.num_speculative_tokens
         self.decode_token_per_req = self.uniform_decode_query_len
         self.arange_np = np.arange(MAX_TOKENS + 1, dtype=np.int32)
-        if "self.runner.seq_lens.gpu" in inspect.getsource(generation.base_proposer()._propose):
-            # v0.18.0's runner keeps the lengths as a host and device pair, which its drafter reads in FULL mode
+        if generation.runner_lengths_paired():
             self.seq_lens = self._make_buffer(MAX_REQS, dtype=torch.int32)
         else:
             self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)

@@ -5,18 +5,18 @@ not exist. So that everything else is still compared on a checkout that has one,
 the place the crash would begin, the one step of its upstream fix that removes it (``SIDESTEPS``), and
 nowhere else; the defect's pin runs without it (``letting``) and records the crash, or, on a checkout that no longer crashes, the spec's values, so the session says it
 is fixed (``tests.checks.known_defects.pin``). A sidestep applies where the checkout's generation has the
-defect (``divergences.in_force``); on a fixed checkout it changes nothing (the fix already did it).
+defect (``branch_divergences.in_force``); on a fixed checkout it changes nothing (the fix already did it).
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from sim.impls.vllm_ascend import divergences, generation
+from sim.impls.vllm_ascend import branch_divergences, generation
 
 SIDESTEPS = {
-    divergences.DUMMY_STALE_INDICES.id: "the drafter's sample indices cleared before its dummy run (vllm-ascend #10080)",
-    divergences.PADDING_STALE_INDICES.id: "the drafter's sample indices cleared before each call, so that past the "
+    branch_divergences.DUMMY_STALE_INDICES.id: "the drafter's sample indices cleared before its dummy run (vllm-ascend #10080)",
+    branch_divergences.PADDING_STALE_INDICES.id: "the drafter's sample indices cleared before each call, so that past the "
     "call's own only zeros are left (vllm-ascend #9867)",
 }
 _let: set[str] = set()  # the defects whose crash a pin is running
@@ -24,7 +24,7 @@ _let: set[str] = set()  # the defects whose crash a pin is running
 
 def sidestepped(defect: str) -> bool:
     """Whether the harness sidesteps ``defect``'s crash now: the checkout's generation has it, and no pin runs it."""
-    return defect not in _let and defect in divergences.in_force(generation.name()).DIVERGENCES
+    return defect not in _let and defect in branch_divergences.in_force(generation.name()).DIVERGENCES
 
 
 @contextlib.contextmanager

@@ -17,13 +17,14 @@ differ, this module asks the method itself what it takes:
   by the counts copied on the side stream (0.23.0 and main), or copied from the device's (v0.21.0rc,
   v0.22.1rc).
 - the SFA builder: main's copies every build's lengths into its own buffers (``name``: which
-  divergence table applies, ``divergences.in_force``).
+  divergence table applies, ``branch_divergences.in_force``).
 - the draft steps' builds: v0.21.0rc builds each through the builder's ``build(0, cad, model)``, which
   is not told the step, and names the update's index ``draft_step`` (``steps_built_untold``;
   ``build_step``, ``draft_index``); v0.22.1rc on, through ``build_for_drafting(cad, draft_index)``.
 - releases/v0.18.0 (refused by ``checkout.NOT_RUN`` until it runs whole): its base class lives in
   ``eagle_proposer`` (``base_module``), its step 1 takes the target's metadata first
-  (``next_token_ids_padded``), and its MTP drafter captures each model forward in full graphs
+  (``next_token_ids_padded``), its drafter reads the runner's lengths as a host and device pair in FULL
+  mode (``runner_lengths_paired``), and its MTP drafter captures each model forward in full graphs
   (``graphs_wrap_the_model``).
 
 What differs at import (vLLM 0.27's ``PIN_MEMORY``, main's ``triton.experimental.gluon``
@@ -126,6 +127,13 @@ def tell_builders_the_step() -> None:
     cls.attn_update_stack_num_spec_norm = telling
 
 
+@functools.cache
+def runner_lengths_paired() -> bool:
+    """Whether the drafter reads the runner's per-request lengths in FULL mode as a host and device pair
+    (v0.18.0's ``runner.seq_lens.gpu`` / ``.cpu``), not as ``seq_lens`` and ``optimistic_seq_lens_cpu``."""
+    return "self.runner.seq_lens.gpu" in inspect.getsource(base_proposer()._propose)
+
+
 def graphs_wrap_the_model(method: str) -> bool:
     """Whether the drafter captures ``method``'s draft per model forward (v0.18.0's MTP drafter wraps its
     model in an ``ACLGraphWrapper``), not its whole merged draft (``_run_merged_draft``)."""
@@ -135,14 +143,14 @@ def graphs_wrap_the_model(method: str) -> bool:
 @functools.cache
 def capture_reads_group_0() -> bool:
     """Whether the drafter's ``dummy_run`` captures its graphs on KV-cache group 0's block table, whatever
-    the draft's group (``divergences.CAPTURE_GROUP_0``)."""
+    the draft's group (``branch_divergences.CAPTURE_GROUP_0``)."""
     return _CAPTURE_OF_GROUP_0 in inspect.getsource(base_proposer().dummy_run)
 
 
 @functools.cache
 def name() -> str:
     """``0.18.0``, ``0.20.2``, ``0.21.0``, ``0.22.1``, ``0.23.0`` or ``main``: whose divergence table applies
-    (``divergences.in_force``), by what the checkout does: v0.18.0 has no ``llm_base_proposer``; v0.20.2rc's reduce sampling scatters each rank's
+    (``branch_divergences.in_force``), by what the checkout does: v0.18.0 has no ``llm_base_proposer``; v0.20.2rc's reduce sampling scatters each rank's
     candidates into the whole vocabulary (``_REDUCE_SAMPLE_INTO_THE_VOCABULARY``); v0.21.0rc builds its
     draft steps untold (``steps_built_untold``); v0.22.1rc's dummy run captures on group 0's block table
     (``capture_reads_group_0``); main's SFA builder copies every build's key lengths into buffers of its

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import builders, crashes, divergences
+from sim.impls.vllm_ascend import branch_divergences, builders, crashes
 from sim.models.block_allocator import NULL_BLOCK
 
 
@@ -81,7 +81,7 @@ def dummy_run(p, num_tokens: int, capturing: bool = False) -> None:
         across[:] = desc.num_tokens  # as _dummy_run pads it
     if runner._use_aclgraph():
         _dummy_batch(p, desc.num_tokens, num_reqs)
-    if crashes.sidestepped(divergences.DUMMY_STALE_INDICES.id):
+    if crashes.sidestepped(branch_divergences.DUMMY_STALE_INDICES.id):
         p.token_indices_to_sample.fill_(0)  # crashes.SIDESTEPS
     monitor = import_ascend("vllm.compilation.monitor")
     monitor.set_cudagraph_capturing_enabled(capturing)

@@ -38,7 +38,7 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.tiny_config import MAX_REQS
 from sim.impls.kit.vllm_model import target_layers
 from sim.impls.kit.vllm_types import GREEDY
-from sim.impls.vllm_ascend import crashes, divergences, generation, torch_cuda
+from sim.impls.vllm_ascend import branch_divergences, crashes, generation, torch_cuda
 from sim.oracle import next_step
 from sim.oracle.next_step import NextStep
 
@@ -163,7 +163,7 @@ class Drafter:
         self.handed = kwargs
         if self.on_handoff is not None:
             self.on_handoff(kwargs)
-        if crashes.sidestepped(divergences.PADDING_STALE_INDICES.id):
+        if crashes.sidestepped(branch_divergences.PADDING_STALE_INDICES.id):
             self.proposer.token_indices_to_sample.fill_(0)  # crashes.SIDESTEPS
         return self.proposer._propose(**kwargs)
 

@@ -43,7 +43,7 @@ from sim.serving.scenario import Scenario
 
 SERVE = "sim.impls.vllm_ascend.tensor_parallel:serve_tp"
 REDUCE_SAMPLE_DEFECT = "reduce-sample-ids-of-a-short-last-shard"
-EAGLE_LOCAL_ARGMAX = "eagle-reduce-sample-drafts-each-ranks-own-argmax"  # v0.22.1rc's (divergences.V0_22)
+EAGLE_LOCAL_ARGMAX = "eagle-reduce-sample-drafts-each-ranks-own-argmax"  # v0.22.1rc's (branch_divergences.V0_22)
 VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE: a split lm head's vocabulary is padded to a multiple of it
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.metadata_checks import MetadataMismatch
-from sim.impls.vllm_ascend import divergences, generation
+from sim.impls.vllm_ascend import branch_divergences, generation
 from sim.impls.vllm_ascend.divergences import DIVERGENCES
 from sim.serving.checker import DEFECT, SPEC
 from sim.serving.run import run_scenario
@@ -67,7 +67,7 @@ def _unchanged_vllm_ascend():
 
 def _table():
     """The harness's divergence table as the checkout's generation has it, whatever the session accepts."""
-    return divergences.in_force(generation.name())
+    return branch_divergences.in_force(generation.name())
 
 
 def _run(scenario, impl, device, rules=None):

@@ -13,8 +13,9 @@ import pytest
 
 from sim.impls.vllm_ascend import generation
 from sim.impls.vllm_ascend.adapter import AscendOps
+from sim.impls.vllm_ascend.branch_divergences import in_force
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import RULES, in_force
+from sim.impls.vllm_ascend.divergences import RULES
 from sim.impls.vllm_ascend.model import AscendTinyMtp
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation

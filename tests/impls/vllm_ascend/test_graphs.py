@@ -19,14 +19,14 @@ from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import build, crashes, generation
 from sim.impls.vllm_ascend.adapter import AscendProposer
-from sim.impls.vllm_ascend.build import configured_graph
-from sim.impls.vllm_ascend.divergences import (
+from sim.impls.vllm_ascend.branch_divergences import (
     CAPTURE_GROUP_0,
     DUMMY_STALE_INDICES,
     DUMMY_WRITES_KV,
     PADDING_STALE_INDICES,
-    RULES,
 )
+from sim.impls.vllm_ascend.build import configured_graph
+from sim.impls.vllm_ascend.divergences import RULES
 from sim.impls.vllm_ascend.graphs import DummyRunWroteKv
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario

@@ -117,6 +117,6 @@ def test_prepare_inputs_rewrites_caller_slot_mapping(case):
 
 
 def test_every_named_host_read_is_made():
-    from sim.impls.vllm_ascend.divergences import in_force
+    from sim.impls.vllm_ascend.branch_divergences import in_force
 
     suites.assert_every_host_read_made(ASCEND_TRITON, in_force(generation.name()).HOST_READS)

@@ -20,8 +20,8 @@ import pytest
 
 from sim.impls.divergence import spec_for
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import divergences, generation
-from sim.impls.vllm_ascend.divergences import SFA_COS_SIN_SHARED
+from sim.impls.vllm_ascend import branch_divergences, generation
+from sim.impls.vllm_ascend.branch_divergences import SFA_COS_SIN_SHARED
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.known_defects import DEFECT, pin_run
@@ -38,7 +38,7 @@ _EVERY_BUILD_CACHED = "this checkout's SFA builder rotates every build through t
 
 def _every_build_cached() -> bool:
     """Whether the checkout's generation has ``sfa-draft-cos-sin-shared`` (v0.18.0, v0.20.2rc, v0.21.0rc)."""
-    return SFA_COS_SIN_SHARED.id in divergences.in_force(generation.name()).DIVERGENCES
+    return SFA_COS_SIN_SHARED.id in branch_divergences.in_force(generation.name()).DIVERGENCES
 
 
 def _defect(impl):

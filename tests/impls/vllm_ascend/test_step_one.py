@@ -8,8 +8,8 @@ from hypothesis import given
 
 from sim.impls.kit.ascend import interop
 from sim.impls.vllm_ascend import generation
+from sim.impls.vllm_ascend.branch_divergences import in_force
 from sim.impls.vllm_ascend.build import configured
-from sim.impls.vllm_ascend.divergences import in_force
 from sim.oracle.cases import to_batch
 from tests.impls import suites
 from tests.impls.suites import CPU

@@ -17,7 +17,7 @@ import re
 import pytest
 
 from sim import cli
-from sim.impls.vllm_ascend import divergences, generation
+from sim.impls.vllm_ascend import branch_divergences, generation
 from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.tensor_parallel import (
     EAGLE_LOCAL_ARGMAX,
@@ -50,7 +50,7 @@ DRAFTERS = {
 # each drafter with each sampling, but EAGLE-1 under reduce sampling, which crashes (EAGLE_DEFECT: its pin)
 DRAFTS = [(d, s) for d in DRAFTERS for s in SAMPLING if (d, s) != ("eagle", "reduce-sample")]
 EAGLE_DEFECT = "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"
-MTP_GATHER = divergences.MTP_GATHER.id  # v0.21.0rc and v0.22.1rc
+MTP_GATHER = branch_divergences.MTP_GATHER.id  # v0.21.0rc and v0.22.1rc
 EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # where it raises, in the traceback
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 
@@ -187,8 +187,8 @@ def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
 
 
 def _in_force(defect: str) -> bool:
-    """Whether the checkout's generation has ``defect`` (``divergences.in_force``), whatever the session accepts."""
-    return defect in divergences.in_force(generation.name()).DIVERGENCES
+    """Whether the checkout's generation has ``defect`` (``branch_divergences.in_force``), whatever the session accepts."""
+    return defect in branch_divergences.in_force(generation.name()).DIVERGENCES
 
 
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sim.impls.vllm_ascend import divergences, generation
-from sim.impls.vllm_ascend.divergences import NO_TOP_K_RAISES
+from sim.impls.vllm_ascend import branch_divergences, generation
+from sim.impls.vllm_ascend.branch_divergences import NO_TOP_K_RAISES
 from sim.impls.vllm_ascend.tensor_parallel import (
     REDUCE_SAMPLE_DEFECT,
     TpSampleCase,
@@ -82,19 +82,7 @@ def test_random_rows_on_tp_ranks_are_draws_of_the_targets_distribution(pool, req
     the ranks (``apply_sampling_constraints``), every rank draws the same rows, and the first output ids
     follow the target's distribution. Where the session accepts ``NO_TOP_K`` (v0.20.2rc), these requests,
     none with a top-k, make every rank raise: the pin records that crash, or rows that meet the spec (fixed)."""
-    if not _accepted(request, NO_TOP_K):
-        problems, rows, q = _random_rows(pool, WHOLE_SLICES)
-        assert problems == []
-        assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
-        return
-    try:
-        problems, rows, q = _random_rows(pool, WHOLE_SLICES)
-    except RankFailure as crash:
-        assert TOP_K_OF_NONE in str(crash), crash
-        pin(NO_TOP_K, present=True, fixed=False)
-    else:
-        problems.append(first_ids_problem(rows, q))
-        pin(NO_TOP_K, present=False, fixed=problems == [None], detail=problems)
+    _random_rows_pinned(pool, WHOLE_SLICES, NO_TOP_K if _accepted(request, NO_TOP_K) else None, TOP_K_OF_NONE)
 
 
 def _verification(vocab: int, num_reqs: int = 12, k: int = 3, seed: int = 0) -> Verification:
@@ -136,18 +124,26 @@ def test_random_rows_over_a_short_last_shard_gather_candidates_of_other_widths(p
     Accepted, the pin records that mismatch (the defect), or rows that are draws of the target's
     distribution (the spec: fixed); dropped from the session's list, the case is held to the spec."""
     _plain_random_rows(request)
-    if not defect_accepted:
-        problems, rows, q = _random_rows(pool, 96)
-        assert problems == [] and first_ids_problem(rows, q) is None
+    _random_rows_pinned(pool, 96, REDUCE_SAMPLE_DEFECT if defect_accepted else None, CANDIDATES_GATHER)
+
+
+def _random_rows_pinned(pool, vocab: int, defect: str | None, crash: str) -> None:
+    """The random rows over ``vocab`` ids on the TP ranks, held to the spec (draws of the target's
+    distribution, every rank the same); with ``defect`` accepted, its pin records the ranks failing at
+    ``crash`` (the defect) or rows that meet the spec (fixed), and anything else fails."""
+    if defect is None:
+        problems, rows, q = _random_rows(pool, vocab)
+        assert problems == [], problems
+        assert first_ids_problem(rows, q) is None, first_ids_problem(rows, q)
         return
     try:
-        problems, rows, q = _random_rows(pool, 96)
-    except RankFailure as mismatch:
-        assert CANDIDATES_GATHER in str(mismatch), mismatch
-        pin(REDUCE_SAMPLE_DEFECT, present=True, fixed=False)
+        problems, rows, q = _random_rows(pool, vocab)
+    except RankFailure as failure:
+        assert crash in str(failure), failure
+        pin(defect, present=True, fixed=False)
     else:
         problems.append(first_ids_problem(rows, q))
-        pin(REDUCE_SAMPLE_DEFECT, present=False, fixed=problems == [None], detail=problems)
+        pin(defect, present=False, fixed=problems == [None], detail=problems)
 
 
 TOP_K_DEFECT = "reduce-sample-top-k-of-the-requests-under-a-slice"
@@ -272,7 +268,7 @@ def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_
 def test_the_torch_paths_top_k_fix_keeps_a_top_k_of_a_slice_or_more(pool):
     """With the top-k counted over the gathered candidates (``torch-path-top-k-over-the-candidates``), no
     draw leaves the request's 64 best."""
-    if TORCH_PATH_DEFECT not in divergences.in_force(generation.name()).DIVERGENCES:
+    if TORCH_PATH_DEFECT not in branch_divergences.in_force(generation.name()).DIVERGENCES:
         pytest.skip(
             f"{TORCH_PATH_DEFECT}: not this checkout's (generation {generation.name()}), its fix edits lines it has not"
         )
