@@ -206,7 +206,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_setup(item):
     impl, device = item.config.mtp_impl, item.config.mtp_device
-    if "impl" in item.fixturenames:  # a property of the implementation under test
+    if "impl" in item.fixturenames or "impls" in item.path.parts:  # of the implementation under test
         reason = impl.lacking({f for mark in item.iter_markers("uses") for f in mark.args}, device.name)
         if reason:
             pytest.skip(f"{impl.name} on {device.name}: {reason}")

@@ -27,6 +27,7 @@ class Feature(enum.Enum):
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
     RUNNER_SAMPLES = "the model runner's own sampling of the target's tokens (Scenario.runner_samples)"
+    REDUCE_SAMPLE = "reduce sampling on TP ranks: each rank samples its slice of the vocabulary (enable_reduce_sample)"
 
 
 GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)

@@ -115,6 +115,9 @@ class Rules:
     graphs_uniform_decode_only: in a graph mode, only a uniform decode batch (every request
         ``num_spec_tokens + 1`` tokens, none on its prompt's first chunk) runs padded to a captured size; any other runs eagerly at
         its own row count (vllm-ascend's ``full-graphs-uniform-decode-only``: FULL_DECODE_ONLY).
+    eager_batches_padded: under ``graphs_uniform_decode_only``, a batch that runs eagerly still runs
+        padded to the smallest captured size that holds it: only the replays are uniform decodes' alone
+        (v0.18.0's drafter pads its rows before it dispatches).
     sample_report: for each token id, the id the implementation's greedy sampling reports when that id
         is the draft model's argmax (vllm-ascend's ``reduce-sample-ids-of-a-short-last-shard``, set from the
         TP mesh run: ``sim.impls.vllm_ascend.tensor_parallel``), or -1 for an id it never reports (v0.22.1rc's
@@ -150,6 +153,7 @@ class Rules:
     graph_mode: str = "eager"
     dp: int = 1
     graphs_uniform_decode_only: bool = False
+    eager_batches_padded: bool = False
     sample_report: tuple[int, ...] | None = None
     defects: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
@@ -182,6 +186,11 @@ class Rules:
                 spec = spec.without(d)
             out.append((tuple(deciding), spec))
         return out
+
+    @property
+    def eager_batches_unpadded(self) -> bool:
+        """Whether a batch that runs eagerly in a graph mode runs at its own rows, not padded to a captured size."""
+        return self.graphs_uniform_decode_only and not self.eager_batches_padded
 
     @property
     def steps_at_first_pass_rows(self) -> bool:

@@ -154,12 +154,62 @@ V0_20 = {
     **V0_21,
     **{d.id: d for d in (DUMMY_STALE_INDICES, PADDING_STALE_INDICES, NO_TOP_K_RAISES)},
 }
+MTP_MODEL_GRAPH = Divergence(
+    "mtp-draft-steps-replay-one-model-graph",
+    "AscendEagleProposer._maybe_share_lm_head (eagle_proposer.py: for method mtp, self.model = "
+    "ACLGraphWrapper(self.model, ...)) and _propose (_update_full_graph_params_if_needed after run_draft())",
+    "in full graphs each draft forward attends with its own step's parameters, updated before it runs",
+    "an MTP draft in full graphs captures one graph per size around the draft model, which each of "
+    "_run_merged_draft's K forwards replays, and the graph's attention parameters are updated once, after the "
+    "whole draft; the captured attention task waits on its ExternalEvent and resets it at each replay, so the "
+    "second step's replay waits on an event the call records once (read so, on an NPU it waits until a later "
+    "call's update, or for ever; the simulator's graphs refuse the replay: GraphError), and attends with one "
+    "update's parameters whenever it runs. vllm-ascend #7033 (mtp_proposer, which updated after each step's "
+    "replay, deleted) brought it; #6860 captures the merged draft for mtp (v0.20.2rc on). Needs K >= 2 and "
+    "synchronous scheduling (v0.18.0 drafts MTP eagerly under asynchronous). A crash: sidestepped as that fix "
+    "does, the merged draft captured, everywhere but the pin (crashes.sidestepped), which runs it",
+    "test_graphs.py::test_an_mtp_draft_in_full_graphs_replays_where_its_known_defect_says",
+    kind=Kind.DEFECT,
+)
+UNIFORM_DECODE_ONLY = DIVERGENCES["full-graphs-uniform-decode-only"]
+V0_18 = {
+    **V0_20,
+    MTP_MODEL_GRAPH.id: MTP_MODEL_GRAPH,
+    SFA_GRAPH_STEPS.id: dataclasses.replace(
+        MAIN[SFA_GRAPH_STEPS.id],
+        impl=SFA_GRAPH_STEPS.impl.replace(
+            "at the first pass's row i's position,",
+            "at the first pass's row i's position and reads the first pass's query offsets and key lengths "
+            "(v0.18.0 reaches a replay only where its MTP draft's whole merged draft is captured: the sidestep "
+            "of mtp-draft-steps-replay-one-model-graph; as it is, it crashes first),",
+        ),
+    ),
+    UNIFORM_DECODE_ONLY.id: dataclasses.replace(
+        UNIFORM_DECODE_ONLY,
+        impl=UNIFORM_DECODE_ONLY.impl.replace(
+            "runs eagerly at its own row count",
+            "runs eagerly, at the rows of the captured size that holds it (v0.18.0's _propose pads to "
+            "_bs_to_padded_graph_size before it dispatches)",
+        ),
+        rule={**UNIFORM_DECODE_ONLY.rule, "eager_batches_padded": True},
+    ),
+}
+REDUCE_SAMPLE_DEFECTS = (  # the defects of reduce sampling, in some generation or other
+    "reduce-sample-ids-of-a-short-last-shard",
+    "reduce-sample-top-k-of-the-requests-under-a-slice",
+    "reduce-sample-top-k-of-a-slice-or-more-dropped",
+    "reduce-sample-random-without-a-top-k-raises",
+    "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
+    "eagle-reduce-sample-drafts-each-ranks-own-argmax",
+    "mtp-reduce-sample-gathers-a-short-last-shard",
+)
 # A generation -> (what it has otherwise or besides, what of 0.23.0's it has not): v0.21.0rc and v0.22.1rc's
 # EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0; v0.21.0rc's
 # SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do;
 # v0.20.2rc's reduce sampling keeps a top-k over the whole vocabulary it scatters its candidates into.
-# v0.18.0's (refused by checkout.NOT_RUN until it runs whole; docs/upstream-ci.md): v0.20.2rc's, as far as its
-# single-rank eager gate has shown, and vLLM 0.18's step 1, which looks the backup token up at seq_len.
+# v0.18.0's: v0.20.2rc's, with its MTP draft captured per model forward (MTP_MODEL_GRAPH), every batch padded
+# before dispatch, its SFA graph steps as main's; vLLM 0.18's step 1, which looks the backup token up at seq_len;
+# kernels that clamp the predecessor index; no reduce sampling.
 OWN = {
     "main": (MAIN, ()),
     "0.22.1": (V0_22, ("eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",)),
@@ -176,26 +226,28 @@ OWN = {
         ),
     ),
     "0.18.0": (
-        V0_20,
+        V0_18,
         (
             "backup-token",
             "rejection-kernels-read-before-their-buffer",  # its kernels clamp the index: tl.maximum(offset - 1, 0)
-            "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
-            "sfa-graph-steps-replay-the-first-pass",
-            "reduce-sample-top-k-of-a-slice-or-more-dropped",
+            *REDUCE_SAMPLE_DEFECTS,  # it has no reduce sampling (LACKS_OWN)
         ),
     ),
 }
 
 
-# What a generation's runner does that the harness does not drive: vLLM 0.18 (releases/v0.18.0) corrects
+# What a generation lacks or does that the harness does not drive: vLLM 0.18 (releases/v0.18.0) corrects
 # the next step of asynchronous scheduling in its _update_states, on the host, from the request states the
-# scheduler hands it; the harness models the device-side correction of vLLM 0.21 on.
+# scheduler hands it (the harness models the device-side correction of vLLM 0.21 on); v0.18.0 has no reduce
+# sampling.
 LACKS_OWN = {
     "0.18.0": {
         Feature.ASYNC_SCHEDULING: Skip(
             "vLLM 0.18 corrects an asynchronous step's counts in GPUModelRunner._update_states (host request "
             "states), which the harness does not drive; it drives the device-side correction of vLLM 0.21 on"
+        ),
+        Feature.REDUCE_SAMPLE: Skip(
+            "releases/v0.18.0 has no reduce sampling (no enable_reduce_sample in its AscendConfig)"
         ),
     },
 }

@@ -27,7 +27,7 @@ from sim.impls.kit.ascend.world import MAX_SPEC_TOKENS, build_device, recording,
 from sim.impls.kit.fresh_start import remember_fresh, start_fresh
 from sim.impls.kit.tiny_config import MAX_REQS, MAX_TOKENS
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend import attn_setup, generation
+from sim.impls.vllm_ascend import attn_setup, branch_divergences, crashes, generation
 
 
 def ascend_proposer(hidden_size: int, method: str = "mtp"):
@@ -196,7 +196,9 @@ class GraphRunnerView(RunnerView):
     _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
 
     def _use_aclgraph(self) -> bool:
-        return True
+        """The runner's test of its cudagraph mode (its compilation mode is VLLM_COMPILE on an NPU serving ACL
+        graphs, and nothing is eager by config here): no graphs where vLLM refused every size."""
+        return self.compilation_config.cudagraph_mode != import_ascend("vllm.config").CUDAGraphMode.NONE
 
 
 def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
@@ -240,19 +242,26 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
 def wrap_draft(proposer) -> None:
     """``load_model``'s wrapping of the draft (``_maybe_share_lm_head``, without the weight sharing a
     tiny model has no use for): a new ``ACLGraphWrapper`` (no graph captured) around ``_run_merged_draft``,
-    or, where the checkout wraps an MTP draft's model instead (``generation.graphs_wrap_the_model``:
-    v0.18.0), none yet: ``graphed_model`` wraps the model the adapter hands."""
+    or, where the checkout wraps an MTP draft's model instead (v0.18.0) and its pin runs it, none yet:
+    ``graphed_model`` wraps the model the adapter hands."""
     proposer.graphed_model = None
-    if generation.graphs_wrap_the_model(proposer.method):
+    if _captures_the_model(proposer.method):
         proposer._runnable = proposer._run_merged_draft
         return
     proposer._runnable = _acl_graph_wrapper(proposer, proposer._run_merged_draft)
 
 
+def _captures_the_model(method: str) -> bool:
+    """Whether the draft's graphs capture its model per forward: where the checkout does
+    (``generation.graphs_wrap_the_model``), a crash that everything but its pin sidesteps as its fix does,
+    by capturing the merged draft (``branch_divergences.MTP_MODEL_GRAPH``)."""
+    return generation.graphs_wrap_the_model(method) and not crashes.sidestepped(branch_divergences.MTP_MODEL_GRAPH.id)
+
+
 def graphed_model(proposer, model):
-    """The draft model as ``proposer`` forwards it: ``model``, or, where the checkout captures an MTP draft's
-    model per forward (v0.18.0), one ``ACLGraphWrapper`` around it for the run."""
-    if not isinstance(proposer.runner, GraphRunnerView) or not generation.graphs_wrap_the_model(proposer.method):
+    """The draft model as ``proposer`` forwards it: ``model``, or, where its graphs capture the model per
+    forward (``_captures_the_model``), one ``ACLGraphWrapper`` around it for the run."""
+    if not isinstance(proposer.runner, GraphRunnerView) or not _captures_the_model(proposer.method):
         return model
     if proposer.graphed_model is None or proposer.graphed_model.runnable is not model:
         proposer.graphed_model = _acl_graph_wrapper(proposer, model)

@@ -18,6 +18,7 @@ SIDESTEPS = {
     branch_divergences.DUMMY_STALE_INDICES.id: "the drafter's sample indices cleared before its dummy run (vllm-ascend #10080)",
     branch_divergences.PADDING_STALE_INDICES.id: "the drafter's sample indices cleared before each call, so that past the "
     "call's own only zeros are left (vllm-ascend #9867)",
+    branch_divergences.MTP_MODEL_GRAPH.id: "an MTP draft's whole merged draft captured, not its model (vllm-ascend #6860)",
 }
 _let: set[str] = set()  # the defects whose crash a pin is running
 

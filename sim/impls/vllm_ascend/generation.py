@@ -21,7 +21,7 @@ differ, this module asks the method itself what it takes:
 - the draft steps' builds: v0.21.0rc builds each through the builder's ``build(0, cad, model)``, which
   is not told the step, and names the update's index ``draft_step`` (``steps_built_untold``;
   ``build_step``, ``draft_index``); v0.22.1rc on, through ``build_for_drafting(cad, draft_index)``.
-- releases/v0.18.0 (refused by ``checkout.NOT_RUN`` until it runs whole): its base class lives in
+- releases/v0.18.0: its base class lives in
   ``eagle_proposer`` (``base_module``), its step 1 takes the target's metadata first
   (``next_token_ids_padded``), its drafter reads the runner's lengths as a host and device pair in FULL
   mode (``runner_lengths_paired``), and its MTP drafter captures each model forward in full graphs

@@ -37,6 +37,7 @@ from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.runner_samples import RunnerSampled
 
 PLATFORM_PATCH = "vllm_ascend/patch/platform/patch_pp_mtp.py"
+SAMPLER_PATCH = "vllm_ascend/patch/worker/patch_rejection_sampler.py"
 UNKNOWN = -1  # a token before a request's first scheduled row: never known to the harness, never read
 # A logits row's chosen id, and every other id: at temperature 1 another id is drawn with a probability
 # below vocab_size * e^-40 (about 1e-15), so a random request samples and accepts what the verification decided.
@@ -135,6 +136,9 @@ def _runner_state(runner, num_spec_tokens: int) -> None:
     runner.transfer_event = torch.npu.Event()
     runner.sampled_token_ids_pinned_cpu = runner_source.init_value("sampled_token_ids_pinned_cpu")(runner)
     runner.sampler = runner_source.init_value("sampler")(runner)
+    # v0.18.0's runner builds vLLM's RejectionSampler, whose module functions the worker's patch replaces
+    # with vllm-ascend's (adapt_patch); that patch alone, as its own module (the package imports every other)
+    runner_source.run_checkout_module(SAMPLER_PATCH)
     runner.rejection_sampler = runner_source.init_value("rejection_sampler", "_set_up_drafter")(runner)
 
 

@@ -178,6 +178,13 @@ def unavailable_reason() -> str | None:
     reason = ascend_importing.unavailable_reason()
     if reason:
         return reason
+    eagle = importlib.util.find_spec("vllm_ascend.worker.v2.spec_decode.eagle")
+    if eagle is not None and eagle.submodule_search_locations is None:  # a module, not 0.23.0's package
+        return (
+            f"this checkout's MRV2 speculator ({eagle.origin}: AscendEagleSpeculator over vLLM's EagleSpeculator, "
+            "propose(input_batch, last_hidden_states, ...), releases/v0.18.0's) is an API the adapter does not drive; "
+            "it drives 0.23.0's on (docs/upstream-ci.md, Every branch)"
+        )
     failed = _speculator_does_not_import()
     if failed:
         return f"vllm-ascend's MRV2 speculator does not import: {failed}"

@@ -256,9 +256,15 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         method = target.split(".")[1]
         monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
         return
-    if target == REJECT_SAMPLE:
-        module = import_ascend("vllm_ascend.sample.rejection_sampler")
-        monkeypatch.setattr(module, REJECT_SAMPLE, breaking(module.rejection_sample))
+    if (
+        target == REJECT_SAMPLE
+    ):  # where the sampler looks it up: vLLM's module too, where a patch bound it there (v0.18.0)
+        original = import_ascend("vllm_ascend.sample.rejection_sampler").rejection_sample
+        broken = breaking(original)
+        for name in ("vllm_ascend.sample.rejection_sampler", "vllm.v1.sample.rejection_sampler"):
+            module = import_ascend(name)
+            if getattr(module, REJECT_SAMPLE, None) is original:
+                monkeypatch.setattr(module, REJECT_SAMPLE, broken)
         return
     if target in (
         POSITIONS,

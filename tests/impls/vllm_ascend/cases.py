@@ -19,11 +19,14 @@ WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every TP rank keeps it
 FIRST_OF_PATH, REST_OF_PATH = pytest.mark.order(1), pytest.mark.order(2)
 
 
-def first_of_path(values, first: int = 1) -> list:
+def first_of_path(values, first: int = 1, uses=lambda value: ()) -> list:
     """``values`` of a parametrize, the first ``first`` of them among their path's first cases
-    (``FIRST_OF_PATH``), the rest after (``REST_OF_PATH``). A value that is a tuple is one per argument."""
+    (``FIRST_OF_PATH``), the rest after (``REST_OF_PATH``), each with the ``uses`` marks of the features
+    it selects. A value that is a tuple is one per argument."""
     return [
-        pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=FIRST_OF_PATH if i < first else REST_OF_PATH)
+        pytest.param(
+            *(v if isinstance(v, tuple) else (v,)), marks=[FIRST_OF_PATH if i < first else REST_OF_PATH, *uses(v)]
+        )
         for i, v in enumerate(values)
     ]
 

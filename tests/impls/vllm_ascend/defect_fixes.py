@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 
 import torch
 
@@ -298,9 +299,9 @@ _CAPTURE_BUILD = "attn_metadata_eagle = builder.build_for_graph_capture("
 def capture_builds_each_draft_step(dummy_run):
     """``dummy_run`` whose capture builds steps 2..K's metadata with ``build_for_drafting``."""
     dummy_run = inspect.unwrap(dummy_run)
-    if _CAPTURE_STEPS in inspect.getsource(dummy_run):
+    source = inspect.getsource(dummy_run)
+    if _CAPTURE_STEPS in source:
         return edited(dummy_run, (_CAPTURE_STEPS, "if draft_index == 0:"))
-    drafting = (
-        "attn_metadata_eagle = builder.build_for_drafting(common_attn_metadata, draft_index) if draft_index else "
-    )
+    step = re.search(r"for (\w+) in range\(self\.num_speculative_tokens\):", source).group(1)  # v0.18.0: draft_step
+    drafting = f"attn_metadata_eagle = builder.build_for_drafting(common_attn_metadata, {step}) if {step} else "
     return edited(dummy_run, (_CAPTURE_BUILD, _CAPTURE_BUILD.replace("attn_metadata_eagle = ", drafting)))

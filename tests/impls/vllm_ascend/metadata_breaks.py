@@ -69,17 +69,22 @@ class _BuiltOnStaleMirror:
 
 
 def host_mirror_not_advanced(field: str):
+    """The update building on ``field`` as the step before left it; ``breaking.applied``: how often the
+    metadata it was handed carried the field (never, where the checkout's has no such mirror)."""
+
     def breaking(original):
         @functools.wraps(original)
         def broken(self, *args, **kwargs):
             old, _ = _old_metadata(original, self, args, kwargs)
             stale = vars(old).get(field)
             if stale is not None:
+                breaking.applied += 1
                 kwargs["attn_group"] = _BuiltOnStaleMirror(kwargs["attn_group"], field, stale)
             return original(self, *args, **kwargs)
 
         return broken
 
+    breaking.applied = 0
     return breaking
 
 

@@ -9,6 +9,7 @@ metadata a step's attention is handed.
 from __future__ import annotations
 
 import functools
+import inspect
 
 
 def slot_plus_one(original):
@@ -35,11 +36,15 @@ def sample_row_off_by_one(original):
 
 
 def first_valid_token(original):
-    """``prepare_next_token_ids_padded``: the first valid sampled token taken for the last."""
+    """``prepare_next_token_ids_padded``: the first valid sampled token taken for the last (the sampled tokens
+    found by name: v0.18.0's takes the target's metadata first)."""
+    signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def broken(self, sampled, *args, **kwargs):
-        return original(self, sampled[:, :1].contiguous(), *args, **kwargs)
+    def broken(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments["sampled_token_ids"] = bound.arguments["sampled_token_ids"][:, :1].contiguous()
+        return original(*bound.args, **bound.kwargs)
 
     return broken
 

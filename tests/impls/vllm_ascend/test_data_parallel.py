@@ -20,6 +20,7 @@ from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.checks.modes import USES_ASYNC_SCHEDULING
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
@@ -332,6 +333,7 @@ def test_lm_head_tp_written_otherwise_passes(pool, peer, mode):
     assert _agree(case, pool, f"lmhead-tp-gathered-whole-{peer}-{mode}") == []
 
 
+@USES_ASYNC_SCHEDULING
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("peer", ["idle", "busy"])
 def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):

@@ -14,6 +14,7 @@ import pytest
 
 from devices.sim.streams import StreamOrderError
 from tests.checks.e2e_checks import check_implementation
+from tests.checks.modes import USES_ASYNC_SCHEDULING
 from tests.impls.suites import assert_serving_runs_fail
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import TYPICAL
@@ -62,6 +63,7 @@ def test_auxiliary_layers_in_another_order_fail_the_gate(monkeypatch, device, im
 ASYNC = dataclasses.replace(TYPICAL, async_scheduling=True)
 
 
+@USES_ASYNC_SCHEDULING
 def test_a_count_copy_waiting_on_its_own_stream_fails_by_name(monkeypatch, device, impl):
     """vllm-ascend#9456: the copy stream waits on itself, not on the stream that computed the counts; the
     simulator's streams name the copy (on an NPU it reads the counts before they are written)."""
@@ -71,6 +73,7 @@ def test_a_count_copy_waiting_on_its_own_stream_fails_by_name(monkeypatch, devic
         check_implementation(impl, ASYNC, device, "broken-count-copy-stream")
 
 
+@USES_ASYNC_SCHEDULING
 @pytest.mark.parametrize("control", ["runner-count-copy-on-the-current-stream", "runner-correction-per-request"])
 def test_a_correct_count_copy_or_correction_written_otherwise_passes(monkeypatch, device, impl, control):
     """The controls: the copy issued and recorded on the stream that computed the counts needs no wait;
@@ -79,6 +82,7 @@ def test_a_correct_count_copy_or_correction_written_otherwise_passes(monkeypatch
     check_implementation(impl, ASYNC, device, control)
 
 
+@USES_ASYNC_SCHEDULING
 def test_counts_read_before_their_copy_lands_fail_the_gate(monkeypatch, device, impl):
     """The next step corrects the lengths without synchronizing the copy's event: it reads poison."""
     broken_gate.apply("runner-counts-read-before-their-event", monkeypatch)
@@ -86,6 +90,7 @@ def test_counts_read_before_their_copy_lands_fail_the_gate(monkeypatch, device, 
         check_implementation(impl, ASYNC, device, "broken-counts-before-their-event")
 
 
+@USES_ASYNC_SCHEDULING
 def test_counts_of_the_same_row_after_condensing_fail_the_gate(monkeypatch, device, impl):
     """vllm-ascend#13864's class: the next step's rows are another order than this step's, and a correction
     that takes each row's counts from the same row corrects one request by another's rejections."""
@@ -94,6 +99,7 @@ def test_counts_of_the_same_row_after_condensing_fail_the_gate(monkeypatch, devi
         check_implementation(impl, ASYNC, device, "broken-counts-of-the-same-row")
 
 
+@USES_ASYNC_SCHEDULING
 def test_placeholders_reaching_the_next_step_fail_the_gate(monkeypatch, device, impl):
     """The next step's input ids keep the scheduler's placeholders where this step's drafts go."""
     broken_gate.apply("runner-placeholders-reach-the-model", monkeypatch)
@@ -101,6 +107,7 @@ def test_placeholders_reaching_the_next_step_fail_the_gate(monkeypatch, device, 
         check_implementation(impl, ASYNC, device, "broken-placeholders")
 
 
+@USES_ASYNC_SCHEDULING
 def test_a_new_request_corrected_as_another_fails_the_gate(monkeypatch, device, impl):
     """The device-side correction without its mask for new rows: the next step's new request takes row
     0's counts, and its computed tokens are another request's."""

@@ -86,9 +86,16 @@ MIRRORS_NOT_ADVANCED = [("seq_lens_cpu", True), ("_seq_lens_cpu", False), ("quer
 
 @pytest.mark.parametrize(("field", "padded"), MIRRORS_NOT_ADVANCED, ids=[f for f, _ in MIRRORS_NOT_ADVANCED])
 def test_a_host_mirror_not_advanced_fails_by_name(monkeypatch, device, impl, record_property, field, padded):
-    """``_seq_lens_cpu`` is set by the unpadded path only (``prepare_inputs``), hence the modes."""
-    _break_the_update(monkeypatch, host_mirror_not_advanced(field))
-    failure = _serving_runs_fail(impl, device, f"stale-{field}", record_property, padded, rf"host mirror {field} ")
+    """``_seq_lens_cpu`` is set by the unpadded path only (``prepare_inputs``), hence the modes; v0.18.0's sets
+    ``seq_lens_cpu`` alone there."""
+    breaking = host_mirror_not_advanced(field)
+    _break_the_update(monkeypatch, breaking)
+    try:
+        failure = _serving_runs_fail(impl, device, f"stale-{field}", record_property, padded, rf"host mirror {field} ")
+    except pytest.fail.Exception:
+        if not breaking.applied:
+            pytest.skip(f"this checkout's draft metadata carries no {field} mirror: nothing to leave stale")
+        raise
     assert isinstance(failure, MetadataMismatch)
     assert re.match(rf"step \d+: host mirror {field} is not \w+ over the \d+ live rows: got \[", str(failure))
 

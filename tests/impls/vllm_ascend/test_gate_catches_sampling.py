@@ -14,11 +14,12 @@ import dataclasses
 import pytest
 
 from tests.checks.e2e_checks import check_implementation
+from tests.checks.modes import USES_ASYNC_SCHEDULING
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_runner_samples import SAMPLING
 
 PATHS = ["padded", "unpadded"]
-SCHEDULING = [*PATHS, "async"]  # async: padded, scheduled asynchronously
+SCHEDULING = [*PATHS, pytest.param("async", marks=USES_ASYNC_SCHEDULING)]  # async: padded, scheduled asynchronously
 
 
 def _scenario(path: str):
@@ -56,6 +57,7 @@ def test_a_token_booked_but_not_counted_fails_by_name(monkeypatch, device, impl)
     )
 
 
+@USES_ASYNC_SCHEDULING
 def test_an_asynchronous_output_read_before_its_copy_lands_fails_by_name(monkeypatch, device, impl):
     """The runner's wrapper leaves the event classes placeholders: under asynchronous scheduling its
     output waits for nothing before it reads the sampled tokens its side stream copies to the host."""

@@ -32,12 +32,14 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 )
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 MODES = ("eager", "full")
 SAMPLING = {"gathered": False, "reduce-sample": True}
+SAMPLING_PARAMS = [pytest.param("gathered"), pytest.param("reduce-sample", marks=USES_REDUCE_SAMPLE)]
 # the drafter: MTP (its draft layer of each attention family), EAGLE-1, EAGLE-3 (its reduce-sample path
 # calls the draft's logits processor itself), MTP under the runner's asynchronous scheduling
 DRAFTERS = {
@@ -53,6 +55,14 @@ EAGLE_DEFECT = "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks"
 MTP_GATHER = branch_divergences.MTP_GATHER.id  # v0.21.0rc and v0.22.1rc
 EAGLE_GATHER = "self.model.model.logits_processor._gather_logits(logits)"  # where it raises, in the traceback
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
+
+
+def _uses(draft: tuple[str, str]) -> list:
+    """The ``uses`` marks of a (drafter, sampling) pair: asynchronous scheduling, reduce sampling."""
+    drafter, sampling = draft
+    return [USES_ASYNC_SCHEDULING] * ("async_scheduling" in DRAFTERS[drafter]) + [USES_REDUCE_SAMPLE] * SAMPLING[
+        sampling
+    ]
 
 
 @pytest.fixture
@@ -72,7 +82,9 @@ def _agree(case: TpCase, pool, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("drafter", "sampling"), first_of_path(DRAFTS, first=2), ids=[f"{d}-{s}" for d, s in DRAFTS])
+@pytest.mark.parametrize(
+    ("drafter", "sampling"), first_of_path(DRAFTS, first=2, uses=_uses), ids=[f"{d}-{s}" for d, s in DRAFTS]
+)
 def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, drafter, sampling, mode):
     """Reduce-sample cases run a vocabulary of whole 64-id slices, as every model served has: there the
     known defect cannot show (``reduce_sample_report`` None), and the spec alone holds. An EAGLE-3
@@ -83,7 +95,7 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
     assert _agree(case, pool, f"{drafter}-{sampling}-{mode}") == []
 
 
-@pytest.mark.parametrize("sampling", SAMPLING)
+@pytest.mark.parametrize("sampling", SAMPLING_PARAMS)
 def test_tp_ranks_touch_no_stand_in(pool, sampling):
     """No value of the ranks' serving runs under full graphs comes from the fake ``torch_npu``'s mocks (each
     rank watches them; the sampler's batches: ``test_tensor_parallel_sampling``)."""
@@ -106,6 +118,7 @@ def test_four_tp_ranks_draft_the_reference(device, accepted):
         ranks.close()
 
 
+@USES_REDUCE_SAMPLE
 @REST_OF_PATH
 @pytest.mark.parametrize("mode", MODES)
 def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(pool, mode, defect_accepted, request):
@@ -148,6 +161,7 @@ def test_each_ranks_own_columns_report():
     assert local_argmax_report(96, 1, 2) == (*[-1] * 64, *range(32))
 
 
+@USES_REDUCE_SAMPLE
 def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, request):
     """An EAGLE-1 drafter under reduce sampling. 0.23.0 and main: ``EAGLE_DEFECT``, it raises where it gathers
     its logits through the draft's inner model's logits processor, which vLLM's EAGLE-1 draft does not have.
@@ -173,6 +187,7 @@ def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, req
         pin(EAGLE_DEFECT, present=False, fixed=problems == [], detail=problems)
 
 
+@USES_REDUCE_SAMPLE
 def test_the_fix_of_the_eagle_gather_meets_the_spec(pool):
     """``EAGLE_DEFECT`` fixed (``broken_gate.FIXES``: the gather through the draft's own logits processor):
     an EAGLE-1 drafter under reduce sampling drafts the reference's, eagerly and under full graphs."""
@@ -191,6 +206,7 @@ def _in_force(defect: str) -> bool:
     return defect in branch_divergences.in_force(generation.name()).DIVERGENCES
 
 
+@USES_REDUCE_SAMPLE
 def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     """The defect fixed (``broken_gate.FIXES``: each rank's ids offset by where its slice starts, written
     otherwise than the checkout's reduction, in the drafter's and the rejection sampler's greedy, and the
@@ -211,7 +227,9 @@ def test_the_fix_of_the_short_last_shard_meets_the_spec(pool):
     "variant, breaking, reduce_sample",
     [
         # EAGLE-3: its reduce sampling is greedy_sample's in every generation (v0.22.1rc's MTP gathers instead)
-        ("tp-draft-ids-of-the-local-slice", tp_breaks.draft_ids_of_the_local_slice, True),
+        pytest.param(
+            "tp-draft-ids-of-the-local-slice", tp_breaks.draft_ids_of_the_local_slice, True, marks=USES_REDUCE_SAMPLE
+        ),
         ("tp-logits-not-gathered", tp_breaks.logits_not_gathered, False),
         ("tp-draft-forward-told-it-is-the-targets", tp_breaks.forward_told_it_is_the_targets, False),
     ],
@@ -335,6 +353,7 @@ def test_ranks_that_issue_no_collective_are_told_the_head_is_not_split():
     assert problems == ["no rank issued a collective over the TP group of 2: the lm head is not split"]
 
 
+@USES_REDUCE_SAMPLE
 def test_explain_names_the_pin_of_a_defect_only_ranks_show(capsys):
     """``python -m sim explain`` measures what a rule decides in a one-rank run: for this defect, one line
     naming its pin, exit 2 (not a search that finds nothing and an acceptance table of the other divergences)."""

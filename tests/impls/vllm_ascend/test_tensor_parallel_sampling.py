@@ -22,11 +22,13 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 from sim.oracle.rejection import Verification
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
+from tests.checks.modes import USES_REDUCE_SAMPLE
 from tests.checks.rejection_checks import first_ids_problem
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import FIRST_OF_PATH, REST_OF_PATH, SETUP, WHOLE_SLICES
 
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
+pytestmark = USES_REDUCE_SAMPLE
 
 
 @pytest.fixture

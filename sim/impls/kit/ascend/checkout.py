@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[4]
 # vLLM version -> the pinned closure (requirements file) it imports and runs the spec-decode path on.
 # One file serves every release the adapter's generations run on (docs/upstream-ci.md, "Every branch").
 CLOSURES = {
+    "0.18.0": "requirements/vllm_ascend.txt",  # releases/v0.18.0 (its docs conf names it)
     "0.20.2": "requirements/vllm_ascend.txt",  # releases/v0.20.2rc
     "0.21.0": "requirements/vllm_ascend.txt",  # releases/v0.21.0rc
     "0.22.1": "requirements/vllm_ascend.txt",  # releases/v0.22.1rc
@@ -57,12 +58,6 @@ CLOSURES = {
     "0.25.1": "requirements/vllm_ascend.txt",  # releases/v0.25.1rc
     "0.26.0": "requirements/vllm_ascend.txt",  # releases/v0.26.0rc
     "0.27.1": "requirements/vllm_ascend.txt",  # vllm-ascend main (snapshot of 2026-08-22)
-}
-# vLLM version -> why the branch that pairs with it does not run here (docs/upstream-ci.md, "Every branch"),
-# said in the refusal: what was measured with a closure line added by hand.
-NOT_RUN = {
-    "0.18.0": "releases/v0.18.0 runs on the adapter in part only: its MTP full graphs, vLLM 0.18's correction of "
-    "an asynchronous step and its lack of reduce sampling are not handled yet",
 }
 BUILD_TOOLS = ROOT / "requirements" / "vllm_ascend_build.txt"
 RELEASE = "0.23.0"  # the released vllm-ascend tested without a checkout (wheel) and by .ci/run (sdist)
@@ -150,12 +145,10 @@ def unpaired_reason(src: Path, label: str | None = None, line: Line = ASCEND) ->
     tag, where = paired
     if tag.removeprefix("v") not in line.closures:
         other = [o.env for o in LINES.values() if o is not line and tag.removeprefix("v") in o.closures]
-        known = NOT_RUN.get(tag.removeprefix("v")) if line is ASCEND else None
         return (
             f"{label or src} pairs with vLLM {tag!r} ({where}); the harness has closures for vLLM "
             f"{', '.join(sorted(line.closures))} only (sim/impls/kit/ascend/checkout.py LINES)"
             + (f"; tox -e {other[0]} runs it ({LINES[other[0]].src_var}=<checkout>)" if other else "")
-            + (f"; {known} (docs/upstream-ci.md, Every branch)" if known else "")
         )
     return None
 

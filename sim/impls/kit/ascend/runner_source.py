@@ -137,6 +137,16 @@ def checkout_function(relative: str, name: str, **names):
     return names[name]
 
 
+def run_checkout_module(relative: str) -> bool:
+    """Runs another file of the checkout (``relative`` to its package's parent) as a module of its own, not
+    through its package's ``__init__``; False where the file is absent (another generation's)."""
+    path = _source(relative)
+    if not path.exists():
+        return False
+    exec(compile(path.read_text(), str(path), "exec"), {"__name__": relative[:-3].replace("/", ".")})  # noqa: S102 - vllm-ascend's own code
+    return True
+
+
 def module_function(name: str, **names):
     """The runner module's own top-level function ``name``, compiled from its source, undecorated, with
     ``names`` in place of the module-level names it reads."""
