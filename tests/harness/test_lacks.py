@@ -52,11 +52,15 @@ def test_unpadded_full_graphs_are_used_by_their_combination_only():
     assert used({Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}) == {Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}
 
 
-def _setup(fixtures: list[str], *features: Feature) -> str | None:
-    """The gate's setup of an item using ``features`` under ``IMPL`` on sim: the skip reason, or None."""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _setup(fixtures: list[str], *features: Feature, path: str = "tests/properties/test_x.py") -> str | None:
+    """The gate's setup of an item of ``path`` using ``features`` under ``IMPL`` on sim: the skip reason, or None."""
     marks = [SimpleNamespace(args=features)] if features else []
     item = SimpleNamespace(
         config=SimpleNamespace(mtp_impl=IMPL, mtp_device=SimpleNamespace(name="sim")),
+        path=ROOT / path,
         fixturenames=fixtures,
         iter_markers=lambda name: marks if name == "uses" else [],
     )
@@ -79,7 +83,10 @@ def test_a_test_of_the_core_alone_runs_whatever_the_implementation_lacks():
     assert _setup(["device"], Feature.FULL_GRAPHS) is None
 
 
-ROOT = Path(__file__).resolve().parents[2]
+def test_a_test_of_an_implementations_suite_skips_what_it_lacks_without_the_impl_fixture():
+    """A test of ``tests/impls/NAME/`` is the implementation's, whatever fixtures it takes (its rank pools)."""
+    reason = _setup(["pool"], Feature.FULL_GRAPHS, path="tests/impls/x/test_y.py")
+    assert reason == "example on sim: lacks full graphs: its graphs need an NPU"
 
 
 def _features_used() -> set[Feature]:
