@@ -141,6 +141,12 @@ def graphs_wrap_the_model(method: str) -> bool:
 
 
 @functools.cache
+def has_reduce_sample() -> bool:
+    """Whether the checkout has reduce sampling (its ``AscendConfig`` reads ``enable_reduce_sample``; v0.18.0's does not)."""
+    return "enable_reduce_sample" in inspect.getsource(import_ascend("vllm_ascend.ascend_config").AscendConfig)
+
+
+@functools.cache
 def capture_reads_group_0() -> bool:
     """Whether the drafter's ``dummy_run`` captures its graphs on KV-cache group 0's block table, whatever
     the draft's group (``branch_divergences.CAPTURE_GROUP_0``)."""

@@ -282,7 +282,12 @@ def reduce_sample(on: bool):
     reads it when it samples)."""
     from sim.impls.kit.ascend import world
     from sim.impls.kit.ascend.importing import import_ascend
+    from sim.impls.vllm_ascend import generation
 
+    if on and not generation.has_reduce_sample():  # setting it would be read by nothing: refused, not dropped
+        raise ValueError(
+            "reduce_sample=True: this checkout has no reduce sampling (its AscendConfig has no enable_reduce_sample)"
+        )
     configs = import_ascend("vllm_ascend.ascend_config")
     with world.deployed({"enable_reduce_sample": True} if on else {}):
         if configs._ASCEND_CONFIG is not None:

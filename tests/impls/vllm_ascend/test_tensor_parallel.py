@@ -28,6 +28,7 @@ from sim.impls.vllm_ascend.tensor_parallel import (
     TpRankResult,
     check_tp,
     local_argmax_report,
+    reduce_sample,
     reduce_sample_report,
 )
 from sim.ranks.pool import RankFailure
@@ -143,6 +144,15 @@ def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(po
         return
     shown = check_tp(_case(mode, True), pool)
     pin(REDUCE_SAMPLE_DEFECT, present=shown == [], fixed=spec == [], detail=spec[:1] + shown[:1])
+
+
+def test_reduce_sampling_on_a_checkout_without_it_is_refused_by_name(monkeypatch):
+    """A checkout whose config has no ``enable_reduce_sample`` (v0.18.0) would read the flag nowhere: a rank
+    asked for reduce sampling there stops naming it, before anything is set."""
+    monkeypatch.setattr(generation, "has_reduce_sample", lambda: False)
+    with pytest.raises(ValueError, match=r"reduce_sample=True: this checkout has no reduce sampling"):
+        with reduce_sample(True):
+            pass
 
 
 def test_the_reduce_sample_report_of_a_short_last_shard():
