@@ -125,6 +125,22 @@ def _calls_use_dspark_its_vllm_lacks() -> str | None:
     return None
 
 
+def _propose_takes_not_what_its_runner_hands() -> str | None:
+    """Where the checkout's speculator overrides ``propose`` without the attention metadata vLLM's runner
+    hands it by name (``attn_metadata=``, vLLM 0.18's ``GPUModelRunner``): what the call would raise."""
+    importing.prepare()
+    ascend = import_ascend("vllm_ascend.worker.v2.spec_decode.eagle").AscendEagleSpeculator.propose
+    vllm = import_ascend("vllm.v1.worker.gpu.spec_decode.eagle.speculator").EagleSpeculator.propose
+    handed = [name for name in inspect.signature(vllm).parameters if name != "self"]
+    if "attn_metadata" not in handed:
+        return None
+    try:  # the runner's call by name, bound as Python binds it (nothing runs)
+        inspect.signature(ascend).bind(None, **dict.fromkeys(handed))
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+    return None
+
+
 def _rejection_sampler_does_not_import() -> str | None:
     try:
         import_ascend("vllm_ascend.worker.v2.spec_decode.rejection_sampler_utils")
@@ -137,6 +153,12 @@ def _rejection_sampler_does_not_import() -> str | None:
 # "Every branch"; the check that it still does, naming what it found): the branch has no MRV2 speculator that
 # runs on the vLLM it pairs with.
 NOT_IN_CHECKOUT = {
+    "0.18.0": (
+        "releases/v0.18.0's MRV2 speculator overrides propose(input_batch, last_hidden_states, ...) without the "
+        "attention metadata and slot mappings vLLM 0.18.0's runner hands it (attn_metadata=, slot_mappings=, "
+        "draft_logits_out=), so the branch's speculator cannot be called by the vLLM it pairs with",
+        _propose_takes_not_what_its_runner_hands,
+    ),
     "0.20.2": (
         "releases/v0.20.2rc's MRV2 speculator imports PrefillEagleCudaGraphManager from "
         "vllm.v1.worker.gpu.spec_decode.eagle.cudagraph, which vLLM 0.20.2, the vLLM the branch pairs with, has not",
@@ -178,13 +200,6 @@ def unavailable_reason() -> str | None:
     reason = ascend_importing.unavailable_reason()
     if reason:
         return reason
-    eagle = importlib.util.find_spec("vllm_ascend.worker.v2.spec_decode.eagle")
-    if eagle is not None and eagle.submodule_search_locations is None:  # a module, not 0.23.0's package
-        return (
-            f"this checkout's MRV2 speculator ({eagle.origin}: AscendEagleSpeculator over vLLM's EagleSpeculator, "
-            "propose(input_batch, last_hidden_states, ...), releases/v0.18.0's) is an API the adapter does not drive; "
-            "it drives 0.23.0's on (docs/upstream-ci.md, Every branch)"
-        )
     failed = _speculator_does_not_import()
     if failed:
         return f"vllm-ascend's MRV2 speculator does not import: {failed}"
