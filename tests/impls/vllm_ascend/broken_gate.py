@@ -256,9 +256,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         method = target.split(".")[1]
         monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
         return
-    if (
-        target == REJECT_SAMPLE
-    ):  # where the sampler looks it up: vLLM's module too, where a patch bound it there (v0.18.0)
+    if target == REJECT_SAMPLE:
+        # where the sampler looks it up: vLLM's module too, where the worker's patch bound it there (v0.18.0)
         original = import_ascend("vllm_ascend.sample.rejection_sampler").rejection_sample
         broken = breaking(original)
         for name in ("vllm_ascend.sample.rejection_sampler", "vllm.v1.sample.rejection_sampler"):
