@@ -152,9 +152,10 @@ class GraphRunnerView(RunnerView):
         else:
             self.seq_lens = torch.zeros(MAX_REQS, dtype=torch.int32, device=device)
             self.optimistic_seq_lens_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
-        compilation = self.compilation_config
-        full = compilation.cudagraph_mode != import_ascend("vllm.config").CUDAGraphMode.NONE
-        self.cudagraph_batch_sizes = sorted(compilation.cudagraph_capture_sizes) if full else []  # v0.18.0 reads it
+        # v0.18.0 reads it
+        self.cudagraph_batch_sizes = (
+            sorted(self.compilation_config.cudagraph_capture_sizes) if self._use_aclgraph() else []
+        )
         self.query_start_loc = self._make_buffer(MAX_REQS + 2, dtype=torch.int32)
         computed = torch.zeros(MAX_REQS, dtype=torch.int32)
         self.input_batch = SimpleNamespace(

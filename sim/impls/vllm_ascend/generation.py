@@ -134,6 +134,7 @@ def runner_lengths_paired() -> bool:
     return "self.runner.seq_lens.gpu" in inspect.getsource(base_proposer()._propose)
 
 
+@functools.cache  # asked at every call of a full-graph drafter (build.graphed_model)
 def graphs_wrap_the_model(method: str) -> bool:
     """Whether the drafter captures ``method``'s draft per model forward (v0.18.0's MTP drafter wraps its
     model in an ``ACLGraphWrapper``), not its whole merged draft (``_run_merged_draft``)."""
