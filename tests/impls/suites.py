@@ -410,3 +410,32 @@ def assert_overflowing_steps_write_kv_at_the_last_position(device, proposer_cls,
     last = slot_of(case.requests[0].blocks, 15, 4)
     slots = [int(rec.slot_mapping[0]) for rec in proposer.trace[1:]]
     assert slots == ([last, last] if clamps else [last, -1])
+
+
+def assert_input_batch_is_the_runners(input_batch_module, cls, make, case: BatchCase) -> None:
+    """The input batch an MRV2 adapter hands ``propose`` (``make(batch, sampled, vocab_size)``: its runner
+    inputs) is the generation's own ``cls``, each request's logits rows and their request and place as the
+    runner's own kernels of ``input_batch_module`` lay them out (``expand_idx_mapping``,
+    ``combine_sampled_and_draft_tokens``), its lengths the batch's, and prefilling where the core's
+    request is a partial prefill."""
+    batch, sampled = to_batch(case, CPU, True)
+    ib = make(batch, sampled, case.config.vocab_size).input_batch
+    assert type(ib) is cls, type(ib)
+    total = int(ib.cu_num_logits_np[-1])
+    assert ib.cu_num_logits.tolist() == ib.cu_num_logits_np.tolist()
+    width = int(np.diff(ib.cu_num_logits_np).max())
+    expanded, local = input_batch_module.expand_idx_mapping(ib.idx_mapping, total, ib.cu_num_logits, width)
+    assert ib.expanded_idx_mapping.tolist() == expanded.tolist(), "expanded_idx_mapping"
+    assert ib.expanded_local_pos.tolist() == local.tolist(), "expanded_local_pos"
+    b, k = batch.num_reqs, max(width - 1, 1)
+    logits = input_batch_module.combine_sampled_and_draft_tokens(
+        ib.input_ids.clone(), ib.idx_mapping, torch.zeros(b, 1, dtype=torch.int64), ib.query_start_loc,
+        ib.seq_lens, torch.from_numpy(ib.prefill_len_np.copy()), torch.zeros(b, k, dtype=torch.int64),
+        ib.cu_num_logits, total,
+    )  # fmt: skip
+    assert ib.logits_indices.tolist() == logits.tolist(), "logits_indices"
+    assert ib.seq_lens_cpu_upper_bound.tolist() == ib.seq_lens.tolist() == list(batch.seq_lens_cpu)
+    assert (
+        ib.num_computed_tokens_np.tolist() == (ib.seq_lens_cpu_upper_bound.numpy() - ib.num_scheduled_tokens).tolist()
+    )
+    assert ib.is_prefilling_np.tolist() == [bool(d) for d in sampled.discarded]

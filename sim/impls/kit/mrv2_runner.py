@@ -24,6 +24,7 @@ prefill) is described with ``prefill_len = seq_len + 1``, every other with ``pre
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -44,7 +45,7 @@ CPU = torch.device("cpu")
 class RunnerInputs:
     """One call's arguments of ``propose`` besides attention metadata and hidden states."""
 
-    input_batch: SimpleNamespace
+    input_batch: object  # the generation's InputBatch
     num_sampled: torch.Tensor  # int32 [B], after get_num_sampled_and_rejected
     num_rejected: torch.Tensor  # int32 [B]
     last_sampled: torch.Tensor  # int64 [max_num_reqs], request-state rows
@@ -65,38 +66,93 @@ def sampled_counts(sampled: SampledTokens, vocab_size: int) -> tuple[torch.Tenso
     return rows, torch.tensor([len(x) for x in sampled.lists], dtype=torch.int32)
 
 
-def input_batch(batch: VerifiedBatch) -> SimpleNamespace:
-    """The part of MRV2's ``InputBatch`` that ``propose`` and its kernels read."""
-    b, qsl_np = batch.num_reqs, np.asarray(batch.query_start_loc_cpu, dtype=np.int32)
-    seq_cpu = torch.as_tensor(np.asarray(batch.seq_lens_cpu), dtype=torch.int32)
-    return SimpleNamespace(
+def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
+    """MRV2's ``InputBatch`` of ``batch`` (``cls``: the generation's own subclass, with its ``extra``
+    fields), every field as the runner's ``prepare_inputs`` makes it from the scheduler's step: request
+    r in row r and request-state row r, its drafts' logits after its last query row, the host bounds of
+    the lengths exact, no padding, no structured output, no DCP or PCP. ``discarded`` (per request, the
+    core's partial prefill) gives the prefill lengths: such a request is still prefilling
+    (``prefill_len = seq_len + 1``), every other has prefilled (``prefill_len = 0``; a prompt that ends in
+    this step is described so too, which no speculator's read tells apart). A field the
+    generation requires that the harness does not make is a ``LookupError`` naming it, never a
+    default."""
+    cls = cls or import_vllm("vllm.v1.worker.gpu.input_batch").InputBatch
+    b, t = batch.num_reqs, batch.num_tokens
+    qsl_np = np.asarray(batch.query_start_loc_cpu, dtype=np.int32)
+    seq_np = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
+    query = np.diff(qsl_np)
+    drafts = np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
+    computed = seq_np - query
+    prefill_len = np.where(np.asarray(discarded, dtype=bool), seq_np + 1, 0).astype(np.int32)
+    computed_prefill = np.minimum(computed, prefill_len)
+    prefilling = computed_prefill < prefill_len
+    # vLLM 0.33's: a prefilling row of one new prompt token over computed context runs as a decode
+    as_decode = prefilling & (query - drafts == 1) & (computed_prefill > 0)
+    idx = torch.arange(b, dtype=torch.int64)
+    cu_logits_np = np.concatenate([[0], np.cumsum(drafts + 1)]).astype(np.int32)
+    logit_req = np.repeat(np.arange(b), drafts + 1)  # each logits row's request
+    ends = qsl_np[1:][logit_req]
+    values = dict(
+        req_ids=[f"r{r}" for r in range(b)],
         num_reqs=b,
-        num_tokens=batch.num_tokens,
-        num_tokens_after_padding=batch.num_tokens,
-        num_scheduled_tokens=np.diff(qsl_np),
+        num_reqs_after_padding=b,
+        idx_mapping=idx,
+        idx_mapping_np=np.arange(b, dtype=np.intp),
+        expanded_idx_mapping=torch.as_tensor(logit_req, dtype=torch.int64),
+        expanded_local_pos=torch.as_tensor(np.arange(len(logit_req)) - cu_logits_np[logit_req], dtype=torch.int32),
+        num_scheduled_tokens=query,
+        num_tokens=t,
+        num_tokens_after_padding=t,
+        num_draft_tokens=int(drafts.sum()),
+        num_draft_tokens_per_req=drafts if drafts.any() else None,
         query_start_loc=batch.query_start_loc.to(torch.int32).clone(),
         query_start_loc_np=qsl_np,
         seq_lens=batch.seq_lens.to(torch.int32).clone(),
-        seq_lens_cpu_upper_bound=seq_cpu,
-        idx_mapping=torch.arange(b, dtype=torch.int64),
-        input_ids=batch.token_ids[: batch.num_tokens].to(torch.int32).clone(),
-        positions=batch.positions[: batch.num_tokens].to(torch.int64).clone(),
-        decode_graph_eligible=False,
+        seq_lens_cpu_upper_bound=torch.from_numpy(seq_np.copy()),
+        dcp_local_seq_lens=None,
+        num_computed_tokens_np=computed,
+        prefill_len_np=prefill_len,
+        num_computed_prefill_tokens_np=computed_prefill,
+        is_prefilling_np=prefilling,
+        has_prefill=bool(prefilling.any()),
+        prefill_runs_as_decode_np=as_decode if prefilling.any() else None,
+        decode_graph_eligible=bool((~prefilling | as_decode).all()),
+        max_seq_len_np=None,
+        input_ids=batch.token_ids[:t].to(torch.int32).clone(),
+        positions=batch.positions[:t].to(torch.int64).clone(),
+        is_padding=torch.zeros(t, dtype=torch.bool),
+        logits_indices=torch.as_tensor(
+            ends - (cu_logits_np[1:][logit_req] - np.arange(len(logit_req))), dtype=torch.int64
+        ),
+        cu_num_logits=torch.from_numpy(cu_logits_np.copy()),
+        cu_num_logits_np=cu_logits_np,
+        has_structured_output_reqs=False,
+        prompt_lens=None,
+        **extra,
     )
+    fields = dataclasses.fields(cls)
+    missing = [f.name for f in fields if f.name not in values and _required(f)]
+    if missing:
+        raise LookupError(f"{cls.__module__}.{cls.__qualname__}: fields {missing} not made by the harness")
+    return cls(**{f.name: values[f.name] for f in fields if f.name in values})
 
 
-def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int) -> RunnerInputs:
-    """The runner's side of one propose call, its counts and request states by vLLM's kernels."""
+def _required(field: dataclasses.Field) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def runner_inputs(
+    batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int, cls=None, **extra
+) -> RunnerInputs:
+    """The runner's side of one propose call, its counts and request states by vLLM's kernels (``cls``,
+    ``extra``: the generation's own ``InputBatch``, as ``input_batch`` takes them)."""
     ib_module = import_vllm("vllm.v1.worker.gpu.input_batch")
-    view = input_batch(batch)
+    view = input_batch(batch, sampled.discarded, cls, **extra)
     b = batch.num_reqs
     rows, num_sampled = sampled_counts(sampled, vocab_size)
-    discarded = torch.as_tensor(np.asarray(sampled.discarded, dtype=bool))
-    prefill_len = torch.where(discarded, view.seq_lens + 1, 0).to(torch.int32)
-    logits = torch.as_tensor(np.asarray(batch.num_draft_tokens_cpu), dtype=torch.int32) + 1
-    cu_num_logits = torch.cat([torch.zeros(1, dtype=torch.int32), logits.cumsum(0, dtype=torch.int32)])
+    prefill_len = torch.from_numpy(view.prefill_len_np.copy())
     num_sampled, num_rejected = ib_module.get_num_sampled_and_rejected(
-        num_sampled, view.seq_lens, cu_num_logits, view.idx_mapping, prefill_len
+        num_sampled, view.seq_lens, view.cu_num_logits, view.idx_mapping, prefill_len
     )
     last_sampled = torch.zeros(max_num_reqs, 1, dtype=torch.int64)
     ib_module.post_update(

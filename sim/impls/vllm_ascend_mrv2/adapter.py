@@ -12,7 +12,7 @@ cache behind ``MtpProposer``'s constructor; its attention reads the ``AscendMeta
 backend reads (``model``). ``AscendMrv2Ops`` computes steps 1-4 for the single-call properties
 with the same functions (vLLM's kernels, vllm-ascend's metadata build and host-length updates).
 The runner's side (its input batch, the sampler's counts, the request states) is the kit's
-(``sim.impls.kit.mrv2_runner``), plus the two host arrays vllm-ascend's runner adds.
+(``sim.impls.kit.mrv2_runner``), in vllm-ascend's own ``AscendInputBatch``.
 Where it differs from the core, the difference is named in ``divergences``
 (docs/DIVERGENCES-vllm-ascend-mrv2.md); what it cannot run is in ``LACKS``.
 """
@@ -44,15 +44,22 @@ from sim.impls.vllm_ascend_mrv2.model import (
     attention_meta,
 )
 
+ATTN_UTILS, INPUT_BATCH = "vllm_ascend.worker.v2.attn_utils", "vllm_ascend.worker.v2.input_batch"
 
-def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int):
-    """The kit's runner inputs plus what vllm-ascend's ``AscendInputBatch`` adds: ``seq_lens_np`` (the
-    host lengths its speculator reads, and writes) and ``is_prefilling_np`` (a chunked prefill: the
-    core's discarded request)."""
-    run = mrv2_runner.runner_inputs(batch, sampled, vocab_size, max_num_reqs)
-    run.input_batch.seq_lens_np = np.asarray(batch.seq_lens_cpu, dtype=np.int32).copy()
-    run.input_batch.is_prefilling_np = np.asarray(sampled.discarded, dtype=bool).copy()
-    return run
+
+def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int, vllm_config):
+    """The kit's runner inputs in vllm-ascend's own ``AscendInputBatch``, with what it adds: ``seq_lens_np``
+    (the host lengths its speculator reads, and writes) and the ``attn_state`` its runner's
+    ``build_attn_state`` gives the step (of ``vllm_config``)."""
+    seq_np = np.asarray(batch.seq_lens_cpu, dtype=np.int32).copy()
+    query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32))
+    state = import_ascend(ATTN_UTILS).build_attn_state(
+        vllm_config, seq_np, batch.num_reqs, query, query - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
+    )
+    cls = import_ascend(INPUT_BATCH).AscendInputBatch
+    return mrv2_runner.runner_inputs(
+        batch, sampled, vocab_size, max_num_reqs, cls, seq_lens_np=seq_np, attn_state=state
+    )
 
 
 def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None):
@@ -188,7 +195,7 @@ class AscendMrv2Proposer(EagerAdapter):
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
         spec = wired(self.cfg, batch.block_table, self.model, self.group)
-        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs)
+        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs, spec.vllm_config)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.group.build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
         # is_profile: eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
