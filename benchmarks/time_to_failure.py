@@ -16,7 +16,7 @@ With ``--impl vllm_ascend`` (run by ``tox -e vllm_ascend``'s env python, tox on 
 as a pull request carrying that regression waits for it: from the tox call, the checkout's install
 and every session the env runs before the failing one included; with ``--impl vllm_ascend_mrv2``,
 per broken MRV2 speculator (``tests/impls/vllm_ascend_mrv2/broken_gate.py``, the variants of the
-generation installed), which the env's V1 session passes before its MRV2 session sees the break.
+generation installed), which the env's one session sees beside the V1 proposer's tests.
 ``--direct`` runs the adapter's gate alone with pytest instead (no tox, no install).
 """
 

@@ -53,10 +53,12 @@ def summary(impl):
     )
 
 
-def hand_over(config, impl, unknown=()) -> None:
-    """On a worker: ``impl`` (the ``Implementation`` it loaded) and the ``--divergences`` entries that match
-    none of its divergences, for the controller."""
-    _write(Path(config.workerinput[KEY]), config, (summary(impl), list(unknown)))
+def hand_over(config, impls: dict, absent: dict, unknown=()) -> None:
+    """On a worker: ``impls`` (the ``Implementation``s it loaded, by name), the ones the code under test
+    has not (``absent``: name -> why) and the ``--divergences`` entries that match none of its divergences,
+    for the controller."""
+    kept = {name: summary(impl) for name, impl in impls.items()}
+    _write(Path(config.workerinput[KEY]), config, (kept, dict(absent), list(unknown)))
 
 
 def refuse(config, reason: str, code: pytest.ExitCode = pytest.ExitCode.USAGE_ERROR) -> None:
@@ -100,29 +102,37 @@ class Controller:
         if self.refused.exists():
             reason, code = pickle.loads(self.refused.read_bytes())
             pytest.exit(reason, returncode=code)
-        if self.config.mtp_impl is not None:
+        if self.config.mtp_impls is not None:
             return
-        self.config.mtp_impl, unknown = pickle.loads(self.path.read_bytes())
+        impls, self.config.mtp_absent, unknown = pickle.loads(self.path.read_bytes())
+        self.config.mtp_impls = impls
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or not reporter.showheader or reporter.no_header:
             return
         reporter.ensure_newline()
-        reporter.write_line(f"implementation under test: {self.config.mtp_impl.describe}")
-        for line in in_force_lines(self.config.mtp_impl, self.config.mtp_device.name):
+        reporter.write_line(f"implementation under test: {'; '.join(i.describe for i in impls.values())}")
+        for line in in_force_lines(impls, self.config.mtp_absent, self.config.mtp_device.name):
             reporter.write_line(line)
         listed = self.config.getoption("--divergences")
         for entry in unknown:
-            reporter.write_line(unknown_line(listed, self.config.mtp_impl.name, entry), yellow=True)
+            reporter.write_line(unknown_line(listed, next(iter(impls.values())).name, entry), yellow=True)
 
     def pytest_unconfigure(self, config):
         self.path.unlink(missing_ok=True)
         self.refused.unlink(missing_ok=True)
 
 
-def in_force_lines(impl, device: str) -> list[str]:
-    """What the report says of ``impl``'s divergences in force on ``device`` (nothing where none is)."""
-    in_force = impl.in_force(device)
-    return [f"divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force)] if in_force else []
+def in_force_lines(impls: dict, absent: dict, device: str) -> list[str]:
+    """What the report says of each of ``impls``' divergences in force on ``device`` (nothing where none
+    is; each line named by its implementation in a session of several), and of the implementations the
+    code under test has not (``absent``: name -> why)."""
+    lines = []
+    for name, impl in impls.items():
+        in_force = impl.in_force(device)
+        if in_force:
+            named = f"{name}: " if len(impls) > 1 else ""
+            lines.append(f"{named}divergences in force ({len(in_force)}): " + ", ".join(d.label() for d in in_force))
+    return lines + [f"not run: {why}" for why in absent.values()]
 
 
 def unknown_line(listed: str, name: str, entry: str) -> str:

@@ -1,8 +1,10 @@
 """The gate's pytest plugin: its options, hypothesis profiles, marks, fixtures and report.
 
 Options (group ``mtp-harness``): ``--device`` (sim, cuda, npu or an installed backend), ``--impl``
-(core or an adapter under ``mtp_harness.impls``), ``--divergences PATH`` (the implementation's own
-list of accepted divergences).
+(core or an adapter under ``mtp_harness.impls``; several, comma-separated, are the implementations of
+one install in one session: each differential suite runs its own, each gate property runs once per
+implementation, as its parameter), ``--divergences PATH`` (one implementation's own list of accepted
+divergences).
 
 Profiles (``--hypothesis-profile``): ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own
 ci profile with more examples, derandomized; chosen when ``CI`` is set), ``adapter`` (the adapter envs'
@@ -93,6 +95,7 @@ MARKS = (
     "known_defect(id): the spec's expected failure on a known defect",
     "xdist_group(name): tests kept on one xdist worker (--dist loadgroup)",
     "touches_stand_ins: a test that calls the fake torch_npu's stand-ins on purpose (tests/checks/stand_ins.py)",
+    "impl_params: the test parametrizes the implementations of a session of several itself, with each one's own params",
 )
 
 
@@ -106,13 +109,19 @@ def pytest_addoption(parser):
     group.addoption(
         "--impl",
         default="core",
-        help="implementation under test: core (default), or an adapter registered under mtp_harness.impls",
+        help="implementation under test: core (default), or an adapter registered under mtp_harness.impls; "
+        "several, comma-separated, run in one session (the implementations of one install)",
     )
     group.addoption(
         "--divergences",
         metavar="PATH",
         help="the implementation's own list of accepted divergence ids (one per line); default: the harness's table",
     )
+
+
+def impl_names(config) -> list[str]:
+    """The implementations ``--impl`` names, in its order."""
+    return [name.strip() for name in config.getoption("--impl").split(",") if name.strip()]
 
 
 def pytest_configure(config):
@@ -124,12 +133,19 @@ def pytest_configure(config):
         config.mtp_device = load_device(config.getoption("--device"))
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
+    names = impl_names(config)
+    if config.getoption("--divergences") and len(names) > 1:
+        raise pytest.UsageError(
+            f"--divergences {config.getoption('--divergences')}: one implementation's list, and --impl names "
+            f"{len(names)} ({','.join(names)}): run the one it lists alone"
+        )
+    config.mtp_absent = {}  # the implementations the code under test has not: name -> why
     if loaded_by_workers.deferred(config):
         _readable(config.getoption("--divergences"))
-        config.mtp_impl = None  # what the first worker that is ready loaded (loaded_by_workers)
+        config.mtp_impls = None  # what the first worker that is ready loaded (loaded_by_workers)
         config.pluginmanager.register(loaded_by_workers.Controller(config), "mtp-impl-loaded-by-workers")
     else:
-        _load_impl(config)
+        _load_impls(config, names)
     config.pluginmanager.register(GateSession(config), "mtp-gate-session")
     if config.option.maxfail:
         config.pluginmanager.register(FirstFailureStops(config), "mtp-first-failure-stops")
@@ -145,68 +161,128 @@ def _readable(listed: str | None) -> None:
             raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
 
 
-def _load_impl(config) -> None:
-    """``--impl`` (with ``--divergences``) loaded in this process; on a worker, handed over to the
-    controller, with the reason if it cannot be loaded."""
+def _load_impls(config, names: list[str]) -> None:
+    """The implementations ``--impl`` names (with ``--divergences``) loaded in this process, by name; on a
+    worker, handed over to the controller, with the reason if one cannot be loaded. One the code under
+    test has not (``NotInThisCheckout``, a fact of it) is left out, said in the header; where none is
+    left, the session ends with why, exit 0."""
     from sim.impls import ImplementationUnavailable, NotInThisCheckout, load_implementation
 
     worker = hasattr(config, "workerinput")
     listed, unknown = config.getoption("--divergences"), []
     _readable(listed)
-    try:
-        config.mtp_impl = load_implementation(config.getoption("--impl"))
-    except ImplementationUnavailable as exc:
-        absent = isinstance(exc, NotInThisCheckout)  # a fact of the code under test: no failure of the gate
+    impls, absent = {}, {}
+    for name in names:
+        try:
+            impls[name] = load_implementation(name)
+        except NotInThisCheckout as exc:  # a fact of the code under test: no failure of the gate
+            absent[name] = str(exc)
+        except ImplementationUnavailable as exc:
+            if not worker:
+                raise pytest.UsageError(str(exc)) from None
+            config.mtp_impls = None
+            loaded_by_workers.refuse(config, str(exc))
+            return
+    if not impls:
         if not worker:
-            if absent:
-                pytest.exit(str(exc), returncode=pytest.ExitCode.OK)
-            raise pytest.UsageError(str(exc)) from None
-        config.mtp_impl = None
-        loaded_by_workers.refuse(config, str(exc), pytest.ExitCode.OK if absent else pytest.ExitCode.USAGE_ERROR)
+            pytest.exit("; ".join(absent.values()), returncode=pytest.ExitCode.OK)
+        config.mtp_impls = None
+        loaded_by_workers.refuse(config, "; ".join(absent.values()), pytest.ExitCode.OK)
         return
     if listed:
-        config.mtp_impl, unknown = config.mtp_impl.accepting_list(listed)
+        ((name, impl),) = impls.items()
+        impls[name], unknown = impl.accepting_list(listed)
+    config.mtp_impls, config.mtp_absent = impls, absent
     if worker:
-        loaded_by_workers.hand_over(config, config.mtp_impl, unknown)
+        loaded_by_workers.hand_over(config, impls, absent, unknown)
         return
     for entry in unknown:
         config.issue_config_time_warning(
-            pytest.PytestConfigWarning(loaded_by_workers.unknown_line(listed, config.mtp_impl.name, entry)),
-            stacklevel=2,
+            pytest.PytestConfigWarning(loaded_by_workers.unknown_line(listed, impls[name].name, entry)), stacklevel=2
         )
+
+
+def suite_of(path: Path) -> str | None:
+    """The implementation whose differential suite ``path`` is in (``tests/impls/NAME/...``), or None."""
+    parts = path.parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i - 1] == "tests" and parts[i] == "impls":
+            return parts[i + 1] if i + 2 < len(parts) else None
+    return None
+
+
+def impl_of(item):
+    """The ``Implementation`` a test runs, or None (none loaded, or the test is of none): its ``impl``
+    parameter in a session of several, its differential suite's, or the session's one."""
+    return impl_at(item.config, item.path, getattr(getattr(item, "callspec", None), "params", {}).get("impl"))
+
+
+def impl_at(config, path: Path, param=None):
+    """``impl_of`` a test of ``path`` whose ``impl`` parameter is ``param`` (None: it has none)."""
+    impls = config.mtp_impls or {}
+    if isinstance(param, str) and param in impls:  # not a test's own parameter of that name
+        return impls[param]
+    name = suite_of(path)
+    if name in impls:
+        return impls[name]
+    return next(iter(impls.values())) if len(impls) == 1 else None
 
 
 def pytest_report_header(config):
     seed = config.getoption("hypothesis_seed", None)
-    impl, device = config.mtp_impl, config.mtp_device
-    under_test = impl.describe if impl is not None else f"{config.getoption('--impl')}, loaded by the workers"
+    impls, device = config.mtp_impls, config.mtp_device
+    under_test = (
+        "; ".join(i.describe for i in impls.values())
+        if impls is not None
+        else f"{config.getoption('--impl')}, loaded by the workers"
+    )
     lines = [
         f"device: {device.describe()}, implementation under test: {under_test}",
         f"hypothesis profile: {settings.get_current_profile_name()}, "
         f"seed: {seed if seed is not None else 'random per test'}",
     ]
-    if impl is not None:
-        lines.extend(loaded_by_workers.in_force_lines(impl, device.name))
-    if config.getoption("--impl") != "core":
+    if impls is not None:
+        lines.extend(loaded_by_workers.in_force_lines(impls, config.mtp_absent, device.name))
+    if impl_names(config) != ["core"]:
         lines.append("the gate's properties of the core alone (no impl fixture) are deselected: tox -e sim runs them")
     return lines
+
+
+def pytest_generate_tests(metafunc):
+    """In a session of several implementations, a gate property that takes ``impl`` runs once per
+    implementation (its parameter: its id first), unless it parametrizes them itself (``impl_params``);
+    a differential suite's tests run their own."""
+    impls = getattr(metafunc.config, "mtp_impls", None) or {}
+    if (
+        len(impls) > 1
+        and "impl" in metafunc.fixturenames
+        and suite_of(metafunc.definition.path) is None
+        and not metafunc.definition.get_closest_marker("impl_params")
+    ):
+        metafunc.parametrize("impl", list(impls), indirect=True)
 
 
 def pytest_collection_modifyitems(config, items):
     """Under ``--impl`` other than the core, a gate property that never runs the implementation (no
     ``impl`` fixture: the core's own proposer, which ``tox -e sim`` checks) is deselected: nothing is
-    run twice for the same question."""
-    if config.mtp_impl is None or config.mtp_impl.name == "core":  # None: a worker without it collects nothing
+    run twice for the same question. So is the differential suite of an implementation the code under
+    test has not (the header says why)."""
+    impls = config.mtp_impls
+    if impls is None or list(impls) == ["core"]:  # None: a worker without it collects nothing
         return
-    core_only = {i for i in items if "properties" in i.path.parts and "impl" not in i.fixturenames}
-    if core_only:
-        config.hook.pytest_deselected(items=[i for i in items if i in core_only])
-        items[:] = [i for i in items if i not in core_only]
+    dropped = {
+        i
+        for i in items
+        if ("properties" in i.path.parts and "impl" not in i.fixturenames) or suite_of(i.path) in config.mtp_absent
+    }
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if i in dropped])
+        items[:] = [i for i in items if i not in dropped]
 
 
 def pytest_runtest_setup(item):
-    impl, device = item.config.mtp_impl, item.config.mtp_device
-    if "impl" in item.fixturenames or "impls" in item.path.parts:  # of the implementation under test
+    impl, device = impl_of(item), item.config.mtp_device
+    if impl is not None and ("impl" in item.fixturenames or suite_of(item.path)):  # of the implementation under test
         reason = impl.lacking({f for mark in item.iter_markers("uses") for f in mark.args}, device.name)
         if reason:
             pytest.skip(f"{impl.name} on {device.name}: {reason}")
@@ -220,6 +296,11 @@ def pytest_runtest_teardown(item):
     """A test's queued device work ends with it: an accelerator's asynchronous error (a device-side
     assert) is reported at the teardown of the test that caused it, not at some later test's kernel."""
     item.config.mtp_device.synchronize()
+
+
+def tally_prefix(config, impl) -> str:
+    """What names a test's compared values as its implementation's in a session of several ("NAME: ")."""
+    return f"{impl.name}: " if impl is not None and len(config.mtp_impls or ()) > 1 else ""
 
 
 class GateSession:
@@ -237,17 +318,18 @@ class GateSession:
         """A test's compared values become its JUnit properties; a known defect's spec that passes
         (XPASS strict) says what it means: the defect is fixed."""
         report = yield
-        if call.when == "call":  # what this test compared (tests/checks/e2e_checks.py)
+        if call.when == "call":  # what this test compared (tests/checks/e2e_checks.py), of its implementation
             from tests.checks.e2e_checks import TALLY
 
-            item.user_properties.extend(sorted(TALLY.items()))
+            prefix = tally_prefix(self.config, impl_of(item))
+            item.user_properties.extend(sorted((prefix + key, n) for key, n in TALLY.items()))
             report.user_properties = list(item.user_properties)
             TALLY.clear()
         mark = item.get_closest_marker("known_defect")
         if mark and report.when == "call" and report.failed and "XPASS(strict)" in str(report.longrepr):
             from tests.checks.known_defects import fixed_line
 
-            defect = next(d for d in self.config.mtp_impl.divergences if d.id == mark.args[0])
+            defect = next(d for d in impl_of(item).divergences if d.id == mark.args[0])
             report.longrepr = fixed_line(defect)
         return report
 
@@ -264,11 +346,14 @@ class GateSession:
         from sim.impls.divergence import Kind
         from tests.checks.known_defects import verdicts
 
-        impl, device = self.config.mtp_impl, self.config.mtp_device
-        if impl is None:  # no worker got as far as loading it
+        impls, device = self.config.mtp_impls, self.config.mtp_device
+        if impls is None:  # no worker got as far as loading them
             return
         # every known defect: those a rule models, and those only a differential pin shows (a kernel's access)
-        self.fixed = verdicts([d for d in impl.in_force(device.name) if d.kind is Kind.DEFECT], self.compared)
+        for impl in impls.values():
+            prefix = tally_prefix(self.config, impl)
+            compared = Counter({k[len(prefix) :]: n for k, n in self.compared.items() if k.startswith(prefix)})
+            self.fixed += verdicts([d for d in impl.in_force(device.name) if d.kind is Kind.DEFECT], compared)
         if self.fixed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -357,7 +442,8 @@ def device(pytestconfig):
     return pytestconfig.mtp_device
 
 
-@pytest.fixture(scope="session")
-def impl(pytestconfig):
-    """The ``Implementation`` chosen with ``--impl``."""
-    return pytestconfig.mtp_impl
+@pytest.fixture(scope="module")  # not per test: hypothesis' properties take it
+def impl(request):
+    """The ``Implementation`` this module's tests run (``impl_of``): the one ``--impl`` names, its
+    differential suite's, or their parameter in a session of several."""
+    return impl_at(request.config, request.path, getattr(request, "param", None))

@@ -59,7 +59,7 @@ def _setup(fixtures: list[str], *features: Feature, path: str = "tests/propertie
     """The gate's setup of an item of ``path`` using ``features`` under ``IMPL`` on sim: the skip reason, or None."""
     marks = [SimpleNamespace(args=features)] if features else []
     item = SimpleNamespace(
-        config=SimpleNamespace(mtp_impl=IMPL, mtp_device=SimpleNamespace(name="sim")),
+        config=SimpleNamespace(mtp_impls={IMPL.name: IMPL}, mtp_device=SimpleNamespace(name="sim")),
         path=ROOT / path,
         fixturenames=fixtures,
         iter_markers=lambda name: marks if name == "uses" else [],
@@ -134,7 +134,8 @@ def _collected(impl_name: str) -> tuple[list[str], list[str]]:
     ]
     deselected = []
     config = SimpleNamespace(
-        mtp_impl=SimpleNamespace(name=impl_name),
+        mtp_impls={impl_name: SimpleNamespace(name=impl_name)},
+        mtp_absent={},
         hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(i.name for i in items)),
     )
     plugin.pytest_collection_modifyitems(config, items)

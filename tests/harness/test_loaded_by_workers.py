@@ -41,9 +41,15 @@ def absent():
     raise NotInThisCheckout("recorded:absent", "its branch has none that runs")
 
 
+def other():
+    _record()
+    return known_defect_gate.fixed()
+
+
 sim.impls.BUILTIN["recorded:loads"] = "recorded_impl:loads"
 sim.impls.BUILTIN["recorded:fails"] = "recorded_impl:fails"
 sim.impls.BUILTIN["recorded:absent"] = "recorded_impl:absent"
+sim.impls.BUILTIN["recorded:other"] = "recorded_impl:other"
 """
 
 USES_IT = """
@@ -176,3 +182,58 @@ def test_a_session_xdist_runs_in_process_loads_it_in_process(pytester, monkeypat
     assert result.ret == pytest.ExitCode.OK
     assert loads == ["controller"], loads
     result.stdout.fnmatch_lines(["*implementation under test: defect:present*"])
+
+
+EACH_ITS_OWN = """
+NAMES = {"recorded:loads": "defect:present", "recorded:other": "defect:fixed"}
+
+
+def test_each_runs_its_own(impl, request):
+    assert impl.name == NAMES[request.node.callspec.params["impl"]]
+"""
+
+
+def test_several_in_one_session_run_each_test_once_per_implementation(pytester, monkeypatch):
+    """``--impl A,B``: the implementations of one install in one session. A test that takes ``impl`` runs
+    once per implementation, its id first; each worker loads both, the controller neither; the report
+    names both and what is in force of each."""
+    result, loads = _run(
+        pytester, monkeypatch, "-n", "2", "-v", "--impl", "recorded:loads,recorded:other", tests=EACH_ITS_OWN
+    )
+    result.assert_outcomes(passed=2)
+    assert sorted(loads) == ["gw0", "gw0", "gw1", "gw1"], loads
+    result.stdout.fnmatch_lines(
+        [
+            "implementation under test: defect:present; defect:fixed",
+            "recorded:loads: divergences in force (1): padded-seq-lens-not-lowered (defect)",
+            "recorded:other: divergences in force (1): padded-seq-lens-not-lowered (defect)",
+        ]
+    )
+    result.stdout.fnmatch_lines_random(
+        ["*PASSED*test_each_runs_its_own?recorded:loads?*", "*PASSED*test_each_runs_its_own?recorded:other?*"]
+    )
+
+
+@pytest.mark.parametrize("workers", ["1", "0"])
+def test_one_of_several_the_checkout_has_not_is_said_and_the_others_run(pytester, monkeypatch, workers):
+    """A checkout without one of the session's implementations (a release branch without an MRV2
+    speculator that runs): one line says so, the others run, and that is no failure."""
+    result, _ = _run(pytester, monkeypatch, "-n", workers, "--impl", "recorded:loads,recorded:absent")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*not run: implementation 'recorded:absent' is not in this checkout: its branch has none that runs*"]
+    )
+
+
+def test_a_divergence_list_for_several_is_refused_naming_them(pytester, monkeypatch):
+    """``--divergences`` is one implementation's list: with several, the session stops at once saying so."""
+    listed = pytester.path / "divergences.txt"
+    listed.write_text("padded-seq-lens-not-lowered\n")
+    result, loads = _run(pytester, monkeypatch, "--impl", "recorded:loads,recorded:other", "--divergences", str(listed))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert (
+        f"--divergences {listed}: one implementation's list, and --impl names 2 (recorded:loads,recorded:other)" in out
+    )
+    assert "Traceback" not in out and not loads, out

@@ -77,6 +77,22 @@ def test_a_serving_run_of_the_fixed_core_passes_and_the_session_says_fixed(pytes
     assert dropped.ret == pytest.ExitCode.OK
 
 
+def test_a_session_of_both_holds_each_to_its_own_list(pytester, monkeypatch):
+    """The two in one session (``--impl A,B``, as an env runs the implementations of its install), each
+    held to its own known defects: the fixed one's run passes and the session says it is fixed, once; the
+    present one's calls follow the defect (its run fails on the host bound it also breaks, below), and they
+    are its own, not counted against the fixed one: no line says "partly fixed"."""
+    monkeypatch.chdir(ROOT)
+    both = _run(pytester, "defect:present,defect:fixed", tests=TYPICAL_RUN)
+    both.assert_outcomes(passed=1, failed=1)
+    both.stdout.fnmatch_lines(["FAILED *test_a_typical_serving_run_matches_reference?defect:present?*"])
+    assert "seq_len_bound" in both.stdout.str()
+    said = [line for line in both.outlines if line.startswith(("fixed: ", "partly fixed: "))]
+    assert said == [
+        "fixed: padded-seq-lens-not-lowered no longer present; drop it from the list (tests/meta/known_defect_gate.py:21)"
+    ], both.outlines
+
+
 def test_a_serving_run_of_the_core_with_the_defect_follows_the_defect(pytester, monkeypatch):
     """The defect's seq_lens are accepted and counted as the defect's; nothing says fixed. (This variant
     also hands attention a host bound below its seq_lens, which the run catches: not modelled.)"""

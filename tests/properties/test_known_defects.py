@@ -43,25 +43,34 @@ SPEC_FAILS = settings(
 
 
 def pytest_generate_tests(metafunc):
+    """One test per known defect of each implementation under test (in a session of several, its
+    implementation its parameter too, its id first)."""
     if "defect" not in metafunc.fixturenames:
         return
-    impl, device = metafunc.config.mtp_impl, metafunc.config.mtp_device
+    impls, device = metafunc.config.mtp_impls, metafunc.config.mtp_device
+    several = len(impls) > 1
     params = [
         pytest.param(
-            d,
-            id=d.id,
+            *((name, d) if several else (d,)),
+            id=f"{name}-{d.id}" if several else d.id,
             marks=[
                 pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"known defect {d.id}: the spec fails"),
                 pytest.mark.known_defect(d.id),
             ],
         )
+        for name, impl in impls.items()
         for d in impl.defects(device.name)
     ]
     if not params:
-        params = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=f"{impl.name} has no known defects"))]
-    metafunc.parametrize("defect", params)
+        skip = pytest.mark.skip(reason=f"{', '.join(impls)} has no known defects")
+        params = [pytest.param(*((next(iter(impls)), None) if several else (None,)), id="none", marks=skip)]
+    if several:
+        metafunc.parametrize(("impl", "defect"), params, indirect=["impl"])
+    else:
+        metafunc.parametrize("defect", params)
 
 
+@pytest.mark.impl_params
 def test_the_spec_fails_on_each_known_defect(device, impl, defect):
     """Under the spec for ``defect`` alone, some serving run must differ from the reference."""
     spec = spec_for(impl.rules, defect)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.impls.suites import skip_unless_importable
+from tests.plugin import impl_of
 
 
 def pytest_collection_modifyitems(config, items):
@@ -24,7 +25,7 @@ def accepted(request) -> tuple[str, ...] | None:
     accept too (``sim.impls.vllm_ascend.accepted``); None: no list, every divergence of the implementation."""
     if not request.config.getoption("--divergences"):
         return None
-    return tuple(d.id for d in request.config.mtp_impl.divergences)
+    return tuple(d.id for d in impl_of(request.node).divergences)
 
 
 @pytest.fixture(scope="session")
@@ -46,4 +47,4 @@ def defect_accepted(request) -> bool:
     without one, every divergence): if not, TP ranks are held to the design (``TpCase.spec``)."""
     from sim.impls.vllm_ascend.tensor_parallel import REDUCE_SAMPLE_DEFECT
 
-    return any(d.id == REDUCE_SAMPLE_DEFECT for d in request.config.mtp_impl.divergences)
+    return any(d.id == REDUCE_SAMPLE_DEFECT for d in impl_of(request.node).divergences)

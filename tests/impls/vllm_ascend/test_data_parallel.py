@@ -23,6 +23,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.modes import USES_ASYNC_SCHEDULING
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
+from tests.plugin import impl_of
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
@@ -182,7 +183,7 @@ def test_dp_ranks_accept_the_divergences_their_session_accepts(pool, request):
     """A session whose ``--divergences`` list no longer names ``LOWERED_DEFECT`` (fixed upstream) holds its
     DP ranks to the spec there: vllm-ascend with the fix (``broken_gate.FIXES``: ``seq-lens-lowered``)
     agrees, and vllm-ascend without it, which ranks accepting the defect model, fails."""
-    ids = tuple(d.id for d in request.config.mtp_impl.divergences)
+    ids = tuple(d.id for d in impl_of(request.node).divergences)
     if LOWERED_DEFECT not in ids:
         pytest.skip(f"{LOWERED_DEFECT} is not accepted in this session (its --divergences list)")
     dropped = tuple(i for i in ids if i != LOWERED_DEFECT)

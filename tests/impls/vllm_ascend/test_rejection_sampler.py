@@ -30,6 +30,7 @@ from tests.checks.rejection_checks import DRAFTERS, FIXED, check_first_ids, chec
 from tests.impls.vllm_ascend import broken_gate
 from tests.impls.vllm_ascend import defect_fixes as fixes
 from tests.impls.vllm_ascend import rejection_breaks as breaks
+from tests.plugin import impl_of
 from tests.strategies.rejection import VOCAB, verifications
 
 PATHS = [pytest.param(True, id="triton"), pytest.param(False, id="torch-fallback")]
@@ -206,7 +207,7 @@ def test_the_runner_prepares_the_sampler_for_every_requests_top_k(request):
         for name, (_, needed) in TOP_K_BATCHES.items()
         if got[name] is not None and (isinstance(got[name], str) or got[name] < needed)
     }
-    if not any(d.id == RUNNER_TOP_K for d in request.config.mtp_impl.divergences):
+    if not any(d.id == RUNNER_TOP_K for d in impl_of(request.node).divergences):
         assert short == {}, got
         return
     pin(RUNNER_TOP_K, present=bool(short), fixed=not short, detail=got)

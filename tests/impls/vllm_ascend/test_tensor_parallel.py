@@ -37,6 +37,7 @@ from tests.checks.known_defects import pin
 from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
+from tests.plugin import impl_of
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
 
 MODES = ("eager", "full")
@@ -112,7 +113,7 @@ def test_four_tp_ranks_draft_the_reference(device, accepted, request):
     eagerly (one pool of four for both)."""
     if device.name != "sim":
         pytest.skip(f"tensor-parallel ranks of the vllm-ascend adapter run on the simulator (device {device.name})")
-    reduces = request.config.mtp_impl.lacking({Feature.REDUCE_SAMPLE}, device.name) is None
+    reduces = impl_of(request.node).lacking({Feature.REDUCE_SAMPLE}, device.name) is None
     ranks = TpPool(4, accepted, case_timeout_s=120)
     try:
         for reduce_sample in (False, True)[: 1 + reduces]:
@@ -132,7 +133,7 @@ def test_reduce_sample_over_a_short_last_shard_follows_the_defect_or_the_spec(po
     from the session's list, the spec alone. Where the MTP drafter gathers its columns instead
     (``MTP_GATHER``, v0.21.0rc and v0.22.1rc), the pin records its crash."""
     assert reduce_sample_report(WHOLE_SLICES, 2) is None and reduce_sample_report(96, 2) is not None
-    if any(d.id == MTP_GATHER for d in request.config.mtp_impl.divergences):  # v0.21.0rc, v0.22.1rc: a crash
+    if any(d.id == MTP_GATHER for d in impl_of(request.node).divergences):  # v0.21.0rc, v0.22.1rc: a crash
         try:
             problems = check_tp(_case(mode, True), pool)
         except RankFailure as crash:  # in the gather, or gloo aborting a rank there (SIGABRT)
@@ -183,7 +184,7 @@ def test_an_eagle_drafter_under_reduce_sample_follows_its_known_defect(pool, req
     drafts that meet the spec (fixed: the session ends with the defect's "fixed:" line); dropped from the
     session's list, the case is held to the spec."""
     case = _case("eager", True, method="eagle", vocab_size=WHOLE_SLICES)
-    accepted = {d.id for d in request.config.mtp_impl.divergences}
+    accepted = {d.id for d in impl_of(request.node).divergences}
     if EAGLE_LOCAL_ARGMAX in accepted:
         spec = check_tp(dataclasses.replace(case, spec=True), pool)
         pin(EAGLE_LOCAL_ARGMAX, present=check_tp(case, pool) == [], fixed=spec == [], detail=spec[:1])

@@ -26,6 +26,7 @@ from tests.checks.modes import USES_REDUCE_SAMPLE
 from tests.checks.rejection_checks import first_ids_problem
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import FIRST_OF_PATH, REST_OF_PATH, SETUP, WHOLE_SLICES
+from tests.plugin import impl_of
 
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 pytestmark = USES_REDUCE_SAMPLE
@@ -56,7 +57,7 @@ TOP_K_OF_NONE = "topk(): argument 'k' must be int, not NoneType"  # NO_TOP_K's c
 
 
 def _accepted(request, defect: str) -> bool:
-    return any(d.id == defect for d in request.config.mtp_impl.divergences)
+    return any(d.id == defect for d in impl_of(request.node).divergences)
 
 
 def _random_rows(pool, vocab: int, setup=(SETUP,)) -> tuple[list[str], list[list[int]], torch.Tensor]:
@@ -182,7 +183,7 @@ def test_random_rows_beside_a_top_k_request_draw_from_the_whole_distribution(poo
     only, and that share is 0 (the defect's). Accepted, the pin records which; dropped, the spec alone."""
     stray, share, mass, whole = _top_k_batch(pool)
     assert stray == [], f"top-k 20 requests drew {stray}, outside the target's 20 best"
-    if not any(d.id == TOP_K_DEFECT for d in request.config.mtp_impl.divergences):
+    if not any(d.id == TOP_K_DEFECT for d in impl_of(request.node).divergences):
         assert whole, f"plain requests: {share:.3f} of their draws outside the ranks' 20 best, the target {mass:.3f}"
         return
     pin(TOP_K_DEFECT, present=share == 0, fixed=whole, detail=(share, mass))
@@ -260,7 +261,7 @@ def test_a_top_k_of_a_slice_or_more_on_the_torch_path_follows_the_defect_or_the_
     (within 4 sigma); the spec, never. Accepted, the pin records which; dropped, the spec alone."""
     strays, mass = _strays_of_a_top_k_of_a_rank_slice(pool)
     n = TOP_K_REQUESTS
-    if not any(d.id == TORCH_PATH_DEFECT for d in request.config.mtp_impl.divergences):
+    if not any(d.id == TORCH_PATH_DEFECT for d in impl_of(request.node).divergences):
         assert strays == 0, f"top-k 64 requests drew {strays} of {n} first ids outside their 64 best"
         return
     dropped = abs(strays / n - mass) < 4 * (mass * (1 - mass) / n) ** 0.5
