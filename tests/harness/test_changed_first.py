@@ -51,6 +51,22 @@ def test_a_kernel_change_runs_the_kernel_tests_first_and_every_test(monkeypatch,
     assert got[2:] == [NODES[0], NODES[1], NODES[4]], "the rest keeps the gate's order"
 
 
+def test_an_mrv2_change_runs_the_mrv2_speculators_tests_first(monkeypatch, tmp_path):
+    """In the session of both (``--impl vllm_ascend,vllm_ascend_mrv2``): its suite and the gate's
+    properties of it, the V1 proposer's after."""
+    nodes = [
+        "tests/properties/test_propose_loop.py::test_b[vllm_ascend-padded]",
+        "tests/impls/vllm_ascend/test_prepare.py::test_c",
+        "tests/properties/test_propose_loop.py::test_b[vllm_ascend_mrv2-padded]",
+        "tests/impls/vllm_ascend_mrv2/test_steps.py::test_f",
+    ]
+    monkeypatch.setenv(changed_first.SRC_VAR, str(tmp_path))
+    monkeypatch.setenv(changed_first.BASE_VAR, _checkout(tmp_path, "vllm_ascend/worker/v2/model_runner.py"))
+    items = [SimpleNamespace(nodeid=n) for n in nodes]
+    changed_first.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == [nodes[2], nodes[3], nodes[0], nodes[1]]
+
+
 def test_a_change_no_area_names_keeps_the_gate_order(monkeypatch, tmp_path):
     assert _ordered(monkeypatch, tmp_path, "docs/README.md") == NODES
 

@@ -42,7 +42,8 @@ AREAS = (
     ),
     ("vllm_ascend/worker/model_runner_v1.py", ("test_handoff.py", "test_early_copies.py", "test_data_parallel.py")),
     ("vllm_ascend/ascend_forward_context.py", ("test_data_parallel.py",)),
-    ("vllm_ascend/worker/v2/", ("vllm_ascend_mrv2/", "test_propose_loop.py")),
+    # the MRV2 speculator's: its suite, and the gate's properties of it (their id names it first)
+    ("vllm_ascend/worker/v2/", ("vllm_ascend_mrv2/", "[vllm_ascend_mrv2")),
 )
 
 
