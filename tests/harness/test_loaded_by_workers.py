@@ -1,6 +1,8 @@
 """Under pytest-xdist only the workers load the implementation under test (``tests/loaded_by_workers.py``):
 the report still says what is under test and which divergences are in force, the session's verdict still
-reads its known defects, and one that cannot be loaded still ends the session with one line and exit 4."""
+reads its known defects, and one that cannot be loaded still ends the session with one line and exit 4.
+Several in one session (``--impl a,b``, the implementations of one install) load the same way, each test
+running its own, and one the checkout has not is one line beside the others' run."""
 
 from __future__ import annotations
 
