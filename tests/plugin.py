@@ -134,6 +134,8 @@ def pytest_configure(config):
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
     names = impl_names(config)
+    if not names:
+        raise pytest.UsageError(f"--impl {config.getoption('--impl')!r}: names no implementation")
     if config.getoption("--divergences") and len(names) > 1:
         raise pytest.UsageError(
             f"--divergences {config.getoption('--divergences')}: one implementation's list, and --impl names "

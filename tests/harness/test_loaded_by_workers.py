@@ -225,6 +225,13 @@ def test_one_of_several_the_checkout_has_not_is_said_and_the_others_run(pytester
     )
 
 
+def test_an_impl_that_names_none_is_refused_naming_it(pytester, monkeypatch):
+    result, loads = _run(pytester, monkeypatch, "--impl", " , ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--impl ' , ': names no implementation" in result.stdout.str() + result.stderr.str()
+    assert not loads
+
+
 def test_a_divergence_list_for_several_is_refused_naming_them(pytester, monkeypatch):
     """``--divergences`` is one implementation's list: with several, the session stops at once saying so."""
     listed = pytester.path / "divergences.txt"
