@@ -111,7 +111,7 @@ class Controller:
             return
         reporter.ensure_newline()
         reporter.write_line(f"implementation under test: {'; '.join(i.describe for i in impls.values())}")
-        for line in in_force_lines(impls, self.config.mtp_absent, self.config.mtp_device.name):
+        for line in impl_lines(impls, self.config.mtp_absent, self.config.mtp_device.name):
             reporter.write_line(line)
         listed = self.config.getoption("--divergences")
         for entry in unknown:
@@ -122,7 +122,7 @@ class Controller:
         self.refused.unlink(missing_ok=True)
 
 
-def in_force_lines(impls: dict, absent: dict, device: str) -> list[str]:
+def impl_lines(impls: dict, absent: dict, device: str) -> list[str]:
     """What the report says of each of ``impls``' divergences in force on ``device`` (nothing where none
     is; each line named by its implementation in a session of several), and of the implementations the
     code under test has not (``absent``: name -> why)."""

@@ -4,7 +4,7 @@ Options (group ``mtp-harness``): ``--device`` (sim, cuda, npu or an installed ba
 (core or an adapter under ``mtp_harness.impls``; several, comma-separated, are the implementations of
 one install in one session: each differential suite runs its own, each gate property runs once per
 implementation, as its parameter), ``--divergences PATH`` (one implementation's own list of accepted
-divergences).
+divergences); which implementation each test runs is ``tests/session_impls.py``'s.
 
 Profiles (``--hypothesis-profile``): ``dev`` (quick, the default at a desk), ``ci`` (hypothesis' own
 ci profile with more examples, derandomized; chosen when ``CI`` is set), ``adapter`` (the adapter envs'
@@ -40,7 +40,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase
 
-from tests import loaded_by_workers
+from tests import loaded_by_workers, session_impls
+from tests.session_impls import impl_at, impl_of, suite_of, tally_prefix
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -119,11 +120,6 @@ def pytest_addoption(parser):
     )
 
 
-def impl_names(config) -> list[str]:
-    """The implementations ``--impl`` names, in its order."""
-    return [name.strip() for name in config.getoption("--impl").split(",") if name.strip()]
-
-
 def pytest_configure(config):
     from devices import DeviceUnavailable, load_device
 
@@ -133,101 +129,10 @@ def pytest_configure(config):
         config.mtp_device = load_device(config.getoption("--device"))
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    names = impl_names(config)
-    if not names:
-        raise pytest.UsageError(f"--impl {config.getoption('--impl')!r}: names no implementation")
-    if config.getoption("--divergences") and len(names) > 1:
-        raise pytest.UsageError(
-            f"--divergences {config.getoption('--divergences')}: one implementation's list, and --impl names "
-            f"{len(names)} ({','.join(names)}): run the one it lists alone"
-        )
-    config.mtp_absent = {}  # the implementations the code under test has not: name -> why
-    if loaded_by_workers.deferred(config):
-        _readable(config.getoption("--divergences"))
-        config.mtp_impls = None  # what the first worker that is ready loaded (loaded_by_workers)
-        config.pluginmanager.register(loaded_by_workers.Controller(config), "mtp-impl-loaded-by-workers")
-    else:
-        _load_impls(config, names)
+    session_impls.configure(config)
     config.pluginmanager.register(GateSession(config), "mtp-gate-session")
     if config.option.maxfail:
         config.pluginmanager.register(FirstFailureStops(config), "mtp-first-failure-stops")
-
-
-def _readable(listed: str | None) -> None:
-    """A ``--divergences`` file that cannot be read stops the session at once (on xdist's controller, before
-    any worker starts), in one line naming it."""
-    if listed:
-        try:
-            Path(listed).read_bytes()
-        except OSError as exc:
-            raise pytest.UsageError(f"--divergences {listed}: {exc.strerror}") from None
-
-
-def _load_impls(config, names: list[str]) -> None:
-    """The implementations ``--impl`` names (with ``--divergences``) loaded in this process, by name; on a
-    worker, handed over to the controller, with the reason if one cannot be loaded. One the code under
-    test has not (``NotInThisCheckout``, a fact of it) is left out, said in the header; where none is
-    left, the session ends with why, exit 0."""
-    from sim.impls import ImplementationUnavailable, NotInThisCheckout, load_implementation
-
-    worker = hasattr(config, "workerinput")
-    listed, unknown = config.getoption("--divergences"), []
-    _readable(listed)
-    impls, absent = {}, {}
-    for name in names:
-        try:
-            impls[name] = load_implementation(name)
-        except NotInThisCheckout as exc:  # a fact of the code under test: no failure of the gate
-            absent[name] = str(exc)
-        except ImplementationUnavailable as exc:
-            if not worker:
-                raise pytest.UsageError(str(exc)) from None
-            config.mtp_impls = None
-            loaded_by_workers.refuse(config, str(exc))
-            return
-    if not impls:
-        if not worker:
-            pytest.exit("; ".join(absent.values()), returncode=pytest.ExitCode.OK)
-        config.mtp_impls = None
-        loaded_by_workers.refuse(config, "; ".join(absent.values()), pytest.ExitCode.OK)
-        return
-    if listed:
-        ((name, impl),) = impls.items()
-        impls[name], unknown = impl.accepting_list(listed)
-    config.mtp_impls, config.mtp_absent = impls, absent
-    if worker:
-        loaded_by_workers.hand_over(config, impls, absent, unknown)
-        return
-    for entry in unknown:
-        config.issue_config_time_warning(
-            pytest.PytestConfigWarning(loaded_by_workers.unknown_line(listed, impls[name].name, entry)), stacklevel=2
-        )
-
-
-def suite_of(path: Path) -> str | None:
-    """The implementation whose differential suite ``path`` is in (``tests/impls/NAME/...``), or None."""
-    parts = path.parts
-    for i in range(len(parts) - 2, 0, -1):
-        if parts[i - 1] == "tests" and parts[i] == "impls":
-            return parts[i + 1] if i + 2 < len(parts) else None
-    return None
-
-
-def impl_of(item):
-    """The ``Implementation`` a test runs, or None (none loaded, or the test is of none): its ``impl``
-    parameter in a session of several, its differential suite's, or the session's one."""
-    return impl_at(item.config, item.path, getattr(getattr(item, "callspec", None), "params", {}).get("impl"))
-
-
-def impl_at(config, path: Path, param=None):
-    """``impl_of`` a test of ``path`` whose ``impl`` parameter is ``param`` (None: it has none)."""
-    impls = config.mtp_impls or {}
-    if isinstance(param, str) and param in impls:  # not a test's own parameter of that name
-        return impls[param]
-    name = suite_of(path)
-    if name in impls:
-        return impls[name]
-    return next(iter(impls.values())) if len(impls) == 1 else None
 
 
 def pytest_report_header(config):
@@ -244,8 +149,8 @@ def pytest_report_header(config):
         f"seed: {seed if seed is not None else 'random per test'}",
     ]
     if impls is not None:
-        lines.extend(loaded_by_workers.in_force_lines(impls, config.mtp_absent, device.name))
-    if impl_names(config) != ["core"]:
+        lines.extend(loaded_by_workers.impl_lines(impls, config.mtp_absent, device.name))
+    if session_impls.names(config) != ["core"]:
         lines.append("the gate's properties of the core alone (no impl fixture) are deselected: tox -e sim runs them")
     return lines
 
@@ -298,11 +203,6 @@ def pytest_runtest_teardown(item):
     """A test's queued device work ends with it: an accelerator's asynchronous error (a device-side
     assert) is reported at the teardown of the test that caused it, not at some later test's kernel."""
     item.config.mtp_device.synchronize()
-
-
-def tally_prefix(config, impl) -> str:
-    """What names a test's compared values as its implementation's in a session of several ("NAME: ")."""
-    return f"{impl.name}: " if impl is not None and len(config.mtp_impls or ()) > 1 else ""
 
 
 class GateSession:

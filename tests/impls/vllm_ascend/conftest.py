@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.impls.suites import skip_unless_importable
-from tests.plugin import impl_of
+from tests.session_impls import impl_of
 
 
 def pytest_collection_modifyitems(config, items):

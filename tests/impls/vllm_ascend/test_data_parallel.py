@@ -23,8 +23,8 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.modes import USES_ASYNC_SCHEDULING
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
-from tests.plugin import impl_of
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.session_impls import impl_of
 
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
 MODES = ("eager", "full")

@@ -30,7 +30,7 @@ from tests.checks.rejection_checks import DRAFTERS, FIXED, check_first_ids, chec
 from tests.impls.vllm_ascend import broken_gate
 from tests.impls.vllm_ascend import defect_fixes as fixes
 from tests.impls.vllm_ascend import rejection_breaks as breaks
-from tests.plugin import impl_of
+from tests.session_impls import impl_of
 from tests.strategies.rejection import VOCAB, verifications
 
 PATHS = [pytest.param(True, id="triton"), pytest.param(False, id="torch-fallback")]

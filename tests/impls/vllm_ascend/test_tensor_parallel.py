@@ -37,8 +37,8 @@ from tests.checks.known_defects import pin
 from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
-from tests.plugin import impl_of
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.session_impls import impl_of
 
 MODES = ("eager", "full")
 SAMPLING = {"gathered": False, "reduce-sample": True}

@@ -26,7 +26,7 @@ from tests.checks.modes import USES_REDUCE_SAMPLE
 from tests.checks.rejection_checks import first_ids_problem
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import FIRST_OF_PATH, REST_OF_PATH, SETUP, WHOLE_SLICES
-from tests.plugin import impl_of
+from tests.session_impls import impl_of
 
 WATCH = ("tests.checks.stand_ins:watched_in_rank",)  # each rank watches the stand-ins
 pytestmark = USES_REDUCE_SAMPLE
