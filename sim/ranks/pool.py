@@ -16,7 +16,6 @@ import os
 import pickle
 import queue
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -69,12 +68,6 @@ def rank_context(device_name: str, preload: tuple[str, ...] = ()):
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([*_PRELOAD, *preload])
     return ctx
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(
@@ -139,8 +132,10 @@ class RankPool:
 
     def start(self) -> None:
         ctx = rank_context(self.device_name, self.preload)
-        init = f"tcp://127.0.0.1:{_free_port()}"
         self.temp_dir = tempfile.mkdtemp(prefix="mtp_ranks_")
+        # a file in the ranks' own directory, not a TCP port picked ahead: a port free when picked may be
+        # taken (another pool's connections use ephemeral ports) before rank 0 listens on it
+        init = f"file://{self.temp_dir}/rendezvous"
         self.tasks = [ctx.Queue() for _ in range(self.size)]
         self.results = ctx.Queue()
         self.procs = [

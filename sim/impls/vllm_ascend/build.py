@@ -98,15 +98,19 @@ class _BlockTableView:
     def get_device_tensor(self) -> torch.Tensor:
         return self.table
 
-    def hold(self, table: torch.Tensor) -> torch.Tensor:
+    def hold(self, table: torch.Tensor, rows: int | None = None) -> torch.Tensor:
         """``table``'s rows written into this persistent table (-1 elsewhere), as the runner's input
-        preparation writes its requests' rows, and the view of them it hands on."""
+        preparation writes its requests' rows, and the view of them it hands on: ``rows`` of them where
+        a padded step's metadata is built at that many, the padded requests' rows 0 (as
+        ``_build_attention_metadata`` fills them)."""
         (n, cols), width = table.shape, self.table.shape[1]
         if cols > width and (table[:, width:] >= 0).any():
             raise ValueError(f"block table of {cols} columns: the runner's holds {width}")
         self.table.fill_(-1)
         self.table[:n, : min(cols, width)] = table[:, :width]
-        return self.table[:n]
+        rows = n if rows is None else rows
+        self.table[n:rows] = 0
+        return self.table[:rows]
 
 
 def block_tables(device: torch.device, block_size: int, max_model_len: int) -> list[_BlockTableView]:
@@ -186,13 +190,14 @@ class GraphRunnerView(RunnerView):
         """Their host copy (``optimistic_seq_lens_cpu``, or the pair's host half)."""
         return self.seq_lens.cpu if hasattr(self.seq_lens, "gpu") else self.optimistic_seq_lens_cpu
 
-    def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
-        """The draft group's persistent table holding ``table``'s rows, and the view of them the runner
-        hands its drafter: what a dummy run captured its metadata on, so a kernel that reads the table as
-        a device tensor (SFA's) reads this call's at every replay, as on an NPU."""
+    def block_table_view(self, table: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+        """The draft group's persistent table holding ``table``'s rows, and the view of them (``rows``
+        of them, ``_BlockTableView.hold``) the runner hands its drafter: what a dummy run captured its
+        metadata on, so a kernel that reads the table as a device tensor (SFA's) reads this call's at
+        every replay, as on an NPU."""
         if drafts_in_group_0():
-            self.input_batch.block_table[0].hold(table)
-        return self.input_batch.block_table[self.drafter.kv_cache_gid].hold(table)
+            self.input_batch.block_table[0].hold(table, rows)
+        return self.input_batch.block_table[self.drafter.kv_cache_gid].hold(table, rows)
 
     _offload_req_ids_tensor = _offload_token_to_req = None  # main: sparse KV offload buffers (disabled)
 

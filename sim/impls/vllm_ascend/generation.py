@@ -216,3 +216,11 @@ def correct_host_seq_lens(runner, n: int, num_computed, queries) -> None:
     runner._get_valid_sampled_token_count()
     seq_lens = num_computed + torch.as_tensor(queries, device=num_computed.device)
     runner.optimistic_seq_lens_cpu[:n].copy_(seq_lens.cpu())
+
+
+def pad_query_start_loc_for_fia(runner, *args) -> int:
+    """The runner's ``_pad_query_start_loc_for_fia`` on its ``query_start_loc`` (0.23.0 on: handed the
+    buffer; before: its own)."""
+    if takes(runner._pad_query_start_loc_for_fia, "query_start_loc"):
+        return runner._pad_query_start_loc_for_fia(runner.query_start_loc, *args)
+    return runner._pad_query_start_loc_for_fia(*args)

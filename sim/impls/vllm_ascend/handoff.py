@@ -12,7 +12,9 @@ preparation derives with its own ``_build_attn_state``: ``PrefillNoCache`` for a
 prompts, ``SpecDecoding`` for one of decodes, ``ChunkedPrefill`` for a mix); ``arguments`` derives the
 method's arguments as the runner's ``execute_model`` does: the ``SpecDecodeMetadata`` of the
 verified drafts (None when no request verified any: the runner's ``use_spec_decode`` is False),
-the target's ``AscendCommonAttentionMetadata`` (with that state), the sampled tokens (the padded tensor, or the
+the target's ``AscendCommonAttentionMetadata`` (with that state, as ``_build_attention_metadata`` hands
+it on for the target's step: a step padded to a FULL graph's size through the checkout's ``unpadded``,
+``as_built_for_the_target``), the sampled tokens (the padded tensor, or the
 per-request lists), vLLM's ``SchedulerOutput`` with each request's scheduled tokens, the hidden
 states (eagle3: and the auxiliary layers', ``target_hidden_states``). ``padded_drafter`` sets the
 runner's ``disable_padded_drafter_batch`` for one call.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -107,13 +110,14 @@ def scheduler_output(batch: VerifiedBatch, num_spec_tokens: int):
     )
 
 
-def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, target_desc) -> dict:
-    """``propose_draft_token_ids``'s arguments for ``batch``, as ``execute_model`` derives them."""
+def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, target: TargetStep) -> dict:
+    """``propose_draft_token_ids``'s arguments for ``batch`` after the target's step ``target``, as
+    ``execute_model`` derives them."""
     spec = interop.to_spec_decode_metadata(batch) if int(np.sum(batch.num_draft_tokens_cpu)) > 0 else None
     n = batch.num_tokens
     cad = interop.to_ascend_metadata(batch)
     cad.attn_state = runner.attn_state  # as the runner's _build_attention_metadata hands it
-    cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
+    cad = as_built_for_the_target(runner, cad, target)
     return dict(
         valid_sampled_token_ids=sampled.padded if sampled.is_padded else steps.unpadded_lists(sampled),
         sampling_metadata=GREEDY,
@@ -124,8 +128,68 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
         num_scheduled_tokens=n,
         **target_hidden_states(runner, batch.hidden_states[:n].to(torch.float32)),
         sample_hidden_states=None,
-        target_model_batch_desc=target_desc,
+        target_model_batch_desc=target.desc,
     )
+
+
+def as_built_for_the_target(runner, cad, target: TargetStep):
+    """The metadata the runner's ``_build_attention_metadata`` hands its drafter after the target's
+    step, with the runner's block table. A step the runner runs as a FULL graph is padded to its
+    descriptor: the runner's own ``_pad_query_start_loc_for_fia`` pads its query offsets (the phantom
+    requests of a uniform decode, or one dummy request for the tokens past the batch), the metadata is
+    built at the padded sizes (the padded requests' block-table rows 0, the padded tokens' slots -1),
+    and the drafter is handed the checkout's own ``unpadded(num_tokens, num_reqs)`` of it, which keeps
+    the padded block table, slot mapping and token count. Every other step is built at its own size."""
+    b, n = cad.num_reqs, cad.num_actual_tokens
+    if target.mode != import_ascend("vllm.config").CUDAGraphMode.FULL:
+        cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
+        return cad
+    offsets = runner.query_start_loc
+    offsets.np[: b + 1] = cad.query_start_loc_cpu.numpy()
+    offsets.copy_to_gpu()
+    desc = target.desc
+    b_pad = generation.pad_query_start_loc_for_fia(
+        runner, desc.num_tokens, desc.num_reqs or b, b, target.mode, desc.num_reqs
+    )
+    n_pad = desc.num_tokens
+    if (b_pad, n_pad) == (b, n):
+        cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
+        return cad
+    per_request = {
+        name: _padded(getattr(cad, name), b_pad, 0)
+        for name in PER_REQUEST
+        if getattr(cad, name, None) is not None and name in {f.name for f in dataclasses.fields(cad) if f.init}
+    }
+    padded = dataclasses.replace(
+        cad,
+        query_start_loc=offsets.gpu[: b_pad + 1],
+        query_start_loc_cpu=offsets.cpu[: b_pad + 1],
+        num_reqs=b_pad,
+        num_input_tokens=n_pad,
+        block_table_tensor=runner.block_table_view(cad.block_table_tensor, b_pad),
+        slot_mapping=_padded(cad.slot_mapping, n_pad, -1),
+        **per_request,
+    )
+    return padded.unpadded(n, b)
+
+
+# The metadata's per-request fields, as a padded step's has them: the padded requests' lengths and counts 0
+# (the runner's buffers past its requests), and not prefilling.
+PER_REQUEST = (
+    "seq_lens",
+    "seq_lens_cpu",
+    "_seq_lens_cpu",
+    "seq_lens_cpu_upper_bound",
+    "num_computed_tokens_cpu",
+    "is_prefilling",
+)
+
+
+def _padded(values: torch.Tensor, size: int, fill) -> torch.Tensor:
+    """``values`` followed by ``fill`` up to ``size`` entries."""
+    out = values.new_full((size, *values.shape[1:]), fill)
+    out[: values.shape[0]] = values
+    return out
 
 
 def target_hidden_states(runner, hidden: torch.Tensor) -> dict:
@@ -174,12 +238,19 @@ def sample_rows(handed: dict) -> torch.Tensor:
     return (handed["common_attn_metadata"].query_start_loc[1:] - 1 if rows is None else rows).to(torch.int64)
 
 
-def target_step(runner, batch: VerifiedBatch):
-    """The target's batch descriptor as ``execute_model`` decides it, by the runner's own
+class TargetStep(NamedTuple):
+    """How the runner ran the target's step: its graph mode and batch descriptor."""
+
+    mode: object  # vLLM's CUDAGraphMode
+    desc: object  # vLLM's BatchDescriptor
+
+
+def target_step(runner, batch: VerifiedBatch) -> TargetStep:
+    """The target's step as ``execute_model`` decides it, by the runner's own
     ``_determine_batch_execution_and_padding``: its dispatcher's graph mode and padding (an eager
     runner: none) and, on data-parallel ranks, the sync of both with the other ranks."""
     lens = np.asarray(batch.query_lens_cpu, dtype=np.int32)
-    _, desc, *_ = runner._determine_batch_execution_and_padding(
+    mode, desc, *_ = runner._determine_batch_execution_and_padding(
         num_tokens=batch.num_tokens,
         num_reqs=batch.num_reqs,
         num_scheduled_tokens_np=lens,
@@ -187,7 +258,7 @@ def target_step(runner, batch: VerifiedBatch):
         use_cascade_attn=False,
         force_eager=not runner._use_aclgraph(),
     )
-    return desc
+    return TargetStep(mode, desc)
 
 
 def propose(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tokens: int, vocab_size: int):

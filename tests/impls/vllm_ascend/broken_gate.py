@@ -35,6 +35,7 @@ CORRECTION = "NPUModelRunner._correct_optimistic_seq_lens_cpu"  # the runner's n
 SPEC_METADATA = "NPUModelRunner._calc_spec_decode_metadata"  # the runner's, where it samples (runner_samples)
 BOOKKEEPING = "NPUModelRunner._bookkeeping_sync"  # the runner's, where it samples (runner_samples)
 CUDA_WRAPPER = "_torch_cuda_wrapper"  # the runner module's, as its __init__ leaves torch.cuda (torch_cuda)
+UNPADDED = "AscendCommonAttentionMetadata.unpadded"  # the checkout's, as the runner hands a padded step's on
 BUILDER = "AscendAttentionMetadataBuilder.build"  # the checkout's attention builder, the draft layer's
 MLA_BUILDER = "AscendMLAMetadataBuilder."  # a method of the checkout's MLA builder, an MLA draft layer's
 SFA_BUILDER = "AscendSFAMetadataBuilder."  # a method of the checkout's SFA builder, an SFA draft layer's
@@ -76,6 +77,7 @@ VARIANTS = {
     "runner-positions-off-by-one": (POSITIONS, handoff.positions_off_by_one),
     "runner-num-scheduled-tokens-short": (HANDOFF, handoff.num_scheduled_tokens_short),
     "runner-aux-layers-reversed": (HANDOFF, handoff.aux_layers_reversed),
+    "unpadded-keeps-the-phantom-requests": (UNPADDED, handoff.unpadded_keeps_the_phantom_requests),
     "runner-one-token-batches-as-new-prompts": (ATTN_STATE, handoff.one_token_batches_as_new_prompts),
     "runner-prefill-state-with-any-new-request": (ATTN_STATE, handoff.prefill_state_with_any_new_request),
     "runner-count-copy-waits-on-its-own-stream": (COUNT_COPY, handoff.count_copy_waits_on_its_own_stream),
@@ -118,6 +120,7 @@ CONTROLS = {
         method.host_mirror_read_before_its_copy_lands(synced=True),
     ),
     "runner-never-prefill-no-cache": (ATTN_STATE, handoff.never_prefill_no_cache),
+    "unpadded-slices-the-table-and-slots": (UNPADDED, handoff.unpadded_slices_the_table_and_slots),
     "runner-count-copy-on-the-current-stream": (COUNT_COPY, handoff.count_copy_on_the_current_stream),
     "runner-correction-per-request": (CORRECTION, handoff.correction_per_request),
     "runner-spec-metadata-by-request": (SPEC_METADATA, sampling.spec_metadata_by_request),
@@ -281,6 +284,10 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if target == BUILDER:
         cls = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder
         monkeypatch.setattr(cls, "build", breaking(cls.build))
+        return
+    if target == UNPADDED:
+        cls = import_ascend("vllm_ascend.attention.utils").AscendCommonAttentionMetadata
+        monkeypatch.setattr(cls, "unpadded", breaking(cls.unpadded))
         return
     if target == DISPATCH:
         cls = import_ascend("vllm.v1.cudagraph_dispatcher").CudagraphDispatcher

@@ -28,6 +28,11 @@ the stream that computed the counts, recorded there, is ordered without a side s
 must pass it; nor is ``correction_per_request``, the correction written as a loop over the next
 step's rows.
 
+A padded target step (a FULL graph's): ``unpadded_keeps_the_phantom_requests`` is an
+``AscendCommonAttentionMetadata.unpadded`` that hands the drafter the padded step's phantom requests.
+``unpadded_slices_the_table_and_slots`` is no break: vllm-ascend #7755's ``unpadded``, which slices the
+block table and the slots to the batch; the drafter pads them itself, and the gate must pass it.
+
 ``never_prefill_no_cache`` is no break: a runner that says ``ChunkedPrefill`` where vllm-ascend's
 says ``PrefillNoCache`` reads the cache, which holds a new prompt's own KV, so it drafts the same;
 the gate must pass it (the check is of a state that contradicts the batch, not of the runner's choice).
@@ -189,3 +194,27 @@ def new_rows_corrected_as_the_first(original):
         return original(num_computed, num_accepted, prev_positions.clamp(min=0), *args)
 
     return broken
+
+
+def unpadded_keeps_the_phantom_requests(original):
+    """``AscendCommonAttentionMetadata.unpadded`` that keeps a padded step's phantom requests: the drafter
+    handed the metadata at the padded request count, as if the runner handed it the padded build."""
+
+    def broken(self, num_actual_tokens, num_actual_reqs):
+        return original(self, num_actual_tokens, self.num_reqs)
+
+    return broken
+
+
+def unpadded_slices_the_table_and_slots(original):
+    """No break: ``unpadded`` that slices the block table to the batch's requests and the slot mapping to
+    its tokens, as vllm-ascend #7755 proposes (Ascend A5's FIA checks the table's rows against the
+    requests); the drafter pads both itself where its graph needs them, and the gate must pass it."""
+
+    def sliced(self, num_actual_tokens, num_actual_reqs):
+        out = original(self, num_actual_tokens, num_actual_reqs)
+        out.block_table_tensor = out.block_table_tensor[:num_actual_reqs]
+        out.slot_mapping = out.slot_mapping[:num_actual_tokens]
+        return out
+
+    return sliced

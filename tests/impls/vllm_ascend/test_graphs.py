@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from devices.base import GraphError
+from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import build, crashes, generation
+from sim.impls.vllm_ascend import build, crashes, generation, handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.branch_divergences import (
     CAPTURE_GROUP_0,
@@ -33,7 +34,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import after_a_call, check_implementation
 from tests.checks.known_defects import pin
 from tests.impls.fixes import defining_class, edited
-from tests.impls.vllm_ascend import graph_breaks
+from tests.impls.vllm_ascend import broken_gate, graph_breaks
 from tests.properties.test_propose_loop import TYPICAL
 
 # Prefills, then uniform decodes (every request K + 1 tokens: graphed), some drafts rejected.
@@ -177,6 +178,47 @@ def test_a_broken_full_graph_path_fails_the_serving_check(monkeypatch, device, m
         assert what == "rows run" and "but this graph was captured at size" in str(refused), refused
         return
     assert any(what in m.what for m in report.mismatches), [str(m) for m in report.mismatches[:4]] + [report.iterations]
+
+
+def _handed_metadata(monkeypatch) -> list[tuple[int, int, int]]:
+    """Each call's (requests, block-table rows, slots) of the metadata the runner hands its drafter."""
+    handed = []
+    built = handoff.as_built_for_the_target
+
+    def recording(runner, cad, target):
+        out = built(runner, cad, target)
+        handed.append((out.num_reqs, out.block_table_tensor.shape[0], out.slot_mapping.shape[0]))
+        return out
+
+    monkeypatch.setattr(handoff, "as_built_for_the_target", recording)
+    return handed
+
+
+def test_a_padded_target_step_hands_the_drafter_the_runners_unpadded_metadata(monkeypatch, device, impl):
+    """``FULL``'s uniform decodes of 3 requests replay the target's graph of 4: the runner builds the
+    metadata at 4 requests and 16 tokens and hands the drafter the checkout's ``unpadded`` of it (3
+    requests, the table's 4 rows and the 16 slots kept); the drafts still equal the reference."""
+    handed = _handed_metadata(monkeypatch)
+    report = run_scenario(FULL, device, proposer_cls=AscendProposer, rules=impl.rules)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+    assert (3, 4, 16) in handed, handed
+
+
+def test_an_unpadding_that_keeps_the_phantom_requests_fails_the_gate(monkeypatch, device, impl):
+    """``unpadded`` that keeps a padded step's phantom requests: the drafter drafts for 4 requests where the
+    step verified 3, and its input preparation reads past the batch's draft counts."""
+    broken_gate.apply("unpadded-keeps-the-phantom-requests", monkeypatch)
+    with pytest.raises(kernel_bounds.KernelOutOfBounds, match=r"cu_num_draft_tokens"):
+        check_implementation(impl, FULL, device, "broken-unpadded-phantoms")
+
+
+def test_an_unpadding_that_slices_the_table_and_slots_passes(monkeypatch, device, impl):
+    """vllm-ascend #7755's ``unpadded``, which slices the table and the slots to the batch: the drafter pads
+    what its graph needs itself, and drafts the same."""
+    handed = _handed_metadata(monkeypatch)
+    broken_gate.apply("unpadded-slices-the-table-and-slots", monkeypatch)
+    check_implementation(impl, FULL, device, "unpadded-sliced")
+    assert (3, 3, 12) in handed, handed
 
 
 def test_a_replay_reads_the_block_table_of_the_drafts_group(monkeypatch, device, impl):

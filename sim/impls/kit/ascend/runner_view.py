@@ -89,10 +89,12 @@ class RunnerView:
     num_prompt_logprobs: dict = {}  # noqa: RUF012 - read only
     _draft_token_ids = _draft_token_req_ids = None
 
-    def block_table_view(self, table: torch.Tensor) -> torch.Tensor:
+    def block_table_view(self, table: torch.Tensor, rows: int | None = None) -> torch.Tensor:
         """The block table the runner hands its drafter for ``table``'s requests: ``table`` itself (an
-        eager runner's metadata is built from it at each call, so where it lives decides nothing)."""
-        return table
+        eager runner's metadata is built from it at each call, so where it lives decides nothing), with
+        rows of 0 up to ``rows`` where a padded step's metadata is built at that many."""
+        pad = (rows or 0) - table.shape[0]
+        return table if pad <= 0 else torch.cat([table, table.new_zeros(pad, table.shape[1])])
 
     use_dcp = runner_source.RunnerMethod("use_dcp", prop=True)  # main's
 
