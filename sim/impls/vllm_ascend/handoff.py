@@ -135,35 +135,25 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
 def as_built_for_the_target(runner, cad, target: TargetStep):
     """The metadata the runner's ``_build_attention_metadata`` hands its drafter after the target's
     step, with the runner's block table. A step the runner runs as a FULL graph is padded to its
-    descriptor: the runner's own ``_pad_query_start_loc_for_fia`` pads its query offsets (the phantom
-    requests of a uniform decode, or one dummy request for the tokens past the batch), the metadata is
-    built at the padded sizes (the padded requests' block-table rows 0, the padded tokens' slots -1),
-    and the drafter is handed the checkout's own ``unpadded(num_tokens, num_reqs)`` of it, which keeps
-    the padded block table, slot mapping and token count. Every other step is built at its own size."""
+    descriptor (``padded_sizes``), the metadata built at the padded sizes (the padded requests'
+    block-table rows 0, the padded tokens' slots -1), and the drafter handed the checkout's own
+    ``unpadded(num_tokens, num_reqs)`` of it, which keeps the padded block table, slot mapping and token
+    count. Every other step is built at its own size."""
     b, n = cad.num_reqs, cad.num_actual_tokens
-    if target.mode != import_ascend("vllm.config").CUDAGraphMode.FULL:
-        cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
-        return cad
-    offsets = runner.query_start_loc
-    offsets.np[: b + 1] = cad.query_start_loc_cpu.numpy()
-    offsets.copy_to_gpu()
-    desc = target.desc
-    b_pad = generation.pad_query_start_loc_for_fia(
-        runner, desc.num_tokens, desc.num_reqs or b, b, target.mode, desc.num_reqs
-    )
-    n_pad = desc.num_tokens
+    b_pad, n_pad = padded_sizes(runner, cad, target)
     if (b_pad, n_pad) == (b, n):
         cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
         return cad
+    init = {f.name for f in dataclasses.fields(cad) if f.init}
     per_request = {
         name: _padded(getattr(cad, name), b_pad, 0)
         for name in PER_REQUEST
-        if getattr(cad, name, None) is not None and name in {f.name for f in dataclasses.fields(cad) if f.init}
+        if name in init and getattr(cad, name) is not None
     }
     padded = dataclasses.replace(
         cad,
-        query_start_loc=offsets.gpu[: b_pad + 1],
-        query_start_loc_cpu=offsets.cpu[: b_pad + 1],
+        query_start_loc=runner.query_start_loc.gpu[: b_pad + 1],
+        query_start_loc_cpu=runner.query_start_loc.cpu[: b_pad + 1],
         num_reqs=b_pad,
         num_input_tokens=n_pad,
         block_table_tensor=runner.block_table_view(cad.block_table_tensor, b_pad),
@@ -171,6 +161,23 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
         **per_request,
     )
     return padded.unpadded(n, b)
+
+
+def padded_sizes(runner, cad, target: TargetStep) -> tuple[int, int]:
+    """(requests, tokens) the runner builds the target step's metadata at: under a FULL graph the
+    descriptor's tokens, and the requests its own ``_pad_query_start_loc_for_fia`` pads the query
+    offsets to (in its ``query_start_loc``: the phantom requests of a uniform decode, or one dummy
+    request for the tokens past the batch); else the batch's."""
+    b = cad.num_reqs
+    if target.mode != import_ascend("vllm.config").CUDAGraphMode.FULL:
+        return b, cad.num_actual_tokens
+    offsets, desc = runner.query_start_loc, target.desc
+    offsets.np[: b + 1] = cad.query_start_loc_cpu.numpy()
+    offsets.copy_to_gpu()
+    padded = desc.num_reqs or b
+    return generation.pad_query_start_loc_for_fia(
+        runner, desc.num_tokens, padded, b, target.mode, desc.num_reqs
+    ), desc.num_tokens
 
 
 # The metadata's per-request fields, as a padded step's has them: the padded requests' lengths and counts 0
