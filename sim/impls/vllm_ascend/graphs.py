@@ -50,7 +50,6 @@ def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
     qsl = torch.arange(num_reqs + 1, dtype=torch.int32) * q
     runner.query_start_loc.cpu[: num_reqs + 1] = qsl.clamp(max=num_tokens)
     runner.query_start_loc.gpu[: num_reqs + 1] = runner.query_start_loc.cpu[: num_reqs + 1].to(runner.device)
-    runner.actual_seq_lengths_q = runner.query_start_loc.cpu[1 : num_reqs + 1].tolist()
     runner.seq_lens_device.zero_()
     runner.seq_lens_host.zero_()
     runner.input_batch.block_table[0].slot_mapping.gpu.fill_(-1)
