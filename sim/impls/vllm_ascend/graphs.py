@@ -40,9 +40,10 @@ def captured_sizes(p) -> list[int]:
 
 def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
     """The runner's buffers as its uniform-decode dummy run leaves them: ``num_reqs`` requests of
-    ``uniform_decode_query_len`` tokens, lengths 0, every slot -1, and the attention state
-    ``_dummy_run`` sets for an MTP drafter (``SpecDecoding`` under MLA, else ``ChunkedPrefill``),
-    whatever the last call's was."""
+    ``uniform_decode_query_len`` tokens, each as long as its query (``_dummy_run``'s ``max_query_len``: a
+    speculative config never takes the paged-attention workspace length), 0 past them, every slot -1,
+    and the attention state ``_dummy_run`` sets for an MTP drafter (``SpecDecoding`` under MLA, else
+    ``ChunkedPrefill``), whatever the last call's was."""
     runner = p.runner
     states = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionState
     runner.attn_state = states.SpecDecoding if runner.vllm_config.model_config.use_mla else states.ChunkedPrefill
@@ -50,8 +51,9 @@ def _dummy_batch(p, num_tokens: int, num_reqs: int) -> None:
     qsl = torch.arange(num_reqs + 1, dtype=torch.int32) * q
     runner.query_start_loc.cpu[: num_reqs + 1] = qsl.clamp(max=num_tokens)
     runner.query_start_loc.gpu[: num_reqs + 1] = runner.query_start_loc.cpu[: num_reqs + 1].to(runner.device)
-    runner.seq_lens_device.zero_()
-    runner.seq_lens_host.zero_()
+    for lengths in (runner.seq_lens_device, runner.seq_lens_host):
+        lengths.zero_()
+        lengths[:num_reqs] = q
     runner.input_batch.block_table[0].slot_mapping.gpu.fill_(-1)
 
 
