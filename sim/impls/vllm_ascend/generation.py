@@ -218,6 +218,16 @@ def correct_host_seq_lens(runner, n: int, num_computed, queries) -> None:
     runner.optimistic_seq_lens_cpu[:n].copy_(seq_lens.cpu())
 
 
+@functools.cache
+def runner_hands_optimistic_host_lengths() -> bool:
+    """Whether the runner's ``_build_attention_metadata`` hands its host lengths as its
+    ``optimistic_seq_lens_cpu`` (v0.20.2rc on): one host tensor as ``seq_lens_cpu``, vLLM's
+    ``_seq_lens_cpu`` and ``seq_lens_cpu_upper_bound``, and under asynchronous spec decoding no
+    ``seq_lens_cpu`` nor ``num_computed_tokens_cpu`` (the device's are authoritative); v0.18.0's hands
+    ``seq_lens_cpu`` alone, always."""
+    return "_seq_lens_cpu=self.optimistic_seq_lens_cpu" in runner_source.method_source("_build_attention_metadata")
+
+
 def pad_query_start_loc_for_fia(runner, *args) -> int:
     """The runner's ``_pad_query_start_loc_for_fia`` on its ``query_start_loc`` (0.23.0 on: handed the
     buffer; before: its own)."""

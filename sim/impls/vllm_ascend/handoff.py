@@ -139,14 +139,16 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
     block-table rows 0, the padded tokens' slots -1), and the drafter handed the checkout's own
     ``unpadded(num_tokens, num_reqs)`` of it, which keeps the padded block table, slot mapping and token
     count. Every other step is built at its own size."""
+    cad = with_host_fields(runner, cad)
     b, n = cad.num_reqs, cad.num_actual_tokens
     b_pad, n_pad = padded_sizes(runner, cad, target)
     if (b_pad, n_pad) == (b, n):
         cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
         return cad
     init = {f.name for f in dataclasses.fields(cad) if f.init}
+    padded_once: dict[int, torch.Tensor] = {}  # a tensor handed as several fields stays one tensor
     per_request = {
-        name: _padded(getattr(cad, name), b_pad, 0)
+        name: padded_once.setdefault(id(getattr(cad, name)), _padded(getattr(cad, name), b_pad, 0))
         for name in PER_REQUEST
         if name in init and getattr(cad, name) is not None
     }
@@ -161,6 +163,27 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
         **per_request,
     )
     return padded.unpadded(n, b)
+
+
+def with_host_fields(runner, cad):
+    """``cad`` with the host fields the runner's ``_build_attention_metadata`` hands: a runner with
+    optimistic host lengths (``generation.runner_hands_optimistic_host_lengths``) hands them as one
+    tensor, ``seq_lens_cpu``, ``_seq_lens_cpu`` (which vllm-ascend's builders read first) and
+    ``seq_lens_cpu_upper_bound`` alike, and under asynchronous spec decoding neither ``seq_lens_cpu``
+    nor ``num_computed_tokens_cpu``; host positions only for DSA compression (off here). v0.18.0's runner
+    hands ``seq_lens_cpu`` alone, as ``cad`` has it."""
+    if not generation.runner_hands_optimistic_host_lengths():
+        return cad
+    lengths = cad.seq_lens_cpu
+    asynchronous = bool(getattr(runner, "use_async_spec_decode", False))
+    return dataclasses.replace(
+        cad,
+        seq_lens_cpu=None if asynchronous else lengths,
+        _seq_lens_cpu=lengths,
+        seq_lens_cpu_upper_bound=lengths,
+        num_computed_tokens_cpu=None if asynchronous else cad.num_computed_tokens_cpu,
+        positions_cpu=None,
+    )
 
 
 def padded_sizes(runner, cad, target: TargetStep) -> tuple[int, int]:

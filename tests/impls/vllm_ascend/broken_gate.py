@@ -61,6 +61,7 @@ VARIANTS = {
     "device-sync-in-padded-path": ("prepare_inputs_padded", method.reads_rejected_counts_back),
     "kernel-first-lap-only": (None, FirstLapOnly),
     "seq-lens-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("seq_lens_cpu")),
+    "upstream-host-lengths-not-advanced": (UPDATE, meta.host_mirror_not_advanced("_seq_lens_cpu")),
     "query-start-loc-cpu-not-advanced": (UPDATE, meta.host_mirror_not_advanced("query_start_loc_cpu")),
     "computed-as-seq-lens": ("prepare_inputs_padded", meta.computed_as_seq_lens),
     "step-slots-of-a-32k-table": (UPDATE, meta.step_slots_of_a_32k_table),

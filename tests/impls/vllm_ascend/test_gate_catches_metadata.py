@@ -29,7 +29,7 @@ from devices.sim.device import poison_value
 from sim.impls.kit import vllm_model as recording
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import MetadataMismatch
-from sim.impls.vllm_ascend import builders
+from sim.impls.vllm_ascend import builders, generation
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import RULES
@@ -117,9 +117,12 @@ def test_a_computed_count_that_drifts_otherwise_than_the_known_defect_fails_by_n
 
 
 def test_a_stale_host_mirror_changes_what_attention_reads(monkeypatch, device, impl, record_property):
-    """With the mirror check off, the stale ``seq_lens_cpu`` still fails against the reference: the
-    tiny attention reads the host lengths, as vllm-ascend's kernels do."""
-    _break_the_update(monkeypatch, host_mirror_not_advanced("seq_lens_cpu"))
+    """With the mirror check off, a stale host mirror of the lengths the builder reads still fails against
+    the reference: the tiny attention reads the host lengths, as vllm-ascend's kernels do. The builder
+    reads vLLM's ``_seq_lens_cpu`` first, which the runner hands from v0.20.2rc on (its optimistic host
+    lengths); v0.18.0's hands ``seq_lens_cpu`` alone."""
+    field = "_seq_lens_cpu" if generation.runner_hands_optimistic_host_lengths() else "seq_lens_cpu"
+    _break_the_update(monkeypatch, host_mirror_not_advanced(field))
     for checking in (recording, builders):  # the recording group's check, and the real builder's
         monkeypatch.setattr(checking, "check_mirrors", lambda cad, step: None)
     failure = _serving_runs_fail(impl, device, "stale-seq-lens-cpu-unchecked", record_property, True, r"mismatches")

@@ -110,6 +110,12 @@ def runner_method(name: str):
     return _compiled(_method(name))
 
 
+@functools.cache
+def method_source(name: str) -> str:
+    """``NPUModelRunner.<name>``'s source, as the checkout has it."""
+    return ast.get_source_segment(_source().read_text(), _method(name))
+
+
 def edited_runner_method(name: str, *edits: tuple[str, str]):
     """``runner_method(name)`` compiled from its source with each ``(old, new)`` edit applied (the text
     as the file has it, indented; each found exactly once): a change of the runner's code, as a pull
