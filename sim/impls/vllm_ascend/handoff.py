@@ -134,17 +134,22 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
 
 def as_built_for_the_target(runner, cad, target: TargetStep):
     """The metadata the runner's ``_build_attention_metadata`` hands its drafter after the target's
-    step, with the runner's block table. A step the runner runs as a FULL graph is padded to its
-    descriptor (``padded_sizes``), the metadata built at the padded sizes (the padded requests'
-    block-table rows 0, the padded tokens' slots -1), and the drafter handed the checkout's own
-    ``unpadded(num_tokens, num_reqs)`` of it, which keeps the padded block table, slot mapping and token
-    count. Every other step is built at its own size."""
+    step, with the runner's block table and host fields (``with_host_fields``). A step the runner pads
+    (a FULL graph's size, or the largest DP rank's tokens: ``padded_sizes``) has its metadata built at
+    the padded sizes (the padded requests' block-table rows 0 and lengths 0, the padded tokens' slots
+    -1), and the drafter is handed the checkout's own ``unpadded(num_tokens, num_reqs)`` of it, which
+    keeps the padded block table, slot mapping and token count. Every other step is built at its size."""
     cad = with_host_fields(runner, cad)
     b, n = cad.num_reqs, cad.num_actual_tokens
     b_pad, n_pad = padded_sizes(runner, cad, target)
     if (b_pad, n_pad) == (b, n):
         cad.block_table_tensor = runner.block_table_view(cad.block_table_tensor)
         return cad
+    if target.mode == _full():  # the offsets the runner's _pad_query_start_loc_for_fia padded in its buffer
+        offsets, offsets_cpu = runner.query_start_loc.gpu[: b_pad + 1], runner.query_start_loc.cpu[: b_pad + 1]
+    else:  # requests past the batch (none unless the descriptor names more) end where it ends
+        last = int(cad.query_start_loc_cpu[b])
+        offsets, offsets_cpu = (_padded(q, b_pad + 1, last) for q in (cad.query_start_loc, cad.query_start_loc_cpu))
     init = {f.name for f in dataclasses.fields(cad) if f.init}
     padded_once: dict[int, torch.Tensor] = {}  # a tensor handed as several fields stays one tensor
     per_request = {
@@ -154,8 +159,8 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
     }
     padded = dataclasses.replace(
         cad,
-        query_start_loc=runner.query_start_loc.gpu[: b_pad + 1],
-        query_start_loc_cpu=runner.query_start_loc.cpu[: b_pad + 1],
+        query_start_loc=offsets,
+        query_start_loc_cpu=offsets_cpu,
         num_reqs=b_pad,
         num_input_tokens=n_pad,
         block_table_tensor=runner.block_table_view(cad.block_table_tensor, b_pad),
@@ -163,6 +168,10 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
         **per_request,
     )
     return padded.unpadded(n, b)
+
+
+def _full():
+    return import_ascend("vllm.config").CUDAGraphMode.FULL
 
 
 def with_host_fields(runner, cad):
@@ -187,20 +196,21 @@ def with_host_fields(runner, cad):
 
 
 def padded_sizes(runner, cad, target: TargetStep) -> tuple[int, int]:
-    """(requests, tokens) the runner builds the target step's metadata at: under a FULL graph the
-    descriptor's tokens, and the requests its own ``_pad_query_start_loc_for_fia`` pads the query
-    offsets to (in its ``query_start_loc``: the phantom requests of a uniform decode, or one dummy
-    request for the tokens past the batch); else the batch's."""
-    b = cad.num_reqs
-    if target.mode != import_ascend("vllm.config").CUDAGraphMode.FULL:
-        return b, cad.num_actual_tokens
-    offsets, desc = runner.query_start_loc, target.desc
-    offsets.np[: b + 1] = cad.query_start_loc_cpu.numpy()
-    offsets.copy_to_gpu()
-    padded = desc.num_reqs or b
-    return generation.pad_query_start_loc_for_fia(
-        runner, desc.num_tokens, padded, b, target.mode, desc.num_reqs
-    ), desc.num_tokens
+    """(requests, tokens) the runner builds the target step's metadata at: the descriptor's tokens (a
+    FULL graph's size, or on DP ranks the largest rank's) and requests (the batch's where it names
+    none); under a FULL graph the requests its own ``_pad_query_start_loc_for_fia`` pads the query
+    offsets to, in its ``query_start_loc`` (the phantom requests of a uniform decode, or one dummy
+    request for the tokens past the batch)."""
+    b, desc = cad.num_reqs, target.desc
+    requests = desc.num_reqs or b
+    if target.mode == _full():
+        offsets = runner.query_start_loc
+        offsets.np[: b + 1] = cad.query_start_loc_cpu.numpy()
+        offsets.copy_to_gpu()
+        requests = generation.pad_query_start_loc_for_fia(
+            runner, desc.num_tokens, requests, b, target.mode, desc.num_reqs
+        )
+    return requests, desc.num_tokens
 
 
 # The metadata's per-request fields, as a padded step's has them: the padded requests' lengths and counts 0

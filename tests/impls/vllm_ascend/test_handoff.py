@@ -16,16 +16,21 @@ import dataclasses
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sim.impls.kit.ascend import runner_source
+from sim.impls.kit.ascend import interop, runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import handoff
-from sim.impls.vllm_ascend.adapter import AscendProposer
+from sim.impls.vllm_ascend.adapter import AscendProposer, _proposer
 from sim.impls.vllm_ascend.divergences import RULES
+from sim.oracle.cases import to_batch
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from tests.impls.suites import CPU
 from tests.impls.vllm_ascend import broken_gate
 from tests.impls.vllm_ascend.handoff_breaks import never_prefill_no_cache
+from tests.strategies.batches import batch_cases
 
 METHOD = "propose_draft_token_ids"
 # branch -> a statement only that branch of the runner's method runs (both generations)
@@ -166,3 +171,21 @@ def test_each_requests_prompt_length_decides_as_the_runner_reads_it():
     prompts = prompt_tokens(batch, sampled, computed)
     assert prompts.tolist() == [8, 7, 31, 9]
     assert (computed >= prompts).tolist() == [True, False, False, False]
+
+
+@given(case=batch_cases(max_reqs=8), extra=st.integers(1, 8))
+def test_a_step_padded_past_the_batch_hands_on_the_unpadded_metadata(case, extra):
+    """An eager target step the runner pads past the batch's tokens (on DP ranks, to the largest rank's):
+    its metadata is built at the padded token count and handed on through the checkout's ``unpadded``,
+    which keeps the batch's requests and offsets and the padded slots (-1 past the batch's) and count."""
+    batch, _ = to_batch(case, CPU, padded=True)
+    runner = _proposer(case.config).runner
+    n, b = batch.num_tokens, batch.num_reqs
+    desc = import_ascend("vllm.forward_context").BatchDescriptor(num_tokens=n + extra)
+    step = handoff.TargetStep(import_ascend("vllm.config").CUDAGraphMode.NONE, desc)
+    handed = handoff.as_built_for_the_target(runner, interop.to_ascend_metadata(batch), step)
+    assert (handed.num_reqs, handed.num_actual_tokens, handed.num_input_tokens) == (b, n, n + extra)
+    assert handed.query_start_loc_cpu.tolist() == list(batch.query_start_loc_cpu)
+    assert handed.seq_lens.tolist() == batch.seq_lens.tolist()
+    assert handed.slot_mapping.tolist() == batch.slot_mapping[:n].tolist() + [-1] * extra
+    assert handed.block_table_tensor.shape[0] == b
