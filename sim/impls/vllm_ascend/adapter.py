@@ -74,7 +74,7 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, valid_counts
         with steps.triton_path(generation.base_module(), triton, batch.num_reqs):
             return p.prepare_inputs_padded(cad, spec, valid_counts)
 
-    return steps.prepare_inputs(p, batch, sampled, interop.to_ascend_metadata(batch), padded)
+    return steps.prepare_inputs(p, batch, sampled, generation.runner_metadata(batch), padded)
 
 
 class AscendOps(HelperOps):

@@ -228,6 +228,19 @@ def runner_hands_optimistic_host_lengths() -> bool:
     return "_seq_lens_cpu=self.optimistic_seq_lens_cpu" in runner_source.method_source("_build_attention_metadata")
 
 
+def runner_metadata(batch):
+    """The target's ``AscendCommonAttentionMetadata`` of ``batch`` as this generation's runner fills it for a
+    synchronous step (its ``_build_attention_metadata``): the kit's, and where the runner hands optimistic
+    host lengths (``runner_hands_optimistic_host_lengths``) those as one tensor under ``seq_lens_cpu``,
+    vLLM's ``_seq_lens_cpu`` (which the builders read first) and ``seq_lens_cpu_upper_bound``, with no host
+    positions (the runner hands them under DSA compression only)."""
+    cad = interop.to_ascend_metadata(batch)
+    if not runner_hands_optimistic_host_lengths():
+        return cad
+    lengths = cad.seq_lens_cpu
+    return dataclasses.replace(cad, _seq_lens_cpu=lengths, seq_lens_cpu_upper_bound=lengths, positions_cpu=None)
+
+
 def pad_query_start_loc_for_fia(runner, *args) -> int:
     """The runner's ``_pad_query_start_loc_for_fia`` on its ``query_start_loc`` (0.23.0 on: handed the
     buffer; before: its own)."""

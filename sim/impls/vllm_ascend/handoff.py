@@ -115,7 +115,7 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
     ``execute_model`` derives them."""
     spec = interop.to_spec_decode_metadata(batch) if int(np.sum(batch.num_draft_tokens_cpu)) > 0 else None
     n = batch.num_tokens
-    cad = interop.to_ascend_metadata(batch)
+    cad = generation.runner_metadata(batch)
     cad.attn_state = runner.attn_state  # as the runner's _build_attention_metadata hands it
     cad = as_built_for_the_target(runner, cad, target)
     return dict(
@@ -134,12 +134,12 @@ def arguments(runner, batch: VerifiedBatch, sampled: SampledTokens, num_spec_tok
 
 def as_built_for_the_target(runner, cad, target: TargetStep):
     """The metadata the runner's ``_build_attention_metadata`` hands its drafter after the target's
-    step, with the runner's block table and host fields (``with_host_fields``). A step the runner pads
-    (a FULL graph's size, or the largest DP rank's tokens: ``padded_sizes``) has its metadata built at
-    the padded sizes (the padded requests' block-table rows 0 and lengths 0, the padded tokens' slots
+    step, with the runner's block table and (``as_handed_asynchronously``) its host fields. A step the
+    runner pads (a FULL graph's size, or the largest DP rank's tokens: ``padded_sizes``) has its
+    metadata built at the padded sizes (the padded requests' block-table rows 0 and lengths 0, the padded tokens' slots
     -1), and the drafter is handed the checkout's own ``unpadded(num_tokens, num_reqs)`` of it, which
     keeps the padded block table, slot mapping and token count. Every other step is built at its size."""
-    cad = with_host_fields(runner, cad)
+    cad = as_handed_asynchronously(runner, cad)
     b, n = cad.num_reqs, cad.num_actual_tokens
     b_pad, n_pad = padded_sizes(runner, cad, target)
     if (b_pad, n_pad) == (b, n):
@@ -151,12 +151,9 @@ def as_built_for_the_target(runner, cad, target: TargetStep):
         last = int(cad.query_start_loc_cpu[b])
         offsets, offsets_cpu = (_padded(q, b_pad + 1, last) for q in (cad.query_start_loc, cad.query_start_loc_cpu))
     init = {f.name for f in dataclasses.fields(cad) if f.init}
-    padded_once: dict[int, torch.Tensor] = {}  # a tensor handed as several fields stays one tensor
-    per_request = {
-        name: padded_once.setdefault(id(getattr(cad, name)), _padded(getattr(cad, name), b_pad, 0))
-        for name in PER_REQUEST
-        if name in init and getattr(cad, name) is not None
-    }
+    fields = {name: getattr(cad, name) for name in PER_REQUEST if name in init and getattr(cad, name) is not None}
+    padded_once = {id(v): _padded(v, b_pad, 0) for v in fields.values()}  # one tensor under several names stays one
+    per_request = {name: padded_once[id(v)] for name, v in fields.items()}
     padded = dataclasses.replace(
         cad,
         query_start_loc=offsets,
@@ -174,25 +171,13 @@ def _full():
     return import_ascend("vllm.config").CUDAGraphMode.FULL
 
 
-def with_host_fields(runner, cad):
-    """``cad`` with the host fields the runner's ``_build_attention_metadata`` hands: a runner with
-    optimistic host lengths (``generation.runner_hands_optimistic_host_lengths``) hands them as one
-    tensor, ``seq_lens_cpu``, ``_seq_lens_cpu`` (which vllm-ascend's builders read first) and
-    ``seq_lens_cpu_upper_bound`` alike, and under asynchronous spec decoding neither ``seq_lens_cpu``
-    nor ``num_computed_tokens_cpu``; host positions only for DSA compression (off here). v0.18.0's runner
-    hands ``seq_lens_cpu`` alone, as ``cad`` has it."""
-    if not generation.runner_hands_optimistic_host_lengths():
+def as_handed_asynchronously(runner, cad):
+    """``cad`` as a runner with optimistic host lengths (``generation.runner_hands_optimistic_host_lengths``)
+    hands it under asynchronous spec decoding: without ``seq_lens_cpu`` and ``num_computed_tokens_cpu``
+    (the device's are authoritative; ``_seq_lens_cpu`` stays). Else ``cad``."""
+    if not (getattr(runner, "use_async_spec_decode", False) and generation.runner_hands_optimistic_host_lengths()):
         return cad
-    lengths = cad.seq_lens_cpu
-    asynchronous = bool(getattr(runner, "use_async_spec_decode", False))
-    return dataclasses.replace(
-        cad,
-        seq_lens_cpu=None if asynchronous else lengths,
-        _seq_lens_cpu=lengths,
-        seq_lens_cpu_upper_bound=lengths,
-        num_computed_tokens_cpu=None if asynchronous else cad.num_computed_tokens_cpu,
-        positions_cpu=None,
-    )
+    return dataclasses.replace(cad, seq_lens_cpu=None, num_computed_tokens_cpu=None)
 
 
 def padded_sizes(runner, cad, target: TargetStep) -> tuple[int, int]:

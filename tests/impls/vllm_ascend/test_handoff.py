@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.impls.kit.ascend import interop, runner_source
+from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import handoff
+from sim.impls.vllm_ascend import generation, handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer, _proposer
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
@@ -183,7 +183,7 @@ def test_a_step_padded_past_the_batch_hands_on_the_unpadded_metadata(case, extra
     n, b = batch.num_tokens, batch.num_reqs
     desc = import_ascend("vllm.forward_context").BatchDescriptor(num_tokens=n + extra)
     step = handoff.TargetStep(import_ascend("vllm.config").CUDAGraphMode.NONE, desc)
-    handed = handoff.as_built_for_the_target(runner, interop.to_ascend_metadata(batch), step)
+    handed = handoff.as_built_for_the_target(runner, generation.runner_metadata(batch), step)
     assert (handed.num_reqs, handed.num_actual_tokens, handed.num_input_tokens) == (b, n, n + extra)
     assert handed.query_start_loc_cpu.tolist() == list(batch.query_start_loc_cpu)
     assert handed.seq_lens.tolist() == batch.seq_lens.tolist()
