@@ -37,10 +37,18 @@ tensors by ``recording`` around their construction, or by ``mark``. ``land_all``
 ``event`` reach the simulator of the innermost (else the last) ``DeviceTensors``: what a fake
 accelerator runtime's ``synchronize``, streams and events call. This module imports neither ``mtp``
 nor ``sim``.
+
+Following every torch call costs a few microseconds each, and most calls of a traced propose call are
+the simulator's own (its tiny model's attention, the harness's records of what the model read): code
+that stands for the device, or watches it, and makes no host copy of its own. ``kernel`` runs such code
+as one kernel of the device (its calls not followed one by one, its tensor results device tensors
+written on the current stream when it returns), ``unfollowed`` runs an observer's (its results are the
+harness's, no device tensors). Code under test never runs inside either, so nothing it does goes unseen.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from contextlib import contextmanager
 
@@ -56,6 +64,8 @@ HOST_RESULTS = (torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch
 # before its id can be reused; ``ref() is t`` guards a lookup all the same.
 _on_device: dict[int, weakref.ref] = {}
 _modes: list = []  # the active trackers with a simulator, innermost last
+_following: list = []  # every active DeviceTensors, innermost last
+_unfollowed = [0]  # how deep the running code is inside ``kernel`` / ``unfollowed`` blocks
 _last: list = [None]  # the simulator of the last tracker (late syncs land there)
 
 
@@ -143,12 +153,14 @@ class DeviceTensors(TorchFunctionMode):
         }
 
     def __enter__(self):
+        _following.append(self)
         if self.sim is not None:
             _modes.append(self)
             _last[0] = self.sim
         return super().__enter__()
 
     def __exit__(self, *exc):
+        _following.remove(self)
         if self.sim is not None:
             _modes.remove(self)
         return super().__exit__(*exc)
@@ -163,6 +175,8 @@ class DeviceTensors(TorchFunctionMode):
         if special is not None:
             return special(func, args, kwargs)
         result = func(*args, **kwargs)
+        if _unfollowed[0]:
+            return result
         inputs = _tensors(kwargs.values(), _tensors(args, [])) if kwargs else _tensors(args, [])
         target = kwargs.get("device")
         on = _names_device(target, self.device) if target is not None else any(map(is_device_tensor, inputs))
@@ -223,6 +237,39 @@ def _stream_recorded(func, args, kwargs) -> None:
     """``t.record_stream(s)``: on an accelerator, the allocator keeps ``t``'s memory until the work ``s``
     has issued so far is done. Here that work ran when it was issued, and the host's memory is freed
     only when nothing refers to it: nothing to keep (the CPU has no ``record_stream`` of its own)."""
+
+
+@contextmanager
+def unfollowed():
+    """Inside the block, torch calls are not followed (the special calls above still are: a device
+    tensor's ``.device``, its copies): for the harness's own observers of the device, whose results
+    are the harness's. Nothing is skipped outside a ``DeviceTensors``."""
+    _unfollowed[0] += 1
+    try:
+        yield
+    finally:
+        _unfollowed[0] -= 1
+
+
+def kernel(fn):
+    """``fn`` as one kernel of the simulated device: the simulator's own code standing for device work
+    (a tiny model's forward). Its torch calls are not followed (``unfollowed``); the tensors it returns
+    (a tensor, or a tuple or list of them) are device tensors, written on the current stream when it
+    returns, as a kernel's outputs are."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not _following:
+            return fn(*args, **kwargs)
+        with unfollowed():
+            result = fn(*args, **kwargs)
+        for out in _outputs(result):
+            _mark(out)
+            if _modes:
+                _modes[-1]._wrote(out)
+        return result
+
+    return run
 
 
 @contextmanager

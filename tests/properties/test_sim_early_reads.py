@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from devices.sim import SimDevice, early_reads
+from devices.sim import SimDevice, early_reads, streams
 from devices.sim.device import poison_value
 
 DEV = early_reads.SIM_DEVICE
@@ -156,3 +156,48 @@ def test_every_dtype_has_a_poison_an_early_read_cannot_mistake(sim, dtype):
     assert differs.all(), f"{dtype}: read before the sync {early.tolist()}, lands {want}"
     if dtype != torch.bool:
         assert (early.isnan() if dtype.is_floating_point else early == poison_value(dtype)).all()
+
+
+@early_reads.kernel
+def _tiny_kernel(x: torch.Tensor, into_host: torch.Tensor):
+    """The simulator's own device work: a result computed from ``x``, one from host values only, and a
+    non-blocking copy of its own into ``into_host`` (which no kernel makes; here to show it is seen)."""
+    into_host.copy_(x, non_blocking=True)
+    return x * 2, torch.ones(3, dtype=x.dtype)
+
+
+def test_a_kernels_results_are_device_tensors_written_on_the_current_stream(sim):
+    """What a kernel returns is a device tensor, even one made from host values only: a non-blocking copy
+    of it to the host reads poison until synchronized, and one on a side stream that did not wait for the
+    kernel's stream is named. Its temporaries are not followed; a device tensor's copy inside it still is."""
+    buf = _buffer()
+    seen = torch.zeros(6, dtype=torch.int32)
+    with early_reads.tracking(sim) as mode:
+        doubled, ones = _tiny_kernel(buf, seen)
+        assert early_reads.is_device_tensor(doubled) and early_reads.is_device_tensor(ones)
+        assert mode.poisoned == 1 and seen.tolist() == [poison_value(torch.int32)] * 6
+        host = doubled.to("cpu", non_blocking=True)
+        assert host.tolist() == [poison_value(torch.int32)] * 6
+        sim.synchronize()
+        assert host.tolist() == [2 * v for v in buf.tolist()] and seen.tolist() == buf.tolist()
+        side = streams.SimStream("the copy stream")
+        with streams.using(side), pytest.raises(streams.StreamOrderError, match="the copy stream"):
+            ones.to("cpu", non_blocking=True)
+
+
+def test_an_observers_results_are_the_harnesss_and_a_device_tensor_keeps_its_device(sim):
+    buf = _buffer()
+    with early_reads.tracking(sim) as mode:
+        with early_reads.unfollowed():
+            snapshot = buf.clone()
+            assert buf.device == DEV  # the special calls are still served
+        copied = snapshot.to("cpu", non_blocking=True)  # a host tensor's copy: nothing in flight
+        assert not early_reads.is_device_tensor(snapshot) and copied.tolist() == buf.tolist()
+        assert early_reads.is_device_tensor(buf * 1)  # followed again after the block
+    assert mode.poisoned == 0
+
+
+def test_a_kernel_outside_any_tracking_is_a_plain_call():
+    host = torch.zeros(6, dtype=torch.int32)
+    doubled, _ = _tiny_kernel(torch.arange(6, dtype=torch.int32), host)
+    assert not early_reads.is_device_tensor(doubled) and host.tolist() == list(range(6))

@@ -121,11 +121,11 @@ def check_unchanged(built: Built, step: int) -> None:
     for name, view in built.views.items():
         before = built.at_build[name]
         if isinstance(view, list):
-            changed, now, then = view != before, view, before
+            changed = view != before
         else:
             changed = view.shape != before.shape or not torch.equal(view, before)
-            now, then = view.tolist(), before.tolist()
         if changed:
+            now, then = (view, before) if isinstance(view, list) else (view.tolist(), before.tolist())
             raise MetadataMismatch(
                 f"step {step}: {name} changed between build and forward: at forward {now}, at build {then}"
             )

@@ -32,6 +32,7 @@ import functools
 
 import torch
 
+from devices.sim import early_reads
 from sim.impls.kit.ascend import interop
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
@@ -104,15 +105,18 @@ def recording(real_cls: type) -> type:
             if self._building:
                 return build(*args, **kwargs)
             step = None if self._step is None else _told[0] or self._step  # a capture's is no step's
-            if step is not None and not _dummy[0]:  # a dummy run's metadata is a placeholder (a
-                check_mirrors(cad, step)  # capture's, however built); a replay's reads are compared
+            # a dummy run's metadata is a placeholder (a capture's, however built); a replay's reads are compared
+            if step is not None and not _dummy[0]:
+                with early_reads.unfollowed():  # the harness's check, not device work
+                    check_mirrors(cad, step)
             self._building = True
             try:
                 with unpinned_host_memory():
                     meta = build(*args, **kwargs)
             finally:
                 self._building = False
-            meta.recorded = Built(step, {**held_views(cad), **_held(meta)})
+            with early_reads.unfollowed():  # the harness's record, not device work
+                meta.recorded = Built(step, {**held_views(cad), **_held(meta)})
             return meta
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{real_cls.__name__}"

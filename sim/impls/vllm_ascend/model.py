@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import torch
 
+from devices.sim import early_reads
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.kit.ascend import fake_npu_graphs
@@ -209,6 +210,10 @@ class AscendTinyMtp(VllmTinyMtp):
         of the lm head (``lmhead_tp``)."""
         if lmhead_tp.enabled() or lmhead_tp.over_tp():
             return self.logits_processor(self.lm_head, hidden_states)
+        return self._tiny_logits(hidden_states)
+
+    @early_reads.kernel
+    def _tiny_logits(self, hidden_states):
         return super().compute_logits(hidden_states)
 
     @property
@@ -253,6 +258,7 @@ class AscendTinyMtp(VllmTinyMtp):
             layers.append((cache, attn))
         return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
 
+    @early_reads.kernel  # the simulator's device work, and its records of what it read
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):
         context = import_vllm("vllm.forward_context").get_forward_context()
         if self.on_forward is not None:
