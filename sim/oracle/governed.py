@@ -27,14 +27,13 @@ def _values(case: BatchCase, padded: bool, rules: Rules, longest: bool) -> list:
     return [*first, *query, *(field for step in steps for field in step), *computed, *rope]
 
 
-def governed_values(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> int:
-    """How many of the call's expected metadata values change when ``fields`` of ``rules`` revert to the
-    spec (``longest``: the first pass's longest query among them, which no serving run compares)."""
-    spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
-    if spec == rules:
-        return 0
+def _reverted(rules: Rules, fields) -> Rules:
+    return dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
+
+
+def _differences(got_values: list, want_values: list) -> int:
     count = 0
-    for got, want in zip(_values(case, padded, rules, longest), _values(case, padded, spec, longest)):
+    for got, want in zip(got_values, want_values):
         if isinstance(got, list) and isinstance(want, list):
             count += sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
         else:
@@ -42,10 +41,31 @@ def governed_values(case: BatchCase, padded: bool, rules: Rules, fields, longest
     return count
 
 
+def governed_by(case: BatchCase, padded: bool, rules: Rules, fields_of: dict, longest: bool = True) -> dict:
+    """For each entry of ``fields_of`` (a key -> the fields a divergence decides), how many of the call's
+    expected metadata values change when those fields of ``rules`` revert to the spec; the call's own
+    expectations under ``rules`` are computed once for all of them (``longest``: the first pass's
+    longest query among them, which no serving run compares)."""
+    ours, counts = None, {}
+    for key, fields in fields_of.items():
+        spec = _reverted(rules, fields)
+        if spec == rules:
+            counts[key] = 0
+            continue
+        ours = _values(case, padded, rules, longest) if ours is None else ours
+        counts[key] = _differences(ours, _values(case, padded, spec, longest))
+    return counts
+
+
+def governed_values(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> int:
+    """``governed_by`` of one divergence's ``fields``."""
+    return governed_by(case, padded, rules, {None: fields}, longest)[None]
+
+
 def decides(case: BatchCase, padded: bool, rules: Rules, fields, longest: bool = True) -> bool:
     """Whether reverting ``fields`` of ``rules`` to the spec changes anything the call is held to: a
     metadata value (``governed_values``) or, under ``prefill_batches_draft_once``, its drafts."""
-    spec = dataclasses.replace(rules, **{name: getattr(CORE, name) for name in fields})
+    spec = _reverted(rules, fields)
     return spec.first_draft_repeated(case) != rules.first_draft_repeated(case) or bool(
         governed_values(case, padded, rules, fields, longest)
     )

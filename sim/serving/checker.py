@@ -27,7 +27,7 @@ from sim.oracle.compare import (
     replays_graph,
 )
 from sim.oracle.defect_drafts import is_modelled
-from sim.oracle.governed import decides, governed_values
+from sim.oracle.governed import decides, governed_by
 from sim.oracle.rules import Rules
 
 SPEC, DEFECT = "spec", "defect"  # what a call followed where a known defect decides a value
@@ -68,8 +68,7 @@ class RunChecker:
             report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)
         report.followed.update(followed)
         report.steps_compared += len(proposer.trace)
-        for d in self.divergences:
-            report.governed[d.id] += governed_values(iteration.case, padded, in_effect, d.rule)
+        report.governed.update(governed_by(iteration.case, padded, in_effect, {d.id: d.rule for d in self.divergences}))
         report.drafts_compared += got.compared
         report.drafts_ambiguous += got.ambiguous
         report.drafts_undefined += got.undefined

@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import types
 import weakref
 from dataclasses import dataclass, field
 
@@ -278,7 +279,12 @@ def _dead_work_skipped(interpreter) -> None:
     the operation, compares it with the type's bounds and hands the result to ``device_assert``, which
     drops it unless the options say ``debug`` (they never do here: ``InterpreterOptions()``): about a
     third of an interpreted kernel's time, with no check made. With ``debug`` on, it stays on.
-    ``_get_np_dtype`` builds a table of 17 dtypes at each of its calls; its answers are kept."""
+    ``_get_np_dtype`` builds a table of 17 dtypes at each of its calls; its answers are kept.
+    ``_patch_lang`` points ``triton.language``'s builtins at the interpreter at every launch and every
+    call of a jit function inside one (walking the modules' members each time: about 1 ms), and puts
+    them back when the launch ends; the patch is the same for every kernel (the two modules a kernel
+    can see, the one builder), and nothing here calls a builtin outside a kernel, so it is made once
+    and kept."""
     builder = interpreter.interpreter_builder
     if not builder.options.debug:
         builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
@@ -294,3 +300,24 @@ def _dead_work_skipped(interpreter) -> None:
             return build(tt_dtype)
 
     interpreter._get_np_dtype = get_np_dtype
+
+    patch, kept = interpreter._patch_lang, []
+
+    def patch_lang(fn):
+        if not kept:
+            import triton.language as tl
+
+            kept.append(patch(types.SimpleNamespace(__globals__={"tl": tl, "core": tl.core})))
+        return _KEPT
+
+    interpreter._patch_lang = patch_lang
+
+
+class _Kept:
+    """The patch scope of a launch whose language stays patched: nothing to put back."""
+
+    def restore(self) -> None:
+        pass
+
+
+_KEPT = _Kept()
