@@ -27,6 +27,7 @@ import copy
 import functools
 import importlib.util
 import textwrap
+import types
 from pathlib import Path
 
 from sim.impls.kit.ascend.importing import import_ascend
@@ -176,13 +177,20 @@ def init_value(attr: str, within: str = "__init__", **names):
     (its first such assignment), as a function of the runner: ``init_value("input_batch")(runner)``
     builds the runner's own input batch from the attributes that expression reads; ``names``: the
     locals of ``within`` it reads (the constructor's ``vllm_config``)."""
+    found = _init_expression(attr, within)
+    return types.FunctionType(found.__code__, found.__globals__ | names, found.__name__) if names else found
+
+
+@functools.cache
+def _init_expression(attr: str, within: str):
+    """``init_value``'s function, compiled once (the locals it is given are its globals at each call)."""
     for node in ast.walk(_method(within)):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(_is_self_attr(t, attr) for t in targets):
                 func = ast.parse(f"def init_{attr}(self):\n    return None").body[0]
                 func.body[0].value = node.value
-                return _compiled(func, names)
+                return _compiled(func)
     raise LookupError(f"NPUModelRunner.{within}: assigns no self.{attr} in {_source()}")
 
 
