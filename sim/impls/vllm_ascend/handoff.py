@@ -71,7 +71,7 @@ def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) 
     runner.num_discarded_requests = count
     scheduled = np.asarray(batch.query_lens_cpu, dtype=np.int32)
     computed = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - scheduled
-    runner.input_batch.num_computed_tokens_cpu = computed
+    runner.input_batch.num_computed_tokens_cpu[: batch.num_reqs] = computed  # the runner's array (a tensor's view)
     runner.input_batch.num_prompt_tokens = prompt_tokens(batch, sampled, computed)
     valid = scheduled - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
     runner._build_attn_state(batch.num_reqs, scheduled, valid)

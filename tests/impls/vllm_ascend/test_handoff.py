@@ -23,6 +23,7 @@ from sim.impls.kit.ascend import runner_source
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import generation, handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer, _proposer
+from sim.impls.vllm_ascend.build import configured_graph
 from sim.impls.vllm_ascend.divergences import RULES
 from sim.oracle.cases import to_batch
 from sim.serving.run import run_scenario
@@ -189,3 +190,15 @@ def test_a_step_padded_past_the_batch_hands_on_the_unpadded_metadata(case, extra
     assert handed.seq_lens.tolist() == batch.seq_lens.tolist()
     assert handed.slot_mapping.tolist() == batch.slot_mapping[:n].tolist() + [-1] * extra
     assert handed.block_table_tensor.shape[0] == b
+
+
+@given(case=batch_cases(max_reqs=8))
+def test_the_computed_counts_land_in_the_runners_own_array(case):
+    """``handoff.load`` writes each request's computed count into the input batch's array, as the runner's
+    ``_update_states`` does, so the tensor it is a view of (``num_computed_tokens_cpu_tensor``, which the
+    drafter's dummy run builds a capture's metadata from) holds them too."""
+    batch, sampled = to_batch(case, CPU, padded=True)
+    runner = configured_graph(case.config, (8,)).runner
+    handoff.load(runner, batch, sampled, case.config.vocab_size)
+    want = [r.seq_len - r.query_len for r in case.requests]
+    assert runner.input_batch.num_computed_tokens_cpu_tensor[: batch.num_reqs].tolist() == want
