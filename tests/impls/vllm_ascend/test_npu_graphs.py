@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from devices.base import GraphError
+from devices.sim import SimDevice, early_reads
 from devices.sim.host_params import host_param_op
+from devices.sim.streams import StreamOrderError
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
 
@@ -99,6 +101,33 @@ def test_a_replay_whose_tasks_wait_on_an_event_runs_once_the_update_records_it(w
     event.record(torch.npu.current_stream())
     assert out.tolist() == [4.0] * 4
     torch.npu.synchronize()
+
+
+def test_a_replay_runs_on_the_stream_that_launched_it_after_the_update(wrapped):
+    """vllm-ascend launches a replay on its current stream, then updates the tasks on its update stream
+    and records their event there (``update_full_graph_params``). The replay's work is the launching
+    stream's, after the update: a copy stream that waited for the launching stream reads its output, and
+    one that waited for nothing is named with the launching stream, not the update stream."""
+    _, x, forward, tasks = wrapped
+    update, copies, unordered = torch.npu.Stream(), torch.npu.Stream(), torch.npu.Stream()
+    event = torch.npu.ExternalEvent()
+    host = torch.zeros(4)
+    with early_reads.tracking(SimDevice(), x):
+        forward(4, [1, 1, 1, 1], event=event)  # the capture
+        out = forward(4, [0, 0, 0, 0], event=event)  # launched on the default stream, waiting for the update
+        with torch.npu.stream(update):
+            _update(tasks[0], [2, 2, 2, 2])
+            event.record(update)
+        launcher = torch.npu.current_stream()
+        with torch.npu.stream(copies):
+            copies.wait_stream(launcher)
+            host.copy_(out, non_blocking=True)
+            copied = torch.npu.Event()
+            copied.record()
+        copied.synchronize()
+        assert host.tolist() == [2.0] * 4
+        with torch.npu.stream(unordered), pytest.raises(StreamOrderError, match="last written on the default stream"):
+            host.copy_(out, non_blocking=True)
 
 
 def test_waiting_for_a_replay_whose_event_is_never_recorded_is_refused(wrapped):

@@ -23,7 +23,10 @@ non-blocking device->host copies, poisoned until then (``devices.sim.early_reads
 Events order the update stream before the graph's tasks, as on an NPU: an ``ExternalEvent`` waited
 on inside a capture becomes a dependency of the graph; a replay is launched, and runs once every
 such event has been recorded since the launch (vllm-ascend updates the task parameters after
-launching the replay, and the captured tasks wait for the update's ``event.record``). A
+launching the replay, and the captured tasks wait for the update's ``event.record``). Its work is
+the launching stream's, ordered after what each event's stream had issued at its record: it runs
+on that stream (``devices.sim.streams``), whichever stream is current when the last event is
+recorded, and the launching stream's later work is ordered after the updates. A
 ``synchronize`` with a launched replay still waiting raises ``GraphError``: on an NPU the stream
 would wait forever on an event nobody records.
 """
@@ -65,7 +68,7 @@ class NPUGraph:
         self.inference = False
         self.waits: list[ExternalEvent] = []
         self.after_replay: list = []
-        self._launched: tuple[int, set] | None = None  # (size, events still to be recorded)
+        self._launched: _Launch | None = None
 
     def replay(self) -> None:
         """Launch a replay at the current forward's size: it runs when its events are recorded."""
@@ -77,29 +80,40 @@ class NPUGraph:
         size = self.size if size is None else size
         if size != self.size:  # refused at launch, as a graph of other shapes cannot be launched
             raise GraphError(f"replay at size {size}, but this graph was captured at size {self.size}")
-        self._launched = (size, {id(e) for e in self.waits})
+        self._launched = _Launch(size, {id(e) for e in self.waits}, streams.current())
         _launched.append(self)
         self._maybe_run()
 
-    def _event_recorded(self, event: ExternalEvent) -> None:
-        if self._launched is not None:
-            self._launched[1].discard(id(event))
+    def _event_recorded(self, event: ExternalEvent, clock: dict) -> None:
+        if self._launched is not None and id(event) in self._launched.pending:
+            self._launched.pending.discard(id(event))
+            self._launched.stream.wait_clock(clock)  # the tasks wait for the update's record
             self._maybe_run()
 
     def _maybe_run(self) -> None:
-        size, pending = self._launched
-        if pending:
+        launch = self._launched
+        if launch.pending:
             return
         self._launched = None
         _launched.remove(self)
-        with torch.inference_mode(self.inference):  # the mode its tensors were made in
-            self.sim.replay(size)
-        self.replays += 1
-        for callback in self.after_replay:
-            callback()
+        with streams.using(launch.stream):
+            with torch.inference_mode(self.inference):  # the mode its tensors were made in
+                self.sim.replay(launch.size)
+            self.replays += 1
+            for callback in self.after_replay:
+                callback()
 
     def reset(self) -> None:
         self.sim = None
+
+
+@dataclass
+class _Launch:
+    """A launched replay: its size, the events it still waits on, the stream it was launched on."""
+
+    size: int
+    pending: set
+    stream: streams.SimStream
 
 
 @contextlib.contextmanager
@@ -214,8 +228,9 @@ class ExternalEvent:
     graph's replays until recorded."""
 
     def record(self, stream=None) -> None:
+        clock = (stream or streams.current()).clock()
         for g in list(_launched):
-            g._event_recorded(self)
+            g._event_recorded(self, clock)
 
     def wait(self, stream=None) -> None:
         if _capturing:
@@ -253,7 +268,7 @@ def _wait_for_replays() -> None:
     if _launched:
         g = _launched[0]
         raise GraphError(
-            f"a replay of the graph captured at size {g.size} waits on {len(g._launched[1])} event(s) that were "
+            f"a replay of the graph captured at size {g.size} waits on {len(g._launched.pending)} event(s) that were "
             "never recorded: its captured tasks' parameters were not updated (update_full_graph_params)"
         )
 
