@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
+from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
 from tests.checks.modes import MODES, PADDING, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES
@@ -53,10 +54,27 @@ def test_a_case_every_broken_variant_fails_matches_reference(device, impl, mode,
     check_implementation(impl, scenario, device, f"typical-runner-samples-{mode}-{method}")
 
 
+# One draft, one request decoding after a one-token prompt: in full graphs the runner copies the replayed
+# graph's drafts to the host straight from its output (drawn on main with 4x the examples; the fake graph
+# then ran the replay on the update stream, and the copy stream's wait for the launching stream was a
+# StreamOrderError: a correct runner failed).
+ONE_DRAFT_REPLAYED = Scenario(
+    num_spec_tokens=1,
+    block_size=1,
+    max_model_len=12,
+    token_budget=2,
+    max_num_reqs=1,
+    vocab_size=32,
+    hidden_size=32,
+    requests=(RequestSpec(0, 1, 2),),
+)
+
+
 @pytest.mark.parametrize(("padded", "asynchronous"), SCHEDULING)
 @pytest.mark.parametrize("mode", MODES)
 @DRAWN
 @given(scenario=scenarios())
+@example(scenario=ONE_DRAFT_REPLAYED)
 def test_runner_samples_match_reference(device, impl, mode, padded, asynchronous, scenario, request):
     """Drafts (margin-aware), every call's metadata, and what the runner sampled and holds."""
     scenario = dataclasses.replace(
