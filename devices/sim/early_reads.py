@@ -63,7 +63,6 @@ HOST_RESULTS = (torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch
 # id(tensor) -> a weak reference to it: the device tensors. A tensor's entry goes when it is freed,
 # before its id can be reused; ``ref() is t`` guards a lookup all the same.
 _on_device: dict[int, weakref.ref] = {}
-_modes: list = []  # the active trackers with a simulator, innermost last
 _following: list = []  # every active DeviceTensors, innermost last
 _unfollowed = [0]  # how deep the running code is inside ``kernel`` / ``unfollowed`` blocks
 _last: list = [None]  # the simulator of the last tracker (late syncs land there)
@@ -155,14 +154,11 @@ class DeviceTensors(TorchFunctionMode):
     def __enter__(self):
         _following.append(self)
         if self.sim is not None:
-            _modes.append(self)
             _last[0] = self.sim
         return super().__enter__()
 
     def __exit__(self, *exc):
         _following.remove(self)
-        if self.sim is not None:
-            _modes.remove(self)
         return super().__exit__(*exc)
 
     def _wrote(self, t: torch.Tensor) -> None:
@@ -265,8 +261,8 @@ def kernel(fn):
             result = fn(*args, **kwargs)
         for out in _outputs(result):
             _mark(out)
-            if _modes:
-                _modes[-1]._wrote(out)
+            if (tracker := _tracker()) is not None:
+                tracker._wrote(out)
         return result
 
     return run
@@ -289,8 +285,14 @@ def tracking(sim, *inputs: torch.Tensor, device: torch.device = SIM_DEVICE):
         yield mode
 
 
+def _tracker():
+    """The innermost active tracker with a simulator (one that poisons and orders copies), or None."""
+    return next((mode for mode in reversed(_following) if mode.sim is not None), None)
+
+
 def _sim():
-    return _modes[-1].sim if _modes else _last[0]
+    tracker = _tracker()
+    return tracker.sim if tracker is not None else _last[0]
 
 
 def land_all() -> None:
@@ -303,8 +305,8 @@ def land_all() -> None:
 def land(clock) -> None:
     """The host synchronized with a stream's ``clock`` (an event's, or a stream's own): land the copies
     ordered before it (``devices.sim.streams``); past the tracked call, every pending copy."""
-    if _modes:
-        _modes[-1].order.land(clock)
+    if (tracker := _tracker()) is not None:
+        tracker.order.land(clock)
     else:
         land_all()
 

@@ -313,11 +313,4 @@ def _dead_work_skipped(interpreter) -> None:
     interpreter._patch_lang = patch_lang
 
 
-class _Kept:
-    """The patch scope of a launch whose language stays patched: nothing to put back."""
-
-    def restore(self) -> None:
-        pass
-
-
-_KEPT = _Kept()
+_KEPT = types.SimpleNamespace(restore=lambda: None)  # a launch's patch scope: the language stays patched
