@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-METHODS = ("mtp", "eagle", "eagle3")
+METHODS = ("mtp", "eagle", "eagle3", "draft_model")
 EAGLE3_AUX_LAYERS = 3  # auxiliary hidden states eagle3 takes from the target
 
 
@@ -27,7 +27,11 @@ class ProposerConfig:
                      MTP does); or ``"eagle3"``: the target hands its
                      auxiliary hidden states ([T, 3 * hidden_size]) and the
                      draft model's ``combine_hidden_states`` folds them to
-                     ``hidden_size`` before the first pass, never later.
+                     ``hidden_size`` before the first pass, never later;
+                     or ``"draft_model"``: a small language model of its own,
+                     on token ids alone (no hidden state), whose first pass
+                     runs the target's tokens unshifted plus one row per
+                     request for the next token (``mtp.prepare.expand_by_next_token``).
     """
 
     num_spec_tokens: int
@@ -57,6 +61,15 @@ class ProposerConfig:
             raise ValueError(f"uses_mrope={self.uses_mrope!r}: must be a bool")
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: expected one of {METHODS}")
+        if self.method == "draft_model" and self.uses_mrope:
+            raise ValueError(
+                "uses_mrope=True: method 'draft_model' runs its own positions, not the target's M-RoPE rows"
+            )
+
+    @property
+    def extra_rows_per_request(self) -> int:
+        """Rows the first pass adds to each request's query: the next token's (draft_model), else none."""
+        return 1 if self.method == "draft_model" else 0
 
     @property
     def target_hidden_size(self) -> int:

@@ -20,13 +20,16 @@ from mtp.validate import validate_batch, validate_sampled
 class PreparedCall:
     """Everything the first pass and the later steps need from one call.
 
-    input_ids:      int32 [N] device, first-pass ids (shifted, next tokens written).
+    input_ids:      int32 [N] device, first-pass ids (shifted, next tokens written;
+                    draft_model: unshifted, each next token in a row of its own).
+    positions:      int64 [N] device, the position of each first-pass row.
     base_positions: int64 [B] device, position of each request's sample row.
     """
 
     next: NextTokens
     first: FirstPassInputs
     input_ids: torch.Tensor
+    positions: torch.Tensor
     base_positions: torch.Tensor
 
 
@@ -48,6 +51,14 @@ class CoreOps:
     def first_pass_input_ids(self, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
         return prepare.first_pass_input_ids(
             batch.token_ids[first.token_indices], first.sample_indices, nxt.next_token_ids
+        )
+
+    def expand_by_next_token(
+        self, cfg: ProposerConfig, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens
+    ) -> tuple[FirstPassInputs, torch.Tensor, torch.Tensor]:
+        """draft_model: the first pass unshifted, one row per request for its next token."""
+        return prepare.expand_by_next_token(
+            batch, first, nxt.next_token_ids, cfg.block_size, cfg.max_model_len, cfg.max_num_tokens
         )
 
     def advance_step(
@@ -72,6 +83,8 @@ class CoreOps:
         self.validate(cfg, batch, sampled)
         nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
         first = self.prepare(cfg, batch, sampled, nxt)
-        ids = self.first_pass_input_ids(batch, first, nxt)
-        base = batch.positions[first.token_indices][first.sample_indices]
-        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
+        if cfg.method == "draft_model":
+            first, ids, positions = self.expand_by_next_token(cfg, batch, first, nxt)
+        else:
+            ids, positions = self.first_pass_input_ids(batch, first, nxt), batch.positions[first.token_indices]
+        return PreparedCall(nxt, first, ids, positions, positions[first.sample_indices])

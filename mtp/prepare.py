@@ -89,3 +89,54 @@ def first_pass_input_ids(
     ids = torch.cat([token_ids[1:], token_ids[-1:]])
     ids[sample_indices] = next_token_ids.to(ids.dtype)
     return ids
+
+
+def expand_by_next_token(
+    batch: VerifiedBatch,
+    first: FirstPassInputs,
+    next_token_ids: torch.Tensor,
+    block_size: int,
+    max_model_len: int,
+    slot_buffer_len: int,
+) -> tuple[FirstPassInputs, torch.Tensor, torch.Tensor]:
+    """draft_model's first pass from ``first`` (padded or unpadded): ``(first, input_ids, positions)``.
+
+    A draft model is a language model of its own, so its rows are the target's tokens at their own
+    positions, not shifted. Each request gets one more row, right after its last accepted token: the
+    next token, at the next position, where draft 1 is sampled. A rejected row (padded mode) moves
+    after it and is inert (id 0, position 0, slot -1); a row at or past ``max_model_len`` writes no KV.
+    Queries and seq_lens grow by one per request. Computed on the device: no host sync.
+    ``token_indices`` names, per row, the batch row it copies; the next token's row and the rejected
+    rows name their request's last accepted row (what ``sample_batch_rows`` reports).
+    """
+    device = first.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
+    b, n = batch.num_reqs, first.num_tokens
+    qsl = first.query_start_loc.to(torch.int64)
+    grown = qsl + torch.arange(b + 1, device=device)
+    kept_count = first.sample_indices - qsl[:-1] + 1  # rows up to the last accepted, per request
+    owner = torch.repeat_interleave(torch.arange(b, device=device), qsl[1:] - qsl[:-1] + 1, output_size=n + b)
+    j = torch.arange(n + b, device=device) - grown[owner]  # a row's index within its request
+    kept, nxt = j < kept_count[owner], j == kept_count[owner]
+    source = torch.where(kept, qsl[owner] + j, first.sample_indices[owner])  # a row of ``first``
+    rows = first.token_indices[source]
+    start = batch.positions[first.token_indices[qsl[:-1]]]
+    positions = torch.where(kept | nxt, start[owner] + j, 0)
+    ids = torch.where(kept, batch.token_ids[rows].to(torch.int64), next_token_ids.to(torch.int64)[owner])
+    ids = torch.where(kept | nxt, ids, 0).to(torch.int32)
+    writes = (kept | nxt) & (positions < max_model_len)
+    column = torch.where(writes, positions, 0) // block_size
+    table_slots = batch.block_table[owner, column].to(torch.int64) * block_size + positions % block_size
+    slots = torch.where(kept, batch.slot_mapping[rows], table_slots)
+    slots = torch.where(writes, slots, PADDING_SLOT)
+    expanded = FirstPassInputs(
+        token_indices=rows,
+        query_start_loc=grown.to(torch.int32),
+        query_start_loc_cpu=first.query_start_loc_cpu + np.arange(b + 1),
+        seq_lens=first.seq_lens + 1,
+        accepted_seq_lens=first.accepted_seq_lens + 1,
+        slot_mapping=_padded_slots(slots, slot_buffer_len),
+        sample_indices=grown[:-1] + kept_count,
+        num_rejected=first.num_rejected,
+        max_query_len=first.max_query_len + 1,
+    )
+    return expanded, ids, positions

@@ -193,18 +193,22 @@ class MtpProposer:
             return n
         return self.sizes[phase].pad(n) or n  # past the largest size: eager
 
-    # Host-side bounds of seq_lens: from host copies only, never a device read.
+    # Host-side bounds of seq_lens: from host copies only, never a device read (a draft model's
+    # first pass attends one position further: its next token's row).
     def _first_bound(self, batch: VerifiedBatch) -> int:
-        return int(batch.seq_lens_cpu.max())
+        return int(batch.seq_lens_cpu.max()) + self.cfg.extra_rows_per_request
 
     def _step_bound(self, batch: VerifiedBatch, step: int) -> int:
-        return min(int(batch.seq_lens_cpu.max()) + step - 1, self.cfg.max_model_len)
+        return min(self._first_bound(batch) + step - 1, self.cfg.max_model_len)
 
     def _load_first_pass(self, batch: VerifiedBatch, prepared, rows: int) -> None:
         first, b, n = prepared.first, batch.num_reqs, prepared.first.num_tokens
         self.input_ids[:n] = prepared.input_ids
-        self.positions[:n] = batch.positions[first.token_indices]
-        self.hidden_states[:n] = self.target_hidden(batch.hidden_states[first.token_indices])
+        self.positions[:n] = prepared.positions
+        if self.cfg.method == "draft_model":  # a draft model takes no hidden state
+            self.hidden_states[:n] = 0
+        else:
+            self.hidden_states[:n] = self.target_hidden(batch.hidden_states[first.token_indices])
         self.input_ids[n:rows] = 0
         self.positions[n:rows] = 0
         self.hidden_states[n:rows] = 0

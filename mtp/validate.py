@@ -25,11 +25,13 @@ def _first_bad(mask: np.ndarray) -> int:
 def needed_blocks(batch: VerifiedBatch, cfg: ProposerConfig) -> np.ndarray:
     """Per request, how many block-table entries the drafts may touch.
 
-    The furthest draft position is ``seq_len - 1 + K - 1`` (no rejection),
+    The furthest draft position is ``seq_len - 1 + K - 1`` (no rejection; a
+    draft model's one further: its first pass adds the next token's row),
     capped at the last position below ``max_model_len``; overflowing positions
     write nothing.
     """
-    last = np.minimum(batch.seq_lens_cpu + cfg.num_spec_tokens - 2, cfg.max_model_len - 1)
+    last = batch.seq_lens_cpu + cfg.num_spec_tokens - 2 + cfg.extra_rows_per_request
+    last = np.minimum(last, cfg.max_model_len - 1)
     return last // cfg.block_size + 1
 
 
@@ -50,6 +52,14 @@ def validate_batch(batch: VerifiedBatch, cfg: ProposerConfig) -> None:
     num_tokens = int(qsl[-1])
     if num_tokens > cfg.max_num_tokens:
         _fail("num_tokens", num_tokens, f"more tokens than the buffers hold ({cfg.max_num_tokens})")
+    rows = num_tokens + cfg.extra_rows_per_request * num_reqs
+    if rows > cfg.max_num_tokens:
+        _fail(
+            "num_tokens",
+            num_tokens,
+            f"the first pass of method {cfg.method!r} adds a row per request: {rows} rows,"
+            f" more than the buffers hold ({cfg.max_num_tokens})",
+        )
 
     seq_lens = np.asarray(batch.seq_lens_cpu)
     if seq_lens.shape != (num_reqs,):

@@ -127,6 +127,7 @@ class Implementation:
             ),
             (scenario.method == "eagle", Feature.EAGLE, f"method={scenario.method!r}"),
             (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
+            (scenario.method == "draft_model", Feature.DRAFT_MODEL, f"method={scenario.method!r}"),
             (scenario.mrope, Feature.MROPE, "mrope=True"),
             (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),
             (scenario.runner_samples, Feature.RUNNER_SAMPLES, "runner_samples=True"),

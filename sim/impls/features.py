@@ -24,6 +24,9 @@ class Feature(enum.Enum):
     SFA_DRAFT = "an SFA draft layer, its metadata (RoPE included) built by the implementation's SFA builder (Scenario.draft_attn)"
     EAGLE = "an EAGLE-1 drafter: a draft head of its own on the target's last hidden states (Scenario.method)"
     EAGLE3 = "an EAGLE-3 drafter: the target hands three layers, folded by the draft (Scenario.method)"
+    DRAFT_MODEL = (
+        "a draft model: a language model of its own on the token ids, one row more per request (Scenario.method)"
+    )
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
     RUNNER_SAMPLES = "the model runner's own sampling of the target's tokens (Scenario.runner_samples)"

@@ -32,6 +32,7 @@ class TinyConfig:
     seed: int = 0
     mrope: bool = False  # rotary over M-RoPE's [3, N] rows (``mrope_rope``) instead of [N] positions
     eagle3: bool = False  # a ``combine_hidden_states`` layer folding the target's 3 auxiliary layers
+    draft_model: bool = False  # a language model of its own: the hidden states handed in are ignored
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -107,7 +108,7 @@ class TinyMtp(nn.Module):
     # The pieces below are shared with the dense reference; only the attention differs.
     def block_input(self, input_ids: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
         e = _rms(self.embed[input_ids.long()], self.enorm)
-        h = _rms(hidden_states, self.hnorm)
+        h = torch.zeros_like(e) if self.cfg.draft_model else _rms(hidden_states, self.hnorm)
         return torch.cat([e, h], dim=-1) @ self.proj.T
 
     def combine_hidden_states(self, aux: torch.Tensor) -> torch.Tensor:

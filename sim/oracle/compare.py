@@ -91,7 +91,6 @@ def compare_trace(
     if not any((captured or {}).values()):  # no graph captured at all (e.g. vLLM refused every size): eager
         rules = dataclasses.replace(rules, graph_mode="eager")
     ref = reference.first_pass(case, padded, rules)
-    flat_pos = [r.num_computed + i for r in case.requests for i in range(r.query_len)]
     first = trace[0]
     out = []
     calls = 1 if rules.first_draft_repeated(case) else case.config.num_spec_tokens  # one per draft step
@@ -101,7 +100,7 @@ def compare_trace(
     if rules.stale_last_row and len(ids) - 1 not in ref.sample_indices:
         ids = ids[:-1] + first.input_ids[len(ids) - 1 :].tolist()[:1]  # an old buffer value, by design
     stale = rules.unwritten_first_pass_rows(ref.query_start_loc, ref.sample_indices)
-    positions = [flat_pos[i] for i in ref.token_indices]
+    positions = ref.positions
     out += _first_diff("first pass input_ids", it, first.input_ids, keep_stale(ids, first.input_ids, stale))
     out += _first_diff("first pass positions", it, first.positions, keep_stale(positions, first.positions, stale))
     out += _first_diff("first pass seq_lens", it, first.seq_lens, ref.seq_lens)

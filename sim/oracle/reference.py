@@ -28,6 +28,7 @@ class RefFirstPass(NamedTuple):
     slot_mapping: list[int]  # rows of the first pass only (no -1 tail)
     sample_indices: list[int]
     input_ids: list[int]
+    positions: list[int]
 
 
 class RefStep(NamedTuple):
@@ -53,6 +54,8 @@ def rejected(req: RequestCase, valid: int) -> int:
 
 def first_pass(case: BatchCase, padded: bool, rules: Rules = CORE) -> RefFirstPass:
     cfg = case.config
+    if cfg.method == "draft_model":
+        return _draft_model_first_pass(case, padded, rules)
     out = {f: [] for f in RefFirstPass._fields}
     flat_tokens, flat_slots = [], []
     row = 0
@@ -67,6 +70,7 @@ def first_pass(case: BatchCase, padded: bool, rules: Rules = CORE) -> RefFirstPa
         for i in range(kept):
             out["token_indices"].append(row + i)
             pos = req.num_computed + i
+            out["positions"].append(pos)
             flat_tokens.append(req.tokens[i])
             flat_slots.append(slot_of(req.blocks, pos, cfg.block_size))
         # The last accepted token sits at position seq_len - rej - 1.
@@ -83,12 +87,47 @@ def first_pass(case: BatchCase, padded: bool, rules: Rules = CORE) -> RefFirstPa
     return RefFirstPass(**out)
 
 
+def _draft_model_first_pass(case: BatchCase, padded: bool, rules: Rules) -> RefFirstPass:
+    """A draft model's first pass: per request its accepted tokens at their own positions, then its
+    next token at the next position (sampled there), then, padded, one inert row per rejected token
+    (id 0, position 0, no KV). A row at or past ``max_model_len`` writes no KV."""
+    cfg = case.config
+    out = {f: [] for f in RefFirstPass._fields}
+    row = 0
+    for req in case.requests:
+        nxt, valid = next_token(req, cfg.vocab_size)
+        rej = rejected(req, valid)
+        accepted = req.query_len - rej
+        out["next_tokens"].append(nxt)
+        out["valid_counts"].append(valid)
+        out["num_rejected"].append(rej)
+        out["query_start_loc"].append(len(out["input_ids"]))
+        out["sample_indices"].append(len(out["input_ids"]) + accepted)
+        for i in range(accepted + 1):
+            pos = req.num_computed + i
+            out["input_ids"].append(req.tokens[i] if i < accepted else nxt)
+            out["positions"].append(pos)
+            out["slot_mapping"].append(slot_of(req.blocks, pos, cfg.block_size) if pos < cfg.max_model_len else -1)
+            out["token_indices"].append(row + min(i, accepted - 1))
+        for _ in range(rej if padded else 0):
+            out["input_ids"].append(0)
+            out["positions"].append(0)
+            out["slot_mapping"].append(-1)
+            out["token_indices"].append(row + accepted - 1)
+        out["seq_lens"].append((req.seq_len if padded else req.seq_len - rej) + 1)
+        out["accepted_seq_lens"].append(rules.step_seq_base(req.seq_len, req.seq_len - rej, padded) + 1)
+        row += req.query_len
+    out["query_start_loc"].append(len(out["input_ids"]))
+    return RefFirstPass(**out)
+
+
 def max_query_len(case: BatchCase, padded: bool, rules: Rules = CORE) -> int:
     """The first pass's longest query: of the compacted batch when unpadded (unless ``rules`` say otherwise)."""
+    extra = case.config.extra_rows_per_request  # draft_model: the next token's row
     if padded or not rules.max_query_len_compacted:
-        return max(req.query_len for req in case.requests)
+        return max(req.query_len for req in case.requests) + extra
     vocab = case.config.vocab_size
-    return max(req.query_len - rejected(req, next_token(req, vocab)[1]) for req in case.requests)
+    return max(req.query_len - rejected(req, next_token(req, vocab)[1]) for req in case.requests) + extra
 
 
 def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> RefStep:
@@ -96,9 +135,10 @@ def step(case: BatchCase, j: int, padded: bool = True, rules: Rules = CORE) -> R
     cfg = case.config
     out = RefStep([], [], [], list(range(len(case.requests) + 1)))
     bases = []  # each request's host length the steps advance from: the target's, or lowered by its rejections
+    extra = cfg.extra_rows_per_request  # draft_model: the steps go on from the next token's row, one further
     for req in case.requests:
         accepted = req.seq_len - rejected(req, next_token(req, cfg.vocab_size)[1])
-        bases.append((accepted, rules.step_seq_base(req.seq_len, accepted, padded)))
+        bases.append((accepted + extra, rules.step_seq_base(req.seq_len, accepted, padded) + extra))
     bound = min(max(base for _, base in bases) + cfg.num_spec_tokens, cfg.max_model_len)  # over those lengths
     for req, (accepted, base) in zip(case.requests, bases):
         pos, _, _ = rules.step(accepted - 1, base, j, cfg.max_model_len)
@@ -133,8 +173,7 @@ def rope_positions(case: BatchCase, j: int, padded: bool = True, rules: Rules = 
     k = case.config.num_spec_tokens
     first = first_pass(case, padded, rules)
     if j == 1:
-        flat = [req.num_computed + i for req in case.requests for i in range(req.query_len)]
-        own = [flat[i] for i in first.token_indices]
+        own = first.positions
     else:
         own = step(case, j, padded, rules).positions
         if rules.rotates_steps_at_first_pass:

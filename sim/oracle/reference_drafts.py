@@ -78,8 +78,12 @@ def reference_drafts(
     ``mrope``: for an M-RoPE model, the (temporal, height, width) rows of
     every position the drafts reach, 3 lists covering positions 0..L+k-2.
     Drafts at positions past ``max_model_len`` are garbage by definition and
-    omitted.
+    omitted. A draft model (``cfg.draft_model``) reads no hidden state: its rows
+    are the tokens themselves, ``history[p]`` at position p, the next token's
+    row (position L) gives draft 1, and step j feeds draft j-1 at L - 1 + j.
     """
+    if model.cfg.draft_model:
+        return _language_model_drafts(model, history, k, max_model_len)
     L = len(history) - 1
     if model.cfg.eagle3:
         target_hidden = model.combine_hidden_states(target_hidden)
@@ -104,4 +108,23 @@ def reference_drafts(
         keys, vals = torch.cat([keys, k1]), torch.cat([vals, v1])
         h = model.block_output(x, dense_attention(q, keys, vals, torch.tensor([p]), model.scale, model.recency))
         drafts.append(_top2(model.compute_logits(h)[0]))
+    return drafts
+
+
+def _language_model_drafts(model: TinyMtp, history: list[int], k: int, max_model_len: int) -> list[RefDraft]:
+    """``reference_drafts`` of a draft model: plain greedy decoding from ``history``, dense attention."""
+    L = len(history) - 1
+    drafts: list[RefDraft] = []
+    keys = vals = None
+    tokens, pos = torch.tensor(history), torch.arange(L + 1)
+    for p in range(L, L + k):
+        if p >= max_model_len:
+            break
+        x = model.block_input(tokens, torch.zeros(len(tokens), model.hidden_size))
+        q, k1, v1 = model.qkv(x, pos)
+        keys = k1 if keys is None else torch.cat([keys, k1])
+        vals = v1 if vals is None else torch.cat([vals, v1])
+        h = model.block_output(x[-1:], dense_attention(q[-1:], keys, vals, pos[-1:], model.scale, model.recency))
+        drafts.append(_top2(model.compute_logits(h)[0]))
+        tokens, pos = torch.tensor([drafts[-1].top1]), torch.tensor([p + 1])
     return drafts

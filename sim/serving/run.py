@@ -70,6 +70,7 @@ def build_models(scenario: Scenario, device: torch.device, poison_kv: bool = Tru
         seed=scenario.seed,
         mrope=scenario.mrope,
         eagle3=scenario.method == "eagle3",
+        draft_model=scenario.method == "draft_model",
     )
     cache = PagedKvCache(scenario.num_blocks, scenario.block_size, cfg.num_heads, cfg.head_dim, device)
     if poison_kv:

@@ -13,7 +13,7 @@ from pathlib import Path
 from sim.oracle.rules import DRAFT_ATTNS
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
-METHODS = ("mtp", "eagle", "eagle3")  # mtp.config.METHODS
+METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -36,9 +36,10 @@ class Scenario:
     mrope: a multimodal model: prompts hold an image, positions are M-RoPE's
     [3, T] rows (``sim.models.mrope``) and the draft model rotates by them.
     method: ``mtp``; ``eagle`` (EAGLE-1: the same drafts from the target's
-    last hidden states, through the implementation's EAGLE paths); or
+    last hidden states, through the implementation's EAGLE paths);
     ``eagle3``: the target hands its auxiliary hidden states, which the
-    draft model combines before the first pass.
+    draft model combines before the first pass; or ``draft_model``: a small
+    language model of its own on the token ids alone (no M-RoPE).
     tp: tensor-parallel ranks (``sim.ranks.tp``), each running one of the TP
     paths, and compared with one rank: ``lmhead_tp`` (the lm head's
     vocabulary split over them) and/or ``shared_expert_dp`` (the draft layer
@@ -111,6 +112,8 @@ class Scenario:
             raise ValueError(f"accept={self.accept!r}: expected one of {ACCEPT_POLICIES}")
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: expected one of {METHODS}")
+        if self.method == "draft_model" and self.mrope:
+            raise ValueError("mrope=True: method 'draft_model' runs its own positions, not the target's M-RoPE rows")
         if self.graph_mode not in GRAPH_MODES:
             raise ValueError(f"graph_mode={self.graph_mode!r}: expected one of {GRAPH_MODES}")
         if self.tp < 1:

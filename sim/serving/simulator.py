@@ -89,7 +89,8 @@ class ServingSim:
             vocab_size=scenario.vocab_size,
             block_size=scenario.block_size,
             max_model_len=scenario.max_model_len,
-            max_num_tokens=scenario.token_budget,
+            # a draft model's first pass adds a row per request to what was scheduled (as vLLM reserves)
+            max_num_tokens=scenario.token_budget + (scenario.max_num_reqs if scenario.method == "draft_model" else 0),
             max_num_reqs=scenario.max_num_reqs,
             hidden_size=scenario.hidden_size,
             uses_mrope=scenario.mrope,
@@ -133,7 +134,8 @@ class ServingSim:
         return picked
 
     def _ensure_blocks(self, req: RequestState, seq_len: int) -> None:
-        last = min(seq_len + self.sc.num_spec_tokens - 2, self.sc.max_model_len - 1)
+        last = seq_len + self.sc.num_spec_tokens - 2 + self.config.extra_rows_per_request
+        last = min(last, self.sc.max_model_len - 1)
         need = last // self.sc.block_size + 1 - len(req.blocks)
         if need > 0:
             req.blocks += self.allocator.allocate(need)
@@ -245,7 +247,8 @@ def transfer_prompt_kv(draft: TinyMtp, target: TinyTarget, req: RequestState, bl
     """The draft layer's KV of ``req``'s prompt in ``draft``'s cache, as a prefill node's correct
     proposer wrote it and its KV transfer hands it to a decode node: position p holds the draft's keys
     and values of the token after it (at the last position, the token the prefill node sampled) over
-    the target's hidden state at p (eagle3: its auxiliary layers, folded), at the request's slots."""
+    the target's hidden state at p (eagle3: its auxiliary layers, folded), at the request's slots; a draft
+    model's, of the token at p itself (it reads no hidden state)."""
     n, device = req.prompt_len, draft.embed.device
     t = torch.tensor(req.tokens[:n], dtype=torch.int64)
     prev, positions = torch.cat([t[:1], t[:-1]]), torch.arange(n)
@@ -253,7 +256,8 @@ def transfer_prompt_kv(draft: TinyMtp, target: TinyTarget, req: RequestState, bl
         hidden = draft.combine_hidden_states(target.aux_hidden(t, prev, positions).to(device))
     else:
         hidden = target.hidden(t, prev, positions).to(device)
-    ids = torch.tensor(req.tokens[1 : n + 1], dtype=torch.int64, device=device)
+    shift = 0 if draft.cfg.draft_model else 1
+    ids = torch.tensor(req.tokens[shift : n + shift], dtype=torch.int64, device=device)
     _, k, v = draft.qkv(draft.block_input(ids, hidden), positions.to(device))
     slots = torch.tensor([req.blocks[p // block_size] * block_size + p % block_size for p in range(n)])
     draft.cache.write(slots.to(device), k, v)

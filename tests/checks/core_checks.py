@@ -121,6 +121,10 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device, rules: Rules = 
         ids = ids[:-1] + [int(got.input_ids[-1])]  # not compared: an old buffer value, by design
     ids = keep_stale(ids, got.input_ids, rules.unwritten_first_pass_rows(want.query_start_loc, want.sample_indices))
     _eq("input_ids", got.input_ids, ids, case)
+    positions = keep_stale(
+        want.positions, got.positions, rules.unwritten_first_pass_rows(want.query_start_loc, want.sample_indices)
+    )
+    _eq("positions", got.positions, positions, case)
     _eq_max_query_len(got, case, padded, rules)
 
 

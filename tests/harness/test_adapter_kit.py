@@ -71,13 +71,13 @@ def check_limits(module) -> None:
 
 
 DRAFT_KINDS = [
-    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3, Feature.MROPE,
-    Feature.ASYNC_SCHEDULING, Feature.RUNNER_SAMPLES,
+    Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3,
+    Feature.DRAFT_MODEL, Feature.MROPE, Feature.ASYNC_SCHEDULING, Feature.RUNNER_SAMPLES,
 ]  # fmt: skip
 
 
 def check_lacks(module) -> None:
-    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle and eagle3, M-RoPE, async
+    """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle and eagle3, a draft model, M-RoPE, async
     scheduling and the runner's own sampling unless given or had,
     the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
@@ -88,6 +88,7 @@ def check_lacks(module) -> None:
     assert lacking[Feature.DRAFT_ATTN_GROUPS] is module.ONE_DRAFT_LAYER
     assert lacking[Feature.MLA_DRAFT] is lacking[Feature.SFA_DRAFT] is module.GQA_DRAFT
     assert lacking[Feature.EAGLE] is lacking[Feature.EAGLE3] is module.MTP_ONLY
+    assert lacking[Feature.DRAFT_MODEL] is module.NO_DRAFT_MODEL
     assert lacking[Feature.MROPE] is module.TEXT_ONLY
     assert lacking[Feature.ASYNC_SCHEDULING] is module.SYNC_RUNNER
     assert lacking[Feature.RUNNER_SAMPLES] is module.HANDED_SAMPLES

@@ -93,3 +93,55 @@ class UnpaddedIdsAsFloat(CoreOps):
         if not sampled.is_padded:
             nxt.next_token_ids, nxt.valid_counts = nxt.next_token_ids.double(), nxt.valid_counts.double()
         return nxt
+
+
+# A draft model's first pass (mtp.prepare.expand_by_next_token), broken as a port from MTP's would be.
+class DraftModelIdsShifted(CoreOps):
+    """The first pass's ids shifted left by one as MTP's are: each row feeds the token after its own."""
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        expanded, ids, positions = super().expand_by_next_token(cfg, batch, first, nxt)
+        shifted = torch.cat([ids[1:], ids[-1:]])
+        shifted[expanded.sample_indices] = ids[expanded.sample_indices]
+        return expanded, shifted, positions
+
+
+class DraftModelNextTokenAtItsPredecessorsPosition(CoreOps):
+    """The next token's row rotated at the last accepted token's position (MTP's sample position)."""
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        expanded, ids, positions = super().expand_by_next_token(cfg, batch, first, nxt)
+        positions = positions.clone()
+        positions[expanded.sample_indices] -= 1
+        return expanded, ids, positions
+
+
+class DraftModelRejectedRowsWriteKv(CoreOps):
+    """Padded: the rejected rows moved after the next token keep their target slots (the mask missed),
+    so they overwrite the KV the next token's row and the steps wrote or will read."""
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        expanded, ids, positions = super().expand_by_next_token(cfg, batch, first, nxt)
+        inert = expanded.slot_mapping[: ids.shape[0]] == PADDING_SLOT
+        rows = expanded.token_indices
+        expanded.slot_mapping[: ids.shape[0]] = torch.where(
+            inert, batch.slot_mapping[rows], expanded.slot_mapping[: ids.shape[0]]
+        )
+        return expanded, ids, positions
+
+
+class DraftModelSeqLensNotGrown(CoreOps):
+    """The queries grow by the next token's row, the seq_lens do not: the last key of each request is lost."""
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        expanded, ids, positions = super().expand_by_next_token(cfg, batch, first, nxt)
+        return dataclasses.replace(expanded, seq_lens=first.seq_lens), ids, positions
+
+
+class DraftModelStepsFromTheLastAccepted(CoreOps):
+    """The steps go on from the last accepted token's position and length (MTP's), not the next token's."""
+
+    def prepare_call(self, cfg, batch, sampled):
+        prepared = super().prepare_call(cfg, batch, sampled)
+        first = dataclasses.replace(prepared.first, accepted_seq_lens=prepared.first.accepted_seq_lens - 1)
+        return dataclasses.replace(prepared, first=first, base_positions=prepared.base_positions - 1)

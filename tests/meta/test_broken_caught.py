@@ -88,6 +88,37 @@ def test_broken_variant_is_caught(device, variant, check):
         prop()
 
 
+DRAFT_MODEL_CAUGHT = [
+    (broken_ops.DraftModelIdsShifted, _both_modes(core_checks.check_first_pass)),
+    (broken_ops.DraftModelNextTokenAtItsPredecessorsPosition, _both_modes(core_checks.check_first_pass)),
+    (broken_ops.DraftModelRejectedRowsWriteKv, functools.partial(core_checks.check_first_pass, padded=True)),
+    (broken_ops.DraftModelSeqLensNotGrown, _both_modes(core_checks.check_first_pass)),
+    (broken_ops.DraftModelStepsFromTheLastAccepted, _both_modes(core_checks.check_steps)),
+]
+DRAFT_MODEL_VARIANTS = [v for v, _ in DRAFT_MODEL_CAUGHT]
+
+
+@pytest.mark.parametrize("variant, check", DRAFT_MODEL_CAUGHT, ids=[v.__name__ for v in DRAFT_MODEL_VARIANTS])
+def test_broken_draft_model_is_caught(device, variant, check):
+    """Each broken draft-model first pass fails the single-call properties of a draft model's batches."""
+
+    @_broken()
+    @given(case=batch_cases(method="draft_model"))
+    def prop(case):
+        check(variant(), case=case, device=device)
+
+    with pytest.raises(AssertionError, match=CORE_CASE):
+        prop()
+
+
+@pytest.mark.parametrize("variant", DRAFT_MODEL_VARIANTS, ids=lambda v: v.__name__)
+def test_broken_draft_model_fails_its_serving_run(device, variant):
+    """tests/properties/test_mrope_eagle3.py's early draft-model case fails on each broken draft-model path."""
+    scenario = dataclasses.replace(PATHS_SMALL, method="draft_model")
+    with pytest.raises(AssertionError, match=SERVING_RUN):
+        check_scenario(scenario, device, f"broken-{variant.__name__}", ops=variant())
+
+
 E2E_CAUGHT = [
     (broken_ops.SlotPlusOne, True),
     (broken_ops.SlotPlusOne, False),

@@ -1,4 +1,4 @@
-"""M-RoPE, eagle and eagle3 on whole serving runs equal the from-scratch reference.
+"""M-RoPE, eagle, eagle3 and draft_model on whole serving runs equal the from-scratch reference.
 
 M-RoPE: prompts hold an image (``sim.models.mrope``), so the three rows
 differ and text after the image is offset from its sequence position; every
@@ -6,6 +6,8 @@ model call's three rows are compared with the reference, and the drafts
 with drafts computed from scratch by a model that rotates by the three rows.
 eagle (EAGLE-1): the drafts of mtp, through an implementation's EAGLE paths (its draft class, its
 method's branches). eagle3: the target hands three layers, combined before the first pass only.
+draft_model: a language model of its own on the token ids, whose first pass adds each request's next
+token as a row of its own.
 Each path runs padded and unpadded, eagerly and in each graph mode, under every implementation
 that has it (the ``uses`` marks: vLLM's and vllm-ascend's drafters run eagle and eagle3).
 """
@@ -27,7 +29,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, PADDING, USES_EAGLE, USES_EAGLE3, USES_MROPE
+from tests.checks.modes import MODES, PADDING, USES_DRAFT_MODEL, USES_EAGLE, USES_EAGLE3, USES_MROPE
 from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
@@ -38,8 +40,15 @@ VARIANTS = {
     "eagle": {"method": "eagle"},
     "eagle3": {"method": "eagle3"},
     "both": {"mrope": True, "method": "eagle3"},
+    "draft_model": {"method": "draft_model"},
 }
-USES = {"mrope": [USES_MROPE], "eagle": [USES_EAGLE], "eagle3": [USES_EAGLE3], "both": [USES_MROPE, USES_EAGLE3]}
+USES = {
+    "mrope": [USES_MROPE],
+    "eagle": [USES_EAGLE],
+    "eagle3": [USES_EAGLE3],
+    "both": [USES_MROPE, USES_EAGLE3],
+    "draft_model": [USES_DRAFT_MODEL],
+}
 PATH_PARAMS = [pytest.param(path, marks=USES[path]) for path in VARIANTS]
 
 
@@ -110,11 +119,29 @@ def test_eagle3_needs_the_auxiliary_width(device):
         proposer.propose(dataclasses.replace(batch, hidden_states=narrow), sampled)
 
 
+def test_draft_model_needs_room_for_its_extra_rows(device):
+    """A draft model's first pass adds a row per request: a batch that fills the buffers without that room
+    is refused, naming the field; the proposer stays usable."""
+    scenario = dataclasses.replace(SMALL, method="draft_model")
+    proposer, batch, sampled = _call(scenario, device)
+    tight = dataclasses.replace(proposer.cfg, max_num_tokens=batch.num_tokens + batch.num_reqs - 1)
+    narrow = MtpProposer(tight, proposer.model, device)
+    with pytest.raises(
+        ValueError, match=r"num_tokens=\d+: the first pass of method 'draft_model' adds a row per request"
+    ):
+        narrow.propose(batch, sampled)
+    assert proposer.propose(batch, sampled).shape == (batch.num_reqs, scenario.num_spec_tokens)
+
+
 def test_bad_method_is_refused():
     with pytest.raises(ValueError, match="method='medusa'"):
         ProposerConfig(3, 96, 4, 96, 64, 8, method="medusa")
     with pytest.raises(ValueError, match="method='medusa'"):
         Scenario(method="medusa")
+    with pytest.raises(ValueError, match="uses_mrope=True: method 'draft_model'"):
+        ProposerConfig(3, 96, 4, 96, 64, 8, uses_mrope=True, method="draft_model")
+    with pytest.raises(ValueError, match="mrope=True: method 'draft_model'"):
+        Scenario(method="draft_model", mrope=True)
 
 
 def test_old_replay_files_load_with_the_new_fields_off():

@@ -42,8 +42,10 @@ def requests(draw, k: int, max_model_len: int, vocab_size: int, max_query: int =
 
 
 @st.composite
-def batch_cases(draw, max_reqs: int = 64, max_k: int = 5, max_model_len_range: tuple[int, int] = (8, 1024)):
-    """A ``BatchCase`` whose every request is valid for its config."""
+def batch_cases(
+    draw, max_reqs: int = 64, max_k: int = 5, max_model_len_range: tuple[int, int] = (8, 1024), method: str = "mtp"
+):
+    """A ``BatchCase`` whose every request is valid for its config (of drafting ``method``)."""
     if not 1 <= max_reqs or not 1 <= max_k:
         raise ValueError(f"max_reqs={max_reqs!r}, max_k={max_k!r}: both must be >= 1")
     lo, hi = max_model_len_range
@@ -55,15 +57,16 @@ def batch_cases(draw, max_reqs: int = 64, max_k: int = 5, max_model_len_range: t
     vocab = draw(st.integers(2, 4096))
     shapes = draw(st.lists(requests(k, max_model_len, vocab), min_size=1, max_size=max_reqs))
     seed = draw(st.integers(0, 2**32 - 1))
-    total = sum(q for _, q, _, _, _ in shapes)
+    rows = sum(q for _, q, _, _, _ in shapes) + (len(shapes) if method == "draft_model" else 0)
     cfg = ProposerConfig(
         num_spec_tokens=k,
         vocab_size=vocab,
         block_size=block_size,
         max_model_len=max_model_len,
-        max_num_tokens=total + draw(st.integers(0, 16)),
+        max_num_tokens=rows + draw(st.integers(0, 16)),
         max_num_reqs=max_reqs,
         hidden_size=8,
+        method=method,
     )
     return build_case(cfg, shapes, seed)
 
@@ -76,7 +79,8 @@ def build_case(cfg: ProposerConfig, shapes: list[tuple], seed: int) -> BatchCase
     """
     k, block_size, max_model_len, vocab = cfg.num_spec_tokens, cfg.block_size, cfg.max_model_len, cfg.vocab_size
     rng = np.random.default_rng(seed)
-    need = [_blocks_needed(c + q, k, block_size, max_model_len) for _, q, c, _, _ in shapes]
+    reach = k + cfg.extra_rows_per_request  # a draft model's steps go one position further
+    need = [_blocks_needed(c + q, reach, block_size, max_model_len) for _, q, c, _, _ in shapes]
     pool = rng.permutation(sum(need) * 2).tolist()  # non-contiguous, never shared
     reqs = []
     for (kind, qlen, computed, drafts, accepted), n in zip(shapes, need):

@@ -211,7 +211,7 @@ def prepared_call(
     )
     nxt = NextTokens(next_token_ids=buf.input_ids[last].to(torch.int32), valid_counts=run.num_sampled.to(torch.int32))
     base = buf.positions[last].clone()  # what _prefill keeps as the decode steps' positions
-    return PreparedCall(next=nxt, first=first, input_ids=buf.input_ids[:t].to(torch.int64), base_positions=base)
+    return PreparedCall(nxt, first, buf.input_ids[:t].to(torch.int64), batch.positions[:t], base)
 
 
 def resize(spec, who: str, num_spec_tokens: int, max_model_len: int):

@@ -32,9 +32,8 @@ class RunnerStepOps(CoreOps):
         self.validate(cfg, batch, sampled)
         nxt = self._next_tokens(cfg, batch, sampled)
         first = self.prepare(cfg, batch, sampled, nxt)
-        ids = self.first_pass_input_ids(batch, first, nxt)
-        base = batch.positions[first.token_indices][first.sample_indices]
-        return PreparedCall(next=nxt, first=first, input_ids=ids, base_positions=base)
+        ids, positions = self.first_pass_input_ids(batch, first, nxt), batch.positions[first.token_indices]
+        return PreparedCall(nxt, first, ids, positions, positions[first.sample_indices])
 
 
 class HelperOps(RunnerStepOps):

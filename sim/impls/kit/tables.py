@@ -27,6 +27,9 @@ def host_copies(who: str, reads: str, why: str = COUNTED_AS_SYNCS) -> Skip:
 ONE_DRAFT_LAYER = Skip("the adapter builds a draft of one attention layer, in one attention group")
 GQA_DRAFT = Skip("the adapter's draft layer is the tiny GQA attention, rotated by its rows' positions")
 MTP_ONLY = Skip("the adapter builds its proposer for method mtp (the tiny DeepSeek-V3's MTP layer)")
+NO_DRAFT_MODEL = Skip(
+    "the adapter does not build its drafter for method draft_model (a draft language model of its own)"
+)
 TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
 SYNC_RUNNER = Skip("the adapter drives its proposer as a synchronous runner does: nothing is counted ahead")
 HANDED_SAMPLES = Skip("the adapter hands its proposer the sampled tokens; no runner of the implementation samples them")
@@ -36,14 +39,15 @@ def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Sk
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
     draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, M-RoPE and
-    asynchronous scheduling, the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``, ``MTP_ONLY``,
-    ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``)."""
+    a draft model, asynchronous scheduling, the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``,
+    ``MTP_ONLY``, ``NO_DRAFT_MODEL``, ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
         Feature.SFA_DRAFT: GQA_DRAFT,
         Feature.EAGLE: MTP_ONLY,
         Feature.EAGLE3: MTP_ONLY,
+        Feature.DRAFT_MODEL: NO_DRAFT_MODEL,
         Feature.MROPE: TEXT_ONLY,
         Feature.ASYNC_SCHEDULING: SYNC_RUNNER,
         Feature.RUNNER_SAMPLES: HANDED_SAMPLES,

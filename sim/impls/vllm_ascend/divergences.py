@@ -12,6 +12,7 @@ from __future__ import annotations
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
+from sim.impls.kit import tables
 from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
 SFA_GRAPH_STEPS = Divergence(
@@ -267,6 +268,7 @@ MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group i
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
     Feature.MROPE: Skip("the adapter's target is the tiny DeepSeek-V3, text-only: its positions are one row"),
+    Feature.DRAFT_MODEL: tables.NO_DRAFT_MODEL,
     Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
 }
 
