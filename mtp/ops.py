@@ -82,7 +82,12 @@ class CoreOps:
         """Validate the inputs, then run steps 1-3."""
         self.validate(cfg, batch, sampled)
         nxt = self.next_tokens(cfg, sampled, batch.query_start_loc.device)
-        first = self.prepare(cfg, batch, sampled, nxt)
+        return self.first_pass(cfg, batch, self.prepare(cfg, batch, sampled, nxt), nxt)
+
+    def first_pass(
+        self, cfg: ProposerConfig, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens
+    ) -> PreparedCall:
+        """The first pass's ids and positions from steps 1-2 (a draft model's: its rows added first)."""
         if cfg.method == "draft_model":
             first, ids, positions = self.expand_by_next_token(cfg, batch, first, nxt)
         else:

@@ -91,6 +91,28 @@ def first_pass_input_ids(
     return ids
 
 
+def _next_token_layout(first: FirstPassInputs, num_reqs: int):
+    """A draft model's first-pass rows: per row its request, its index in the request, whether it is a
+    kept row or the next token's, and the row of ``first`` it copies (the next token's and the rejected
+    rows: their request's last accepted row); and the grown ``query_start_loc``. No host sync."""
+    device = first.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
+    b, n = num_reqs, first.num_tokens
+    qsl = first.query_start_loc.to(torch.int64)
+    grown = qsl + torch.arange(b + 1, device=device)
+    kept_count = first.sample_indices - qsl[:-1] + 1  # rows up to the last accepted, per request
+    owner = torch.repeat_interleave(torch.arange(b, device=device), qsl[1:] - qsl[:-1] + 1, output_size=n + b)
+    j = torch.arange(n + b, device=device) - grown[owner]  # a row's index within its request
+    kept, nxt = j < kept_count[owner], j == kept_count[owner]
+    source = torch.where(kept, qsl[owner] + j, first.sample_indices[owner])
+    return owner, j, kept, nxt, source, grown
+
+
+def copied_rows(first: FirstPassInputs, num_reqs: int) -> torch.Tensor:
+    """The verified batch's row each row of a draft model's first pass copies (``expand_by_next_token``'s
+    ``token_indices``), for an implementation that expands the first pass its own way."""
+    return first.token_indices[_next_token_layout(first, num_reqs)[4]]
+
+
 def expand_by_next_token(
     batch: VerifiedBatch,
     first: FirstPassInputs,
@@ -106,20 +128,12 @@ def expand_by_next_token(
     next token, at the next position, where draft 1 is sampled. A rejected row (padded mode) moves
     after it and is inert (id 0, position 0, slot -1); a row at or past ``max_model_len`` writes no KV.
     Queries and seq_lens grow by one per request. Computed on the device: no host sync.
-    ``token_indices`` names, per row, the batch row it copies; the next token's row and the rejected
-    rows name their request's last accepted row (what ``sample_batch_rows`` reports).
+    ``token_indices`` names, per row, the batch row it copies (``copied_rows``).
     """
-    device = first.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
-    b, n = batch.num_reqs, first.num_tokens
-    qsl = first.query_start_loc.to(torch.int64)
-    grown = qsl + torch.arange(b + 1, device=device)
-    kept_count = first.sample_indices - qsl[:-1] + 1  # rows up to the last accepted, per request
-    owner = torch.repeat_interleave(torch.arange(b, device=device), qsl[1:] - qsl[:-1] + 1, output_size=n + b)
-    j = torch.arange(n + b, device=device) - grown[owner]  # a row's index within its request
-    kept, nxt = j < kept_count[owner], j == kept_count[owner]
-    source = torch.where(kept, qsl[owner] + j, first.sample_indices[owner])  # a row of ``first``
+    b = batch.num_reqs
+    owner, j, kept, nxt, source, grown = _next_token_layout(first, b)
     rows = first.token_indices[source]
-    start = batch.positions[first.token_indices[qsl[:-1]]]
+    start = batch.positions[first.token_indices[first.query_start_loc[:-1].to(torch.int64)]]
     positions = torch.where(kept | nxt, start[owner] + j, 0)
     ids = torch.where(kept, batch.token_ids[rows].to(torch.int64), next_token_ids.to(torch.int64)[owner])
     ids = torch.where(kept | nxt, ids, 0).to(torch.int32)
@@ -135,7 +149,7 @@ def expand_by_next_token(
         seq_lens=first.seq_lens + 1,
         accepted_seq_lens=first.accepted_seq_lens + 1,
         slot_mapping=_padded_slots(slots, slot_buffer_len),
-        sample_indices=grown[:-1] + kept_count,
+        sample_indices=first.sample_indices + torch.arange(1, b + 1, device=grown.device),  # r rows added before
         num_rejected=first.num_rejected,
         max_query_len=first.max_query_len + 1,
     )

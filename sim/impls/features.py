@@ -18,6 +18,7 @@ class Feature(enum.Enum):
     FULL_GRAPHS = "full graphs"
     UNPADDED = "the unpadded path (disable_padded_drafter_batch)"
     UNPADDED_FULL_GRAPHS = "full graphs on the unpadded path"
+    DRAFT_MODEL_FULL_GRAPHS = "full graphs for a draft model"
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
     MLA_DRAFT = "an MLA draft layer, its metadata (RoPE included) built by the implementation's MLA builder (Scenario.draft_attn)"
@@ -38,8 +39,11 @@ DRAFT_ATTN_FEATURES = {"mla": Feature.MLA_DRAFT, "sfa": Feature.SFA_DRAFT}  # a 
 
 
 def used(features) -> frozenset[Feature]:
-    """``features`` with what their combination uses besides (unpadded with full graphs: the two together)."""
+    """``features`` with what their combination uses besides (unpadded with full graphs, a draft model with
+    full graphs: the two together)."""
     found = frozenset(features)
     if {Feature.UNPADDED, Feature.FULL_GRAPHS} <= found:
         found |= {Feature.UNPADDED_FULL_GRAPHS}
+    if {Feature.DRAFT_MODEL, Feature.FULL_GRAPHS} <= found:
+        found |= {Feature.DRAFT_MODEL_FULL_GRAPHS}
     return found

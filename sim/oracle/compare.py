@@ -183,8 +183,8 @@ def misplaced_writes(case: BatchCase, padded: bool, rules: Rules) -> set[int]:
     if rules.first_draft_repeated(case):
         return set()
     table = dataclasses.replace(rules, slots_from_block_table=True)
-    vocab = case.config.vocab_size
-    accepted = [r.seq_len - reference.rejected(r, reference.next_token(r, vocab)[1]) for r in case.requests]
+    vocab, extra = case.config.vocab_size, case.config.extra_rows_per_request  # a draft model's: its next token's
+    accepted = [r.seq_len - reference.rejected(r, reference.next_token(r, vocab)[1]) + extra for r in case.requests]
     out = set()
     for j in range(2, case.config.num_spec_tokens + 1):
         got, want = reference.step(case, j, padded, rules), reference.step(case, j, padded, table)
@@ -202,9 +202,9 @@ def _misrotated_prefix(case: BatchCase, padded: bool, rules: Rules, accepted: li
     first = reference.first_pass(case, padded, rules)
     rope = reference.rope_positions(case, 1, padded, rules)
     out = set()
-    for r, req in enumerate(case.requests):
+    for r in range(len(case.requests)):
         for row in range(first.query_start_loc[r], first.query_start_loc[r + 1]):
-            pos = req.num_computed + row - first.query_start_loc[r]
+            pos = first.positions[row]
             if rope[row] != pos and pos < accepted[r] and first.slot_mapping[row] >= 0:
                 out.add(first.slot_mapping[row])
     return out

@@ -45,7 +45,7 @@ import torch
 
 from sim.models.tiny import TinyMtp
 from sim.oracle import reference
-from sim.oracle.cases import BatchCase, slot_of
+from sim.oracle.cases import BatchCase
 from sim.oracle.reference_drafts import RefDraft, dense_attention
 from sim.oracle.rules import Rules
 
@@ -103,16 +103,24 @@ def _top2(logits: torch.Tensor) -> RefDraft:
 
 
 class _Request:
-    """One request's replay state: its dense prefix, the next step's inputs, what it drafted."""
+    """One request's replay state: its dense prefix, the next step's inputs, what it drafted.
+
+    ``accepted``: the prefix's rows, the last of them the sample row: an MTP layer's L rows (row p takes
+    the token at p + 1 and the target's hidden state at p), a draft model's L + 1 (row p the token at p,
+    the next token's row last). Either way step j's query sits at position ``accepted - 2 + j``."""
 
     def __init__(self, model: TinyMtp, call: CallInputs, r: int):
         self.req = call.case.requests[r]
         history = call.histories[r]
-        self.accepted = len(history) - 1
         hidden = call.prefix_hidden[r]
+        if model.cfg.draft_model:
+            tokens, hidden = history, torch.zeros(len(history), model.hidden_size)
+        else:
+            tokens = history[1:]
+        self.accepted = len(tokens)
         if model.cfg.eagle3:
             hidden = model.combine_hidden_states(hidden)
-        self.x = model.block_input(torch.tensor(history[1:]), hidden)
+        self.x = model.block_input(torch.tensor(tokens), hidden)
         rows = torch.tensor(call.mrope[r])[:, : self.accepted] if call.mrope else torch.arange(self.accepted)
         self.q, self.keys, self.vals = model.qkv(self.x, rows)
         self.token = history[-1]  # the next step's input token
@@ -183,8 +191,9 @@ class _Cache:
 def _first_pass_writes(
     model: TinyMtp, call: CallInputs, rules: Rules, cache: _Cache, first: reference.RefFirstPass, rope: list[int]
 ) -> None:
-    """Every kept first-pass row's KV at its table slot: the prefix's from scratch, a rejected row's
-    from its first-pass input id and the target's hidden state at that row."""
+    """Every kept first-pass row's KV at its slot: the prefix's from scratch, a rejected row's from its
+    first-pass input id and the target's hidden state at that row (a draft model's rejected rows write
+    none)."""
     case = call.case
     ids = first.input_ids
     stale = len(ids) - 1 if rules.stale_last_row and len(ids) - 1 not in first.sample_indices else None
@@ -194,8 +203,9 @@ def _first_pass_writes(
         state = cache.requests[r]
         start = first.query_start_loc[r]
         for i in range(first.query_start_loc[r + 1] - start):
-            p = req.num_computed + i
-            slot = slot_of(req.blocks, p, case.config.block_size)
+            p, slot = first.positions[start + i], first.slot_mapping[start + i]
+            if slot < 0:
+                continue
             if p < state.accepted and rope[start + i] == p:
                 cache.written[slot] = (state.keys[p], state.vals[p])
             elif p < state.accepted:  # the prefix's row, rotated at another position

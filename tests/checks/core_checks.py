@@ -108,7 +108,8 @@ def check_first_pass(ops, case: BatchCase, padded: bool, device, rules: Rules = 
     _eq("next_token_ids", got.next.next_token_ids, want.next_tokens, case)
     _eq("valid_counts", got.next.valid_counts, want.valid_counts, case)
     _eq("num_rejected", got.first.num_rejected, want.num_rejected, case)
-    _eq("token_indices", got.first.token_indices, want.token_indices, case)
+    if cfg.method != "draft_model":  # a draft model's rows are not the batch's: compared by ids and positions
+        _eq("token_indices", got.first.token_indices, want.token_indices, case)
     _eq("query_start_loc", got.first.query_start_loc, want.query_start_loc, case)
     _eq("query_start_loc_cpu", got.first.query_start_loc_cpu, want.query_start_loc, case)
     _eq("seq_lens", got.first.seq_lens, want.seq_lens, case)

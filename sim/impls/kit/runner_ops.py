@@ -31,9 +31,7 @@ class RunnerStepOps(CoreOps):
         """``CoreOps.prepare_call`` with the upstream step 1, which reads request states built from the batch."""
         self.validate(cfg, batch, sampled)
         nxt = self._next_tokens(cfg, batch, sampled)
-        first = self.prepare(cfg, batch, sampled, nxt)
-        ids, positions = self.first_pass_input_ids(batch, first, nxt), batch.positions[first.token_indices]
-        return PreparedCall(nxt, first, ids, positions, positions[first.sample_indices])
+        return self.first_pass(cfg, batch, self.prepare(cfg, batch, sampled, nxt), nxt)
 
 
 class HelperOps(RunnerStepOps):

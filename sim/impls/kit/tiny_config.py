@@ -3,7 +3,8 @@
 A ``deepseek_v3`` config with one next-n layer makes vLLM choose the MTP method; with method
 ``eagle`` or ``eagle3`` the draft is a one-layer Llama config, which vLLM makes an
 ``EagleLlamaForCausalLM`` or ``Eagle3LlamaForCausalLM`` (what EAGLE heads of Llama and Qwen targets
-are). Nothing is downloaded and no weights are loaded.
+are); with ``draft_model`` the same Llama config is the draft language model (the target's vocabulary).
+Nothing is downloaded and no weights are loaded.
 Each adapter builds one proposer per hidden size with buffers sized once, generously (``MAX_TOKENS``
 rows, ``MAX_REQS`` requests, ``MAX_MODEL_LEN``), and sets the per-call sizes before each use;
 ``refuse_past_limits`` refuses a call the buffers cannot hold, naming the field and its value.
@@ -92,7 +93,7 @@ def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: s
     buffer exists for them)."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
-    draft = {"model": eagle_dir(hidden_size)} if method in ("eagle", "eagle3") else {}
+    draft = {"model": eagle_dir(hidden_size)} if method in ("eagle", "eagle3", "draft_model") else {}
     with _model_classes_inspected_here():  # the target's class, then (in SpeculativeConfig) the draft's
         model_config = config.ModelConfig(
             model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True

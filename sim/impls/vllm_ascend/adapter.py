@@ -43,6 +43,7 @@ from sim.impls.vllm_ascend import (
     branch_divergences,
     divergences,
     early_copies,
+    extra_rows,
     generation,
     graphs,
     handoff,
@@ -94,6 +95,10 @@ class AscendOps(HelperOps):
         """vllm-ascend's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
         p = configured(2, 16, 64, batch.hidden_states.shape[1])  # sizes unread by the shift
         return steps.shifted_input_ids(p, batch, first, nxt)
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        """A draft model's first pass by vllm-ascend's ``set_inputs_first_pass`` (``extra_rows``)."""
+        return extra_rows.expand_by_next_token(_proposer(cfg), batch, first, nxt, cfg.max_num_tokens)
 
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata: vllm-ascend's ``attn_update_stack_num_spec_norm`` run ``step - 1`` times."""
@@ -257,7 +262,7 @@ class AscendProposer(EagerAdapter):
             graphs.load_runner(p, batch)
         if len(self.layers) > 1:
             batch = runner_wide(batch, self.cfg)
-        p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(batch, handed))
+        p.runner.drafter = handoff.Drafter(p, lambda handed: self._handed(p, batch, handed))
         base = generation.base_module()
         with (
             steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
@@ -277,11 +282,16 @@ class AscendProposer(EagerAdapter):
             drafts = drafts[: batch.num_reqs]  # a replay drafts for every request row of its capture
         return drafts
 
-    def _handed(self, batch: VerifiedBatch, handed: dict) -> None:
+    def _handed(self, p, batch: VerifiedBatch, handed: dict) -> None:
         """What the recording model learns of the runner's hand-off: the first pass's sample rows and
-        (graph modes) the batch's rows of a replayed call's records."""
+        (graph modes) the batch's rows of a replayed call's records. A draft model's first pass adds rows,
+        so the rows it samples are the drafter's own: its ``token_indices_to_sample`` buffer, read when
+        the first forward is recorded (``_propose`` has written it by then)."""
         self.model.sample_indices = handoff.sample_rows(handed)
-        self.model.real = (batch.num_reqs, handed["target_token_ids"].shape[0])
+        if self.cfg.method == "draft_model":
+            self.model.sample_indices = p.token_indices_to_sample[: batch.num_reqs]
+        extra = self.cfg.extra_rows_per_request * batch.num_reqs  # a draft model's next-token rows
+        self.model.real = (batch.num_reqs, handed["target_token_ids"].shape[0] + extra)
 
     def capture_all(self) -> None:
         """Full-graph mode: every graph of the dispatcher's keys, through vllm-ascend's dummy runs (once)."""

@@ -203,6 +203,7 @@ REDUCE_SAMPLE_DEFECTS = (  # the defects of reduce sampling, in some generation 
     "eagle-reduce-sample-drafts-each-ranks-own-argmax",
     "mtp-reduce-sample-gathers-a-short-last-shard",
 )
+DRAFT_MODEL_DEFECTS = ("draft-model-graph-block-table-of-padded-requests", "draft-model-graph-seq-lens-of-the-target")
 # A generation -> (what it has otherwise or besides, what of 0.23.0's it has not): v0.21.0rc and v0.22.1rc's
 # EAGLE-1 drafter takes another branch (EAGLE_OWN_COLUMNS) than the one that raises on 0.23.0; v0.21.0rc's
 # SFA builder rotates every build through the global buffer, so its graph steps read what eager ones do;
@@ -231,6 +232,7 @@ OWN = {
             "backup-token",
             "rejection-kernels-read-before-their-buffer",  # its kernels clamp the index: tl.maximum(offset - 1, 0)
             *REDUCE_SAMPLE_DEFECTS,  # it has no reduce sampling (LACKS_OWN)
+            *DRAFT_MODEL_DEFECTS,  # its draft-model drafter is not driven (LACKS_OWN)
         ),
     ),
 }
@@ -248,6 +250,10 @@ LACKS_OWN = {
         ),
         Feature.REDUCE_SAMPLE: Skip(
             "releases/v0.18.0 has no reduce sampling (no enable_reduce_sample in its AscendConfig)"
+        ),
+        Feature.DRAFT_MODEL: Skip(
+            "releases/v0.18.0's draft-model drafter lays its first pass out without the copy-and-expand op the "
+            "adapter stands in for (npu_copy_and_expand_eagle_inputs): not driven"
         ),
     },
 }

@@ -31,14 +31,22 @@ from sim.impls.vllm_ascend import attn_setup, branch_divergences, crashes, gener
 
 
 def ascend_proposer(hidden_size: int, method: str = "mtp"):
-    """One ``AscendEagleProposer`` per hidden size and drafting method, on ``build_device()``, its state
-    as built remembered (``fresh_start.start_fresh``)."""
+    """One drafter per hidden size and drafting method, on ``build_device()``, its state as built remembered
+    (``fresh_start.start_fresh``): ``AscendEagleProposer``, or for ``draft_model`` the checkout's
+    ``AscendDraftModelProposer`` (vLLM's ``DraftModelProposer`` on vllm-ascend's base), as the runner picks."""
     return _ascend_proposer(hidden_size, method)
+
+
+def drafter_class(method: str) -> type:
+    """The drafter class vllm-ascend's runner builds for ``method``."""
+    if method == "draft_model":
+        return import_ascend("vllm_ascend.spec_decode.draft_proposer").AscendDraftModelProposer
+    return import_ascend("vllm_ascend.spec_decode.eagle_proposer").AscendEagleProposer
 
 
 @functools.lru_cache(maxsize=8)
 def _ascend_proposer(hidden_size: int, method: str):
-    eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    drafter = drafter_class(method)
     generation.tell_builders_the_step()
     logging.getLogger("vllm").setLevel(logging.ERROR)
     logging.getLogger("vllm_ascend").setLevel(logging.ERROR)
@@ -46,7 +54,7 @@ def _ascend_proposer(hidden_size: int, method: str):
     vllm_config = world.vllm_config(hidden_size, method)
     single_rank_world(vllm_config)
     with recording(device):
-        proposer = eagle.AscendEagleProposer(vllm_config, device, RunnerView(device, vllm_config))
+        proposer = drafter(vllm_config, device, RunnerView(device, vllm_config))
     drafts_with(proposer.runner, proposer)
     return remember_fresh(proposer)
 
@@ -230,16 +238,16 @@ def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tup
 
 
 def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
-    """A full-graph ``AscendEagleProposer`` of drafting ``method`` on a ``GraphRunnerView`` (its draft is
+    """A full-graph drafter (``drafter_class``) of drafting ``method`` on a ``GraphRunnerView`` (its draft is
     wrapped per run, ``configured_graph``)."""
-    eagle = import_ascend("vllm_ascend.spec_decode.eagle_proposer")
+    drafter = drafter_class(method)
     generation.tell_builders_the_step()
     config = import_ascend("vllm.config")
     device = build_device()
     vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes, method)
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config), recording(device):
-        proposer = eagle.AscendEagleProposer(vllm_config, device, GraphRunnerView(device, vllm_config))
+        proposer = drafter(vllm_config, device, GraphRunnerView(device, vllm_config))
     drafts_with(proposer.runner, proposer)
     proposer.update_stream = torch.npu.Stream()
     return proposer

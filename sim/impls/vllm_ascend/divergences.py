@@ -12,7 +12,6 @@ from __future__ import annotations
 from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
-from sim.impls.kit import tables
 from sim.impls.kit.host_reads import prepare_inputs_padded_reads
 
 SFA_GRAPH_STEPS = Divergence(
@@ -236,6 +235,30 @@ DIVERGENCES = table(
         rule={"graphs_uniform_decode_only": True},
     ),
     Divergence(
+        "draft-model-graph-block-table-of-padded-requests",
+        "set_inputs_first_pass (needs_extra_input_slots: method draft_model): vLLM's compute_new_slot_mapping on "
+        "the metadata the runner hands after a FULL-graph step (AscendCommonAttentionMetadata.unpadded)",
+        "a draft model's first pass lays out the slots of its batch's requests, whatever the target's step padded",
+        "unpadded() keeps the padded requests' block-table rows, and compute_new_slot_mapping counts the requests "
+        "by those rows: after a target step that padded its requests (a uniform decode between two capture "
+        "sizes) the first pass raises in repeat_interleave (vllm-ascend #14714, open). A crash: nothing of it "
+        "is modelled; the pin runs it, and a draft model's full graphs are not run (DRAFT_MODEL_FULL_GRAPHS)",
+        "test_draft_model.py::test_a_draft_model_after_a_padded_target_step_follows_its_known_defect",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
+        "draft-model-graph-seq-lens-of-the-target",
+        "_propose, the branch of a FULL-graph drafter step (aclgraph_runtime_mode == FULL): "
+        "common_attn_metadata.seq_lens = self._adjust_tensor(self.runner.seq_lens, ...)",
+        "a draft model's first pass attends with seq_lens one longer than the target's (its next token's row)",
+        "a drafter step that dispatches to a FULL graph takes the runner's seq_lens and host lengths, the "
+        "target's: a draft model's first pass, grown by one row per request, attends one key short (each row "
+        "up to the key before its own), and its steps after it: every draft of a replayed call changes. Not "
+        "modelled; the pin runs it, and a draft model's full graphs are not run (DRAFT_MODEL_FULL_GRAPHS)",
+        "test_draft_model.py::test_a_draft_model_in_a_full_graph_follows_its_known_defect",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
         "full-graphs-need-padded-batch",
         "_raise_if_padded_drafter_batch_disabled_and_full_graph_enabled",
         "full graphs draft padded and unpadded batches",
@@ -268,8 +291,12 @@ MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group i
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
     Feature.MROPE: Skip("the adapter's target is the tiny DeepSeek-V3, text-only: its positions are one row"),
-    Feature.DRAFT_MODEL: tables.NO_DRAFT_MODEL,
     Feature.UNPADDED_FULL_GRAPHS: Skip("full-graphs-need-padded-batch: vllm-ascend refuses full graphs unpadded"),
+    Feature.DRAFT_MODEL_FULL_GRAPHS: Skip(
+        "draft-model-graph-block-table-of-padded-requests, draft-model-graph-seq-lens-of-the-target: vllm-ascend's "
+        "draft-model drafter in full graphs crashes or attends one key short (both pinned); its fix in review "
+        "(vllm-ascend #14510) drafts eagerly there"
+    ),
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the

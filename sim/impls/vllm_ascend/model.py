@@ -342,7 +342,8 @@ class AscendTinyDeepSeekMtp(AscendTinyMtp):
 def draft_model(tiny, more_layers=(), method: str = "mtp") -> AscendTinyMtp:
     """The tiny draft as vllm-ascend's drafter of ``method`` is handed it (``load_model``): an
     ``AscendTinyDeepSeekMtp`` for mtp; for eagle and eagle3 an ``AscendTinyMtp`` that is also vLLM's Llama
-    EAGLE class (``vllm_model.draft_class``)."""
+    EAGLE class (``vllm_model.draft_class``); for draft_model a plain ``AscendTinyMtp`` (the tiny model made a
+    draft language model: ``TinyConfig.draft_model``)."""
     return draft_class(AscendTinyDeepSeekMtp if method == "mtp" else AscendTinyMtp, method, import_ascend)(
         tiny, more_layers
     )

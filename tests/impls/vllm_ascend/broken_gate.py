@@ -67,6 +67,7 @@ VARIANTS = {
     "step-slots-of-a-32k-table": (UPDATE, meta.step_slots_of_a_32k_table),
     "seq-lens-written-into-the-step-before": (UPDATE, meta.written_into_the_step_before("seq_lens")),
     "model-outputs-swapped": ("maybe_all_gather_and_unpad", method.outputs_swapped),
+    "draft-model-host-lengths-not-grown": ("set_inputs_first_pass", method.draft_model_host_lengths_not_grown),
     "host-mirror-read-before-its-copy-lands": (
         "prepare_inputs_padded",
         method.host_mirror_read_before_its_copy_lands(),

@@ -97,3 +97,20 @@ def outputs_swapped(original):
         return original(self, hidden_states, positions, last_hidden_states)
 
     return broken
+
+
+def draft_model_host_lengths_not_grown(original):
+    """``set_inputs_first_pass`` of a draft model: the host mirrors of seq_lens left as the target's (vLLM's
+    ``extend_all_queries_by_N`` alone, without vllm-ascend's ``+ N`` of its own mirrors, which its NPU
+    attention backends read)."""
+
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        num_tokens, sample, cad, rest = original(self, *args, **kwargs)
+        if self.needs_extra_input_slots:
+            for name in ("_seq_lens_cpu", "seq_lens_cpu"):
+                if getattr(cad, name, None) is not None:
+                    setattr(cad, name, getattr(cad, name) - self.net_num_new_slots_per_request)
+        return num_tokens, sample, cad, rest
+
+    return broken

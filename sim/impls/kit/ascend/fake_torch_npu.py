@@ -240,10 +240,81 @@ def install() -> bool:
     torch.version.cann = None
     _triton_ascend_extension()
     _sampler_op()
+    _copy_and_expand_op()
     return True
 
 
 _LIBRARIES = []  # the op libraries defined here, kept alive
+
+
+def _copy_and_expand_op() -> None:
+    """vllm-ascend's ``torch.ops._C_ascend.npu_copy_and_expand_eagle_inputs`` (its ``csrc``: an AscendC port of
+    vLLM's ``copy_and_expand_eagle_inputs_kernel``), which a drafter that adds rows to its first pass (method
+    ``draft_model``) calls: vLLM's Triton kernel, run in the interpreter (``copy_and_expand``), on the outputs
+    the op allocates. A defect of the AscendC port alone is not seen here; the op's contract is."""
+    import torch
+
+    if hasattr(torch.ops._C_ascend, "npu_copy_and_expand_eagle_inputs"):
+        return
+    library = torch.library.Library("_C_ascend", "FRAGMENT")
+    library.define(
+        "npu_copy_and_expand_eagle_inputs(Tensor target_token_ids, Tensor target_positions, Tensor next_token_ids, "
+        "Tensor query_start_loc, Tensor query_end_loc, int padding_token_id, int parallel_drafting_token_id, "
+        "int num_padding_slots_per_request, bool shift_input_ids, int total_draft_tokens) -> "
+        "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+    )
+    library.impl("npu_copy_and_expand_eagle_inputs", copy_and_expand, "CPU")
+    _LIBRARIES.append(library)
+
+
+def copy_and_expand(
+    target_token_ids,
+    target_positions,
+    next_token_ids,
+    query_start_loc,
+    query_end_loc,
+    padding_token_id,
+    parallel_drafting_token_id,
+    num_padding_slots_per_request,
+    shift_input_ids,
+    total_draft_tokens,
+):
+    """The op's outputs as its binding allocates them (zeros: int32 ids, positions and indices, int8 masks),
+    written by vLLM's ``copy_and_expand_eagle_inputs_kernel`` over the grid vLLM launches it on."""
+    import torch
+
+    try:
+        from vllm.v1.spec_decode import utils
+    except ImportError as exc:
+        raise NotImplementedError(
+            f"npu_copy_and_expand_eagle_inputs: this vLLM has no Triton kernel for it ({exc})"
+        ) from exc
+    num_reqs, total_input_tokens = query_start_loc.shape[0] - 1, target_token_ids.shape[0]
+    out = [
+        torch.zeros(total_draft_tokens, dtype=torch.int32),  # input ids
+        torch.zeros(total_draft_tokens, dtype=torch.int32),  # positions
+        torch.zeros(total_draft_tokens, dtype=torch.int8),  # rejected-token mask
+        torch.zeros(total_draft_tokens, dtype=torch.int8),  # masked-token mask
+        torch.zeros(num_reqs * num_padding_slots_per_request, dtype=torch.int32),  # tokens to sample
+        torch.zeros(total_input_tokens, dtype=torch.int32),  # hidden-state mapping
+    ]
+    longest = int((query_start_loc[1:] - query_start_loc[:-1]).max()) + num_padding_slots_per_request
+    block = min(256, utils.next_power_of_2(longest))
+    utils.copy_and_expand_eagle_inputs_kernel[(num_reqs, -(-longest // block))](
+        target_token_ids,
+        target_positions,
+        next_token_ids,
+        *out,
+        query_start_loc,
+        query_end_loc,
+        padding_token_id,
+        parallel_drafting_token_id,
+        total_input_tokens,
+        num_padding_slots_per_request,
+        shift_input_ids,
+        BLOCK_SIZE_TOKENS=block,
+    )
+    return tuple(out)
 
 
 def _sampler_op() -> None:
