@@ -8,6 +8,8 @@ request's sample index back, computed on the device with no host sync.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -91,10 +93,21 @@ def first_pass_input_ids(
     return ids
 
 
-def _next_token_layout(first: FirstPassInputs, num_reqs: int):
-    """A draft model's first-pass rows: per row its request, its index in the request, whether it is a
-    kept row or the next token's, and the row of ``first`` it copies (the next token's and the rejected
-    rows: their request's last accepted row); and the grown ``query_start_loc``. No host sync."""
+class _Layout(NamedTuple):
+    """A draft model's first-pass rows: per row its request (``owner``), its index in the request, whether
+    it is a kept row or the next token's, and the row of ``first`` it copies (the next token's and the
+    rejected rows: their request's last accepted row); and the grown ``query_start_loc``."""
+
+    owner: torch.Tensor
+    index: torch.Tensor
+    kept: torch.Tensor
+    next_token: torch.Tensor
+    source: torch.Tensor
+    grown: torch.Tensor
+
+
+def _next_token_layout(first: FirstPassInputs, num_reqs: int) -> _Layout:
+    """``_Layout`` of the draft-model first pass that grows ``first``. No host sync."""
     device = first.query_start_loc.device  # pragma: no mutate (None is the host, the simulator's device)
     b, n = num_reqs, first.num_tokens
     qsl = first.query_start_loc.to(torch.int64)
@@ -104,13 +117,13 @@ def _next_token_layout(first: FirstPassInputs, num_reqs: int):
     j = torch.arange(n + b, device=device) - grown[owner]  # a row's index within its request
     kept, nxt = j < kept_count[owner], j == kept_count[owner]
     source = torch.where(kept, qsl[owner] + j, first.sample_indices[owner])
-    return owner, j, kept, nxt, source, grown
+    return _Layout(owner, j, kept, nxt, source, grown)
 
 
 def copied_rows(first: FirstPassInputs, num_reqs: int) -> torch.Tensor:
     """The verified batch's row each row of a draft model's first pass copies (``expand_by_next_token``'s
     ``token_indices``), for an implementation that expands the first pass its own way."""
-    return first.token_indices[_next_token_layout(first, num_reqs)[4]]
+    return first.token_indices[_next_token_layout(first, num_reqs).source]
 
 
 def expand_by_next_token(

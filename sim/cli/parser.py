@@ -71,7 +71,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "--method",
         choices=METHODS,
         default="mtp",
-        help="draft method (eagle: EAGLE-1; eagle3 combines aux hidden states)",
+        help="draft method (eagle: EAGLE-1; eagle3 combines aux hidden states; draft_model: a draft LM, no hidden states)",
     )
     run.add_argument(
         "--attn",

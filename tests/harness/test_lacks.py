@@ -52,6 +52,15 @@ def test_unpadded_full_graphs_are_used_by_their_combination_only():
     assert used({Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}) == {Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}
 
 
+def test_a_draft_models_full_graphs_are_used_by_their_combination_only():
+    assert used({Feature.DRAFT_MODEL, Feature.FULL_GRAPHS}) == {
+        Feature.DRAFT_MODEL,
+        Feature.FULL_GRAPHS,
+        Feature.DRAFT_MODEL_FULL_GRAPHS,
+    }
+    assert used({Feature.DRAFT_MODEL, Feature.PIECEWISE_GRAPHS}) == {Feature.DRAFT_MODEL, Feature.PIECEWISE_GRAPHS}
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -105,10 +114,12 @@ def _features_used() -> set[Feature]:
     return found
 
 
-# Used otherwise: unpadded with full graphs through ``used``; reduce sampling by vllm-ascend's TP suites.
-@pytest.mark.parametrize(
-    "feature", [f for f in Feature if f not in (Feature.UNPADDED_FULL_GRAPHS, Feature.REDUCE_SAMPLE)]
-)
+# Used otherwise: unpadded with full graphs, and a draft model's full graphs, through ``used``; reduce
+# sampling by vllm-ascend's TP suites.
+OTHERWISE_USED = (Feature.UNPADDED_FULL_GRAPHS, Feature.DRAFT_MODEL_FULL_GRAPHS, Feature.REDUCE_SAMPLE)
+
+
+@pytest.mark.parametrize("feature", [f for f in Feature if f not in OTHERWISE_USED])
 def test_every_feature_is_used_by_a_property(feature):
     """A feature no property marks would let an adapter declare a lack that skips nothing."""
     assert feature in _features_used(), f"{feature} is marked by no property"

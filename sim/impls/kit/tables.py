@@ -38,8 +38,8 @@ HANDED_SAMPLES = Skip("the adapter hands its proposer the sampled tokens; no run
 def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Skip] | None = None, has=()) -> dict:
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
-    draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, M-RoPE and
-    a draft model, asynchronous scheduling, the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``,
+    draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, a draft model,
+    M-RoPE, asynchronous scheduling and the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``,
     ``MTP_ONLY``, ``NO_DRAFT_MODEL``, ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,

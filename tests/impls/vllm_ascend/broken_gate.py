@@ -192,6 +192,14 @@ FIXES = {
         "reduce-sample-top-k-of-a-slice-or-more-dropped",
         ((TORCH_TOP_K, fixes.top_k_over_the_candidates),),
     ),
+    "draft-model-block-table-aligned": (
+        "draft-model-graph-block-table-of-padded-requests",
+        (("set_inputs_first_pass", fixes.block_table_aligned_with_the_requests),),
+    ),
+    "draft-model-grown-seq-lens-kept": (
+        "draft-model-graph-seq-lens-of-the-target",
+        (("_propose", fixes.grown_seq_lens_kept_in_full_graphs),),
+    ),
     "eagle-gathers-through-the-drafts-own-processor": (
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
         (("_run_merged_draft", fixes.gather_through_the_drafts_own_processor),),

@@ -43,6 +43,10 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   ``_sample`` prepares its samplers with the batch's largest top-k, capped at the rank's columns.
 - ``sfa_cos_sin_buffer_per_draft_step`` with ``capture_builds_each_draft_step``: ``sfa-graph-steps-replay-the-first-pass``
   fixed the same way on the SFA builder (its draft steps already gather afresh).
+- ``block_table_aligned_with_the_requests``: ``draft-model-graph-block-table-of-padded-requests``: a draft
+  model's slots laid out over as many block-table rows as it has requests (vllm-ascend #14714).
+- ``grown_seq_lens_kept_in_full_graphs``: ``draft-model-graph-seq-lens-of-the-target``: ``_propose``'s
+  FULL-graph branch keeps a draft model's grown lengths, as it keeps dflash's.
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -305,3 +309,31 @@ def capture_builds_each_draft_step(dummy_run):
     step = re.search(r"for (\w+) in range\(self\.num_speculative_tokens\):", source).group(1)  # v0.18.0: draft_step
     drafting = f"attn_metadata_eagle = builder.build_for_drafting(common_attn_metadata, {step}) if {step} else "
     return edited(dummy_run, (_CAPTURE_BUILD, _CAPTURE_BUILD.replace("attn_metadata_eagle = ", drafting)))
+
+
+def block_table_aligned_with_the_requests(set_inputs_first_pass):
+    """``set_inputs_first_pass`` laying a draft model's slots out over as many block-table rows as it has
+    requests (its ``query_start_loc``): vllm-ascend #14714's ``align_block_table_for_slot_mapping``."""
+
+    @functools.wraps(set_inputs_first_pass)
+    def wrapper(self, *args, **kwargs):
+        cad = _bound(set_inputs_first_pass, self, args, kwargs).arguments["cad"]
+        if self.needs_extra_input_slots:
+            cad.block_table_tensor = cad.block_table_tensor[: cad.query_start_loc.shape[0] - 1]
+        return set_inputs_first_pass(self, *args, **kwargs)
+
+    return wrapper
+
+
+def grown_seq_lens_kept_in_full_graphs(propose):
+    """``_propose`` whose FULL-graph branch pads the lengths a draft model's first pass grew, device and host,
+    to the graph's requests, in place of the target's (the runner's)."""
+    grown = "common_attn_metadata.{} if self.needs_extra_input_slots else self.runner.{}"
+    return edited(
+        propose,
+        ("self._adjust_tensor(self.runner.seq_lens,", f"self._adjust_tensor({grown.format('seq_lens', 'seq_lens')},"),
+        (
+            "self.runner.optimistic_seq_lens_cpu, num_reqs_padded",
+            f"{grown.format('seq_lens_cpu', 'optimistic_seq_lens_cpu')}, num_reqs_padded",
+        ),
+    )

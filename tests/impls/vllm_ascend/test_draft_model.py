@@ -22,6 +22,7 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.known_defects import DEFECT, pin
 from tests.impls.fixes import defining_class
+from tests.impls.vllm_ascend import broken_gate
 from tests.impls.vllm_ascend.method_breaks import draft_model_host_lengths_not_grown
 from tests.properties.test_mrope_eagle3 import SMALL as PATHS_SMALL
 
@@ -101,3 +102,19 @@ def test_a_draft_model_in_a_full_graph_follows_its_known_defect(device, impl):
     )
     if followed == DEFECT:
         assert report.iterations > 1 and all(m.iteration >= 1 for m in report.mismatches), report.mismatches
+
+
+def test_the_fix_of_the_padded_block_table_goes_through(monkeypatch, device, impl):
+    """With vllm-ascend #14714's fix (``draft-model-block-table-aligned``) the run after a padded target step
+    drafts, and equals the spec (its drafter steps run eagerly: 9 rows, past the largest size)."""
+    broken_gate.apply("draft-model-block-table-aligned", monkeypatch)
+    report = run_scenario(BETWEEN_SIZES, device, proposer_cls=AscendProposer, rules=impl.rules)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def test_the_fix_of_the_target_seq_lens_meets_the_spec(monkeypatch, device, impl):
+    """With the FULL-graph branch keeping a draft model's grown lengths (``draft-model-grown-seq-lens-kept``)
+    the decode's replayed call equals the spec, drafts included."""
+    broken_gate.apply("draft-model-grown-seq-lens-kept", monkeypatch)
+    report = run_scenario(ONE_DECODE, device, proposer_cls=AscendProposer, rules=impl.rules)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
