@@ -18,6 +18,7 @@ failure (README, "Ordering and speed").
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -50,10 +51,11 @@ def _proposers() -> dict:
 
 
 def _implementation(name: str) -> Implementation:
+    """The core with variant ``name`` in place of its preparation or its proposer; what the core lacks, it
+    lacks (a property the core skips is skipped, not failed on the variant's account)."""
     ops, proposers = variants_of(broken_ops, CoreOps), _proposers()
-    if name in ops:
-        return Implementation(f"broken:{name}", ops[name](), MtpProposer)
-    return Implementation(f"broken:{name}", CoreOps(), proposers[name])
+    broken = {"ops": ops[name]()} if name in ops else {"proposer_cls": proposers[name]}
+    return dataclasses.replace(sim.impls.core(), name=f"broken:{name}", describe="", **broken)
 
 
 for _name in [*variants_of(broken_ops, CoreOps), *_proposers()]:

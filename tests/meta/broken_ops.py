@@ -143,5 +143,7 @@ class DraftModelStepsFromTheLastAccepted(CoreOps):
 
     def prepare_call(self, cfg, batch, sampled):
         prepared = super().prepare_call(cfg, batch, sampled)
+        if cfg.method != "draft_model":
+            return prepared
         first = dataclasses.replace(prepared.first, accepted_seq_lens=prepared.first.accepted_seq_lens - 1)
         return dataclasses.replace(prepared, first=first, base_positions=prepared.base_positions - 1)
