@@ -51,19 +51,26 @@ def prepare_inputs(p, batch: VerifiedBatch, sampled: SampledTokens, cad, padded)
     return spec_cad, rows, None, rejected
 
 
-def shifted_input_ids(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
-    """The first pass's input ids by ``p.set_inputs_first_pass`` (vLLM's shift, which vllm-ascend inherits)
-    on ``p``'s own buffer: rows it never writes keep their old values."""
+def set_inputs_first_pass(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens, cad=None, rejected=None):
+    """``p.set_inputs_first_pass`` on the rows of ``first`` (steps 1-2) as ``_propose`` hands them: the
+    target's ids, positions and hidden states of those rows, the next tokens, the sample rows, the
+    metadata ``cad`` and the rejected counts (what the shift alone reads neither)."""
     rows = first.token_indices
-    p.set_inputs_first_pass(
+    return p.set_inputs_first_pass(
         target_token_ids=batch.token_ids[rows],
         next_token_ids=nxt.next_token_ids,
         target_positions=batch.positions[rows],
         target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
         token_indices_to_sample=first.sample_indices,
-        cad=None,
-        num_rejected_tokens_gpu=None,
+        cad=cad,
+        num_rejected_tokens_gpu=rejected,
     )
+
+
+def shifted_input_ids(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:
+    """The first pass's input ids by ``p.set_inputs_first_pass`` (vLLM's shift, which vllm-ascend inherits)
+    on ``p``'s own buffer: rows it never writes keep their old values."""
+    set_inputs_first_pass(p, batch, first, nxt)
     return p.input_ids[: first.num_tokens].clone()
 
 

@@ -15,6 +15,7 @@ import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, VerifiedBatch
 from mtp.prepare import PADDING_SLOT, copied_rows
+from sim.impls.kit import steps
 from sim.impls.kit.ascend.importing import import_ascend
 
 
@@ -25,7 +26,6 @@ def expand_by_next_token(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: N
     utils = import_ascend("vllm_ascend.attention.utils")
     b, n = batch.num_reqs, first.num_tokens
     qsl, seq = first.query_start_loc.to(torch.int32), first.seq_lens.to(torch.int32)
-    rows = first.token_indices
     cad = utils.AscendCommonAttentionMetadata(
         query_start_loc=qsl.clone(),
         query_start_loc_cpu=torch.as_tensor(first.query_start_loc_cpu, dtype=torch.int32),
@@ -38,18 +38,10 @@ def expand_by_next_token(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: N
         max_seq_len=int(seq.max()),
         block_table_tensor=batch.block_table.to(torch.int32).clone(),
         slot_mapping=first.slot_mapping[:n].clone(),
-        positions=batch.positions[rows].clone(),
+        positions=batch.positions[first.token_indices].clone(),
     )
     rejected = (qsl[1:] - 1 - first.sample_indices).to(torch.int32)  # rows kept after the last accepted one
-    total, sample, grown, _ = p.set_inputs_first_pass(
-        target_token_ids=batch.token_ids[rows],
-        next_token_ids=nxt.next_token_ids,
-        target_positions=batch.positions[rows],
-        target_hidden_states=batch.hidden_states[rows].to(p.hidden_states.dtype),
-        token_indices_to_sample=first.sample_indices,
-        cad=cad,
-        num_rejected_tokens_gpu=rejected,
-    )
+    total, sample, grown, _ = steps.set_inputs_first_pass(p, batch, first, nxt, cad, rejected)
     slots = torch.full((slot_buffer_len,), PADDING_SLOT, dtype=torch.int64)
     slots[:total] = grown.slot_mapping[:total]
     expanded = FirstPassInputs(
