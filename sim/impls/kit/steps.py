@@ -16,6 +16,7 @@ import contextlib
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, VerifiedBatch
+from mtp.prepare import PADDING_SLOT, copied_rows
 from sim.impls.kit import kernel_grid
 from sim.impls.kit.vllm_types import StepOneInputs, to_spec_decode_metadata, to_step_one_inputs
 
@@ -65,6 +66,32 @@ def set_inputs_first_pass(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: 
         cad=cad,
         num_rejected_tokens_gpu=rejected,
     )
+
+
+def expand_by_next_token(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens, cad, slot_buffer_len: int):
+    """``(first, input_ids, positions)`` of a draft model's first pass by the drafter ``p``'s own
+    ``set_inputs_first_pass`` (vLLM's, or vllm-ascend's), from ``first`` (steps 1-2, padded or unpadded)
+    and ``cad``, the generation's metadata of its rows, as ``propose`` hands them, each request's rejected
+    rows counted (0 where they were dropped); in the core's types. The rows each first-pass row copies are
+    the harness's bookkeeping (``mtp.prepare.copied_rows``): the drafter has no such rows."""
+    rejected = (first.query_start_loc[1:] - 1 - first.sample_indices).to(torch.int32)  # kept past the last accepted
+    total, sample, grown = set_inputs_first_pass(p, batch, first, nxt, cad, rejected)[:3]
+    b = batch.num_reqs
+    slots = torch.full((slot_buffer_len,), PADDING_SLOT, dtype=torch.int64)
+    slots[:total] = grown.slot_mapping[:total]
+    expanded = FirstPassInputs(
+        token_indices=copied_rows(first, b),
+        query_start_loc=grown.query_start_loc[: b + 1].clone(),
+        query_start_loc_cpu=grown.query_start_loc_cpu[: b + 1].numpy().astype("int64"),
+        seq_lens=grown.seq_lens[:b].to(torch.int32).clone(),
+        # what its later steps start from: the generation's (``first``'s), grown as the lengths were
+        accepted_seq_lens=(first.accepted_seq_lens + grown.seq_lens[:b] - first.seq_lens).to(torch.int32),
+        slot_mapping=slots,
+        sample_indices=sample.to(torch.int64).clone(),
+        num_rejected=first.num_rejected,
+        max_query_len=int(grown.max_query_len),
+    )
+    return expanded, p.input_ids[:total].clone(), p.positions[:total].to(torch.int64).clone()
 
 
 def shifted_input_ids(p, batch: VerifiedBatch, first: FirstPassInputs, nxt: NextTokens) -> torch.Tensor:

@@ -30,16 +30,20 @@ def vllm_config(hidden_size: int, method: str = "mtp"):
 
 
 def eagle_proposer(hidden_size: int, method: str = "mtp"):
-    """One ``EagleProposer`` per hidden size (its hidden-state buffer's width) and drafting method, on CPU,
-    its buffers as built remembered so that every run can start from them (``sim.impls.kit.fresh_start``)."""
+    """One ``EagleProposer`` (for ``draft_model``: vLLM's ``DraftModelProposer``, on the same base) per hidden
+    size (its hidden-state buffer's width) and drafting method, on CPU, its buffers as built remembered so
+    that every run can start from them (``sim.impls.kit.fresh_start``)."""
     return _eagle_proposer(hidden_size, method)
 
 
 @functools.lru_cache(maxsize=8)
 def _eagle_proposer(hidden_size: int, method: str):
-    eagle = import_vllm("vllm.v1.spec_decode.eagle")
+    if method == "draft_model":
+        drafter = import_vllm("vllm.v1.spec_decode.draft_model").DraftModelProposer
+    else:
+        drafter = import_vllm("vllm.v1.spec_decode.eagle").EagleProposer
     config = vllm_config(hidden_size, method)
-    return remember_fresh(eagle.EagleProposer(vllm_config=config, device=torch.device("cpu")))
+    return remember_fresh(drafter(vllm_config=config, device=torch.device("cpu")))
 
 
 def configured(num_spec_tokens: int, block_size: int, max_model_len: int, hidden_size: int, method: str = "mtp"):

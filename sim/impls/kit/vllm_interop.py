@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from mtp.batch import VerifiedBatch
+from mtp.batch import FirstPassInputs, VerifiedBatch
 from sim.impls.kit.vllm_types import (  # noqa: F401 - re-exported: the adapter's and its tests' one interop
     CPU_ENV,
     InputBatchView,
@@ -59,21 +59,34 @@ def _host_seq_lens_field(cls) -> str:
     return "seq_lens_cpu_upper_bound" if "seq_lens_cpu_upper_bound" in fields else "_seq_lens_cpu"
 
 
-def to_common_attn_metadata(batch: VerifiedBatch):
-    """The target's ``CommonAttentionMetadata`` of a verified batch (fresh tensors)."""
+def host_seq_lens(batch: VerifiedBatch, first: FirstPassInputs) -> torch.Tensor:
+    """The host copy of ``first``'s seq_lens: the batch's where no row was dropped (padded, or nothing
+    rejected: the same lengths), else read back (unpadded mode, which reads the host anyway)."""
+    if first.num_tokens == batch.num_tokens:
+        return torch.as_tensor(np.asarray(batch.seq_lens_cpu))
+    return first.seq_lens.cpu()
+
+
+def to_common_attn_metadata(batch: VerifiedBatch, first: FirstPassInputs | None = None):
+    """The target's ``CommonAttentionMetadata`` of a verified batch (fresh tensors); given ``first`` (steps
+    1-2), of the first pass's rows: its offsets, lengths and slots."""
     backend = import_vllm("vllm.v1.attention.backend")
-    qsl_cpu = torch.as_tensor(np.asarray(batch.query_start_loc_cpu), dtype=torch.int32)
-    seq_lens_cpu = torch.as_tensor(np.asarray(batch.seq_lens_cpu), dtype=torch.int32)
+    qsl, qsl_cpu, seq_lens = batch.query_start_loc, np.asarray(batch.query_start_loc_cpu), batch.seq_lens
+    slots, seq_lens_cpu = batch.slot_mapping[: batch.num_tokens], torch.as_tensor(np.asarray(batch.seq_lens_cpu))
+    if first is not None:
+        qsl, qsl_cpu, seq_lens = first.query_start_loc, np.asarray(first.query_start_loc_cpu), first.seq_lens
+        slots, seq_lens_cpu = first.slot_mapping[: first.num_tokens], host_seq_lens(batch, first)
+    seq_lens_cpu = seq_lens_cpu.to(torch.int32)
     return backend.CommonAttentionMetadata(
-        query_start_loc=batch.query_start_loc.to(torch.int32).clone(),
-        query_start_loc_cpu=qsl_cpu,
-        seq_lens=batch.seq_lens.to(torch.int32).clone(),
+        query_start_loc=qsl.to(torch.int32).clone(),
+        query_start_loc_cpu=torch.as_tensor(qsl_cpu, dtype=torch.int32),
+        seq_lens=seq_lens.to(torch.int32).clone(),
         **{_host_seq_lens_field(backend.CommonAttentionMetadata): seq_lens_cpu},
         num_reqs=batch.num_reqs,
-        num_actual_tokens=batch.num_tokens,
-        max_query_len=int(batch.query_lens_cpu.max()),
-        max_seq_len=int(np.asarray(batch.seq_lens_cpu).max()),
+        num_actual_tokens=int(qsl_cpu[-1]),
+        max_query_len=int(np.diff(qsl_cpu).max()),
+        max_seq_len=int(seq_lens_cpu.max()),
         block_table_tensor=batch.block_table.to(torch.int32).clone(),
-        slot_mapping=batch.slot_mapping[: batch.num_tokens].to(torch.int64).clone(),
+        slot_mapping=slots.to(torch.int64).clone(),
         causal=True,
     )

@@ -17,6 +17,8 @@ cannot hold are listed in ``Implementation.skips`` with that reason.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from mtp.batch import FirstPassInputs, NextTokens, SampledTokens, StepMeta, VerifiedBatch
@@ -76,6 +78,11 @@ class VllmOps(HelperOps):
         """vLLM's ``set_inputs_first_pass`` on its own buffer (rows it never writes keep old values)."""
         return steps.shifted_input_ids(eagle_proposer(batch.hidden_states.shape[1]), batch, first, nxt)
 
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        """A draft model's first pass by vLLM's ``set_inputs_first_pass`` (``DraftModelProposer``'s)."""
+        cad = interop.to_common_attn_metadata(batch, first)
+        return steps.expand_by_next_token(_proposer(cfg), batch, first, nxt, cad, cfg.max_num_tokens)
+
     def advance_step(self, cfg, base_positions, accepted_seq_lens, block_table, step) -> StepMeta:
         """Step ``step``'s metadata by running vLLM's per-step kernel ``step - 1`` times (it is incremental)."""
         utils = interop.import_vllm("vllm.v1.spec_decode.utils")
@@ -102,7 +109,8 @@ class VllmOps(HelperOps):
 class VllmProposer(EagerAdapter):
     """vLLM's ``EagleProposer.propose`` behind ``MtpProposer``'s constructor and trace (eager only), for
     method ``mtp``, ``eagle`` or ``eagle3`` (its draft then vLLM's Llama EAGLE class: ``draft_class``;
-    eagle3's target's three layers handed as its runner concatenates them)."""
+    eagle3's target's three layers handed as its runner concatenates them), or ``draft_model`` (vLLM's
+    ``DraftModelProposer``, its first pass a row more per request)."""
 
     label, graphs_need = "the vLLM adapter", "a GPU (CUDA graphs)"
 
@@ -115,6 +123,8 @@ class VllmProposer(EagerAdapter):
     def _vllm(self):
         p = _proposer(self.cfg)
         p.model = self.model
+        if self.cfg.method == "draft_model":  # a draft model returns one state (vLLM's model_returns_tuple)
+            self.model.returns_tuple = p.model_returns_tuple()
         p.draft_attn_groups = [self.attn_group]
         p._draft_attn_layer_names = {self.attn_group.layer_names[0]}
         return p
@@ -126,17 +136,38 @@ class VllmProposer(EagerAdapter):
         spec_cad, rows, sample, rejected = prepare_inputs(p, batch, sampled, nxt.valid_counts)
         self.model.sample_indices = (spec_cad.query_start_loc[1:] - 1 if sample is None else sample).to(torch.int64)
         extra = {"num_rejected_tokens_gpu": rejected} if sampled.is_padded else {}
-        return p.propose(
-            num_speculative_tokens=k,
-            target_token_ids=batch.token_ids[rows],
-            target_positions=batch.positions[rows],
-            target_hidden_states=batch.hidden_states[rows].to(torch.float32),
-            next_token_ids=nxt.next_token_ids,
-            common_attn_metadata=spec_cad,
-            sampling_metadata=GREEDY,
-            token_indices_to_sample=sample,
-            **extra,
-        )
+        with self._rows_sampled_as_made(p):
+            return p.propose(
+                num_speculative_tokens=k,
+                target_token_ids=batch.token_ids[rows],
+                target_positions=batch.positions[rows],
+                target_hidden_states=batch.hidden_states[rows].to(torch.float32),
+                next_token_ids=nxt.next_token_ids,
+                common_attn_metadata=spec_cad,
+                sampling_metadata=GREEDY,
+                token_indices_to_sample=sample,
+                **extra,
+            )
+
+    @contextlib.contextmanager
+    def _rows_sampled_as_made(self, p):
+        """A draft model's first pass adds rows, so the rows it samples are what its ``set_inputs_first_pass``
+        returns (vLLM keeps them nowhere else): read as it returns them, for the first forward's record."""
+        if self.cfg.method != "draft_model":
+            yield
+            return
+        made = type(p).set_inputs_first_pass
+
+        def observed(*args, **kwargs):
+            out = made(p, *args, **kwargs)
+            self.model.sample_indices = out[1].to(torch.int64)
+            return out
+
+        p.set_inputs_first_pass = observed
+        try:
+            yield
+        finally:
+            del p.set_inputs_first_pass
 
 
 def implementation() -> Implementation:

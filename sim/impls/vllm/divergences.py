@@ -94,7 +94,8 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What cannot run at all, by test function name (conftest skips it with this reason).
 LACKS = tables.lacks(
-    "the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)", has=(Feature.EAGLE, Feature.EAGLE3)
+    "the vLLM adapter runs eagerly only (its drafter graphs are CUDA graphs)",
+    has=(Feature.EAGLE, Feature.EAGLE3, Feature.DRAFT_MODEL),
 )
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the
