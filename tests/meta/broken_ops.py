@@ -147,3 +147,13 @@ class DraftModelStepsFromTheLastAccepted(CoreOps):
             return prepared
         first = dataclasses.replace(prepared.first, accepted_seq_lens=prepared.first.accepted_seq_lens - 1)
         return dataclasses.replace(prepared, first=first, base_positions=prepared.base_positions - 1)
+
+
+class DraftModelRowsCountedOnTheHost(CoreOps):
+    """The draft model's grown row count read back to the host (as a ``repeat_interleave`` without its
+    output size reads its total): a host sync in the padded path."""
+
+    def expand_by_next_token(self, cfg, batch, first, nxt):
+        expanded, ids, positions = super().expand_by_next_token(cfg, batch, first, nxt)
+        int(expanded.query_start_loc[-1])
+        return expanded, ids, positions

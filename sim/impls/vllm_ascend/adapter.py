@@ -287,9 +287,10 @@ class AscendProposer(EagerAdapter):
         (graph modes) the batch's rows of a replayed call's records. A draft model's first pass adds rows,
         so the rows it samples are the drafter's own: its ``token_indices_to_sample`` buffer, read when
         the first forward is recorded (``_propose`` has written it by then)."""
-        self.model.sample_indices = handoff.sample_rows(handed)
         if self.cfg.method == "draft_model":
             self.model.sample_indices = p.token_indices_to_sample[: batch.num_reqs]
+        else:
+            self.model.sample_indices = handoff.sample_rows(handed)
         extra = self.cfg.extra_rows_per_request * batch.num_reqs  # a draft model's next-token rows
         self.model.real = (batch.num_reqs, handed["target_token_ids"].shape[0] + extra)
 
