@@ -26,7 +26,7 @@ from sim.impls.kit import factory, tables, tiny_config
 from sim.oracle.cases import to_batch
 from tests.impls.suites import one_decode
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 CPU = torch.device("cpu")
 
 

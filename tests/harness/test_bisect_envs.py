@@ -11,7 +11,7 @@ import pytest
 
 from sim import bisect as bisecting
 
-pytestmark = pytest.mark.order(0)  # a venv and two interpreters, no model
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 
 def _package(root: Path, name: str, text: str = "") -> Path:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.impls import changed_first
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 NODES = [
     "tests/impls/vllm_ascend/test_handoff.py::test_a",

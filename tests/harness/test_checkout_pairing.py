@@ -8,6 +8,8 @@ import pytest
 
 from sim.impls.kit.ascend import checkout
 
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
 # The line as v0.18.0's docs/source/conf.py has it (v0.13.0's uses single quotes).
 CONF = '    "pip_vllm_version": "{}",\n'
 

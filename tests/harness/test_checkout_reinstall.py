@@ -17,6 +17,8 @@ import pytest
 
 from sim.impls.kit.ascend import checkout, install, vllm_source
 
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
 
 def _tree(tmp_path):
     (tmp_path / ".github").mkdir()

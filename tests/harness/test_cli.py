@@ -9,6 +9,8 @@ import pytest
 from sim.cli import main
 from sim.serving.report import FORMAT
 
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
 
 def _error_line(capsys, argv) -> str:
     status = main(argv)

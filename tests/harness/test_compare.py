@@ -10,10 +10,14 @@ vllm-ascend 0.13.0 (docs/DIVERGENCES-vllm-ascend-0.13.md, ``slot-plus-one``).
 
 from __future__ import annotations
 
+import pytest
+
 from mtp.config import ProposerConfig
 from sim.oracle.cases import BatchCase, RequestCase
 from sim.oracle.compare import first_pass_slots, misplaced_writes
 from sim.oracle.rules import CORE, Rules
+
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 CFG = ProposerConfig(
     num_spec_tokens=2, vocab_size=32, block_size=4, max_model_len=63, max_num_tokens=64, max_num_reqs=4

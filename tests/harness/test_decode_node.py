@@ -20,7 +20,7 @@ from sim.serving.run import build_models
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim, transfer_prompt_kv
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 PROMPT = Scenario(num_spec_tokens=3, block_size=4, token_budget=32, requests=(RequestSpec(0, 13, 4),))
 

@@ -32,7 +32,7 @@ from tests.checks.example_budget import share
 from tests.meta.broken_ops import PaddedSeqLensNotLowered, SlotPlusOne
 from tests.strategies.scenarios import scenarios
 
-pytestmark = pytest.mark.order(2)  # whole serving runs
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 NOT_LOWERED = Rules(padded_seq_lens_lowered=False)
 PLUS_ONE = Rules(slots_from_block_table=False)

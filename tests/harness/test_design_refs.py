@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN = (ROOT / "docs" / "DESIGN.md").read_text()

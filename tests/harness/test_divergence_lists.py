@@ -10,7 +10,7 @@ from sim.impls import read_divergence_list
 from sim.oracle.rules import CORE
 from tests.meta import known_defect_gate
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 ROOT = Path(__file__).resolve().parents[2]
 

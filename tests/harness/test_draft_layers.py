@@ -20,7 +20,7 @@ from sim.models.tiny import TinyConfig, TinyMtp
 from sim.serving.run import run_scenario
 from sim.serving.scenario import Scenario
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 
 def _inputs():

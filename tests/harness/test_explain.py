@@ -7,7 +7,7 @@ import pytest
 import tests.meta.known_defect_gate  # noqa: F401 - registers defect:present, the core with a known defect
 from sim.cli import main
 
-pytestmark = pytest.mark.order(2)  # serving runs
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 
 def test_explain_shows_the_case_the_differences_and_the_acceptance_lost(tmp_path, monkeypatch, capsys):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import traceback
 
+import pytest
 import torch
 
 from devices.sync_watch import watch_host_syncs
 from sim.impls.kit.host_reads import ADAPTER_CODE, HostRead, device_syncs
+
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 HERE = "tests/harness/test_host_reads.py"
 

@@ -15,7 +15,7 @@ from mtp.model import AttentionMeta
 from sim.models.paged_attention import PagedKvCache
 from sim.models.tiny import TinyConfig, TinyMtp
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 CFG = TinyConfig(vocab_size=32, hidden_size=32)
 NUM_BLOCKS, BLOCK_SIZE = 4, 4  # slots 0..15

@@ -14,7 +14,7 @@ from sim.impls import Implementation, Skip
 from sim.impls.features import Feature, used
 from tests import plugin
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 IMPL = Implementation(
     "example",

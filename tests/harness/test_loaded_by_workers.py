@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 # Registers implementations whose factory records which process loaded it (xdist's PYTEST_XDIST_WORKER).
 RECORDED = """

@@ -15,7 +15,7 @@ import torch
 
 from sim.impls.kit.metadata_checks import Built, MetadataMismatch, check_mirrors, check_unchanged
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 
 def _metadata(**changes):

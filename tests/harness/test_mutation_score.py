@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from scripts import mutation_score
+
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 RESULTS = """\
     mtp.proposer.xǁMtpProposerǁ_alloc__mutmut_1: killed

@@ -16,7 +16,7 @@ from mtp.config import ProposerConfig
 from mtp.trace import StepRecord
 from sim.impls.kit.eager_adapter import EagerAdapter
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 
 def test_a_trace_record_refuses_a_stand_in():

@@ -15,7 +15,7 @@ from mtp.model import AttentionMeta
 from sim.models.paged_attention import PagedKvCache
 from sim.models.tiny import TinyConfig, TinyMtp
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 
 def _forward(own_rows_only: bool) -> torch.Tensor:

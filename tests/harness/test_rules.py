@@ -11,6 +11,8 @@ import pytest
 
 from sim.oracle.rules import CORE, Rules
 
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
 # The overflow behaviours of the implementations under test, as the two axes combine them.
 VLLM_V1 = Rules(overflow_position="restart", overflow_seq_len="with-position")
 ASCEND = Rules(overflow_seq_len="own-restart")

@@ -19,6 +19,8 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
 CONFIG = ProposerConfig(3, 96, 4, 96, 64, 8)
 # a decode that verified 3 drafts and kept the first (sampled: the kept draft, the target's token);
 # a partial prefill, its sample discarded; a prefill's last chunk (no drafts, one sample)

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.time_to_failure import raised_in_a_break
 
-pytestmark = pytest.mark.order(0)
+pytestmark = pytest.mark.order(-3)
 
 BREAK = """
 def broken(rows):

@@ -22,7 +22,7 @@ import pytest
 
 from sim.impls.kit.ascend import checkout, install, vllm_source
 
-pytestmark = pytest.mark.order(0)  # cheap: no pip, no torch
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "init.defaultBranch=main"]
 SOURCE_VERSION = "0.27.2.dev1+g0123abc.empty"  # what setuptools-scm and VLLM_TARGET_DEVICE=empty make of a main commit
