@@ -56,7 +56,18 @@ def config_dir(hidden_size: int) -> str:
 
 def eagle_dir(hidden_size: int) -> str:
     """A ``config.json`` of a one-layer Llama that vLLM wraps as an EAGLE or EAGLE-3 draft (``EAGLEConfig``)."""
-    path = scratch(f"eagle-{hidden_size}")
+    return _llama_dir(f"eagle-{hidden_size}", hidden_size)
+
+
+def draft_model_dir(hidden_size: int) -> str:
+    """The same one-layer Llama as a draft model of its own (method ``draft_model``), in a folder whose name
+    does not say EAGLE: vLLM's ``SpeculativeConfig`` takes a draft whose path holds "eagle-" for an EAGLE
+    head and sets its method to ``eagle``, whatever method it was given."""
+    return _llama_dir(f"draft-lm-{hidden_size}", hidden_size)
+
+
+def _llama_dir(name: str, hidden_size: int) -> str:
+    path = scratch(name)
     config = {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],
@@ -88,12 +99,14 @@ def _model_classes_inspected_here():
 
 def vllm_config(config, hidden_size: int, num_speculative_tokens: int, device: str, method: str = "mtp"):
     """A fresh ``VllmConfig`` of the tiny DeepSeek-V3 with one MTP layer (``method`` eagle or eagle3: with
-    the EAGLE or EAGLE-3 draft of ``eagle_dir`` instead), from ``config`` (the generation's ``vllm.config``
+    the EAGLE or EAGLE-3 draft of ``eagle_dir`` instead; draft_model: the draft model of
+    ``draft_model_dir``), from ``config`` (the generation's ``vllm.config``
     module) on ``device``; ``num_speculative_tokens``: the most drafts any call sets (every per-step
     buffer exists for them)."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
-    draft = {"model": eagle_dir(hidden_size)} if method in ("eagle", "eagle3", "draft_model") else {}
+    draft_dir = {"eagle": eagle_dir, "eagle3": eagle_dir, "draft_model": draft_model_dir}.get(method)
+    draft = {"model": draft_dir(hidden_size)} if draft_dir else {}
     with _model_classes_inspected_here():  # the target's class, then (in SpeculativeConfig) the draft's
         model_config = config.ModelConfig(
             model=config_dir(hidden_size), max_model_len=MAX_MODEL_LEN, dtype="float32", skip_tokenizer_init=True

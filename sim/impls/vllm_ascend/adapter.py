@@ -310,8 +310,10 @@ class AscendProposer(EagerAdapter):
 
     def captured_sizes(self) -> dict[Phase, list[int]]:
         """The merged draft graph's sizes: one graph holds the first pass and steps 2..K (which run at
-        the first pass's rows, mtp-steps-run-padded-rows), so both phases name the same sizes."""
-        if self.graphed is None:
+        the first pass's rows, mtp-steps-run-padded-rows), so both phases name the same sizes. None where
+        the drafter drafts eagerly under the full-graph target (its ``use_cuda_graph`` False: vllm-ascend
+        #14510's draft-model drafter): its calls run at their own rows."""
+        if self.graphed is None or not getattr(self.graphed, "use_cuda_graph", True):
             return super().captured_sizes()
         sizes = graphs.captured_sizes(self.graphed)
         return {phase: list(sizes) for phase in Phase}

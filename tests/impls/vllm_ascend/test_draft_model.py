@@ -70,6 +70,40 @@ def _a_driven_draft_model():
         pytest.skip(f"generation {generation.name()}: {lacking.reason}")
 
 
+def test_the_drafter_is_built_from_a_draft_model_config():
+    """The drafter's speculative config is a draft model's (vLLM's ``uses_draft_model``), as a deployment's
+    ``--speculative-config '{"method": "draft_model", ...}'`` gives it: the checkout's code that branches on it
+    (vllm-ascend #14510's eager drafter) takes the draft model's branch. A draft whose folder name holds
+    "eagle-" is taken for an EAGLE head by vLLM, whatever method it was given."""
+    config = build.configured(1, 2, 64, EAGER.hidden_size, method="draft_model").speculative_config
+    assert (config.method, config.uses_draft_model()) == ("draft_model", True)
+
+
+def test_a_drafter_that_drafts_eagerly_under_full_graphs_is_held_to_the_spec(monkeypatch, device, impl):
+    """A draft-model drafter that decides to draft eagerly under a full-graph target (its ``use_cuda_graph``
+    False, as vllm-ascend #14510 builds it) replays no graph, and its calls are held to their own rows: the
+    decode that follows ``draft-model-graph-seq-lens-of-the-target`` in a FULL graph equals the spec."""
+    built = build.graph_proposer
+
+    def eager(*args):
+        proposer = built(*args)
+        proposer.use_cuda_graph = False  # the drafter's own decision, made in its constructor
+        return proposer
+
+    monkeypatch.setattr(build, "graph_proposer", eager)
+    build._graph_proposer.cache_clear()
+    monkeypatch.setattr(fake_npu_graphs.NPUGraph, "replay", _no_replay)
+    try:
+        report = run_scenario(ONE_DECODE, device, proposer_cls=AscendProposer, rules=impl.rules)
+    finally:
+        build._graph_proposer.cache_clear()
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def _no_replay(graph):
+    raise AssertionError("a graph replayed: the drafter drafts eagerly")
+
+
 def test_host_lengths_not_grown_fail_the_gate(monkeypatch, device, impl):
     """A draft model's first pass whose host seq_lens are left as the target's (vLLM's
     ``extend_all_queries_by_N`` alone): the attention vllm-ascend's builder hands the kernels reads one
