@@ -127,6 +127,8 @@ def cmd_run(args) -> int:
             method=args.method,
             draft_attn=args.attn,
             decode_node=args.decode_node,
+            scheduler=args.scheduler,
+            kv_blocks=args.kv_blocks,
             async_scheduling=args.async_scheduling,
             runner_samples=args.runner_samples,
             **ranks.tp_fields(args),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from sim.serving.scenario import ACCEPT_POLICIES, DRAFT_ATTNS, GRAPH_MODES, METHODS, Scenario
+from sim.serving.scenario import ACCEPT_POLICIES, DRAFT_ATTNS, GRAPH_MODES, METHODS, SCHEDULERS, Scenario
 
 DEFAULTS = {f.name: f.default for f in fields(Scenario)}
 
@@ -83,6 +83,18 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "--decode-node",
         action="store_true",
         help="the decode node of a prefill/decode split: prompts' KV transferred, no drafts at first",
+    )
+    run.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="own",
+        help="whose steps: the serving loop's own, or vLLM's Scheduler (an env with vLLM) with its blocks and preemption",
+    )
+    run.add_argument(
+        "--kv-blocks",
+        type=int,
+        default=0,
+        help="with --scheduler vllm, the KV cache's blocks (0: enough for every request); fewer make vLLM preempt",
     )
     run.add_argument(
         "--async-scheduling",

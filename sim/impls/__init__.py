@@ -118,7 +118,7 @@ class Implementation:
     def refuses(self, scenario, device: str) -> str | None:
         """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
         that the implementation lacks (its draft's attention groups and family, its method, M-RoPE, async
-        scheduling), or None."""
+        scheduling, vLLM's scheduler), or None."""
         selected = [
             (
                 scenario.draft_attn_groups > 1,
@@ -131,6 +131,7 @@ class Implementation:
             (scenario.mrope, Feature.MROPE, "mrope=True"),
             (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),
             (scenario.runner_samples, Feature.RUNNER_SAMPLES, "runner_samples=True"),
+            (scenario.scheduler == "vllm", Feature.VLLM_SCHEDULER, "scheduler='vllm'"),
         ]
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
             selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))

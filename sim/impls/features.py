@@ -31,6 +31,7 @@ class Feature(enum.Enum):
     MROPE = "M-RoPE: a multimodal target's three rows of positions (Scenario.mrope)"
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
     RUNNER_SAMPLES = "the model runner's own sampling of the target's tokens (Scenario.runner_samples)"
+    VLLM_SCHEDULER = "the steps vLLM's own scheduler makes: its chunks, blocks and preemption (Scenario.scheduler)"
     REDUCE_SAMPLE = "reduce sampling on TP ranks: each rank samples its slice of the vocabulary (enable_reduce_sample)"
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 
+from devices.plugins import import_object
 from mtp.ops import CoreOps
 from mtp.proposer import MtpProposer
 from sim.models.paged_attention import PagedKvCache
@@ -35,6 +37,7 @@ class RunReport:
     finished: int = 0
     verified: Counter = field(default_factory=Counter)  # draft position -> times verified
     accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
+    preemptions: int = 0  # under scheduler="vllm": requests whose KV vLLM's scheduler dropped
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     steps_compared: int = 0  # model calls whose metadata were compared with the reference
@@ -133,7 +136,7 @@ def run_scenario(
         ref_model = ReportedIds(ref_model, rules.sample_report)
     drafter = reference_drafter(ref_model, target, scenario) if scenario.accept == "reference" else None
     transfer = functools.partial(transfer_prompt_kv, model, target, block_size=scenario.block_size)
-    sim = ServingSim(scenario, target, drafter, transfer if scenario.decode_node else None)
+    sim = ServingSim(scenario, target, drafter, transfer if scenario.decode_node else None, scheduler_of(scenario))
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
@@ -172,7 +175,24 @@ def run_scenario(
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished
+    report.preemptions = getattr(sim.scheduler, "preemptions", 0)
     return report
+
+
+# Another scheduler than the loop's own, by name (an adapter kit's: found by name, as implementations are)
+SCHEDULERS = {"vllm": "sim.impls.kit.vllm_schedule:VllmSchedule"}
+
+
+def scheduler_of(scenario: Scenario):
+    """The scheduler deciding the scenario's schedule other than the serving loop's own: vLLM's
+    (``scheduler="vllm"``), which needs vLLM installed; None for the loop's own."""
+    if scenario.scheduler == "own":
+        return None
+    if importlib.util.find_spec("vllm") is None:
+        raise ValueError(
+            "scheduler='vllm': vLLM's scheduler needs vLLM installed (an adapter's env: tox -e vllm, vllm_ascend)"
+        )
+    return import_object(SCHEDULERS[scenario.scheduler])(scenario)
 
 
 def serve(sim: ServingSim, proposer, device, scenario: Scenario, count_syncs: bool = False, before_propose=None):

@@ -14,6 +14,7 @@ from sim.oracle.rules import DRAFT_ATTNS
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
+SCHEDULERS = ("own", "vllm")  # the serving loop's own schedule, or vLLM's Scheduler (sim.impls.kit.vllm_schedule)
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -76,6 +77,12 @@ class Scenario:
     ``async_scheduling``, the runner's asynchronous output (its host copy of the sampled tokens on a side
     stream) and the placeholder it books. An implementation with no model runner lacks it
     (``Feature.RUNNER_SAMPLES``).
+    scheduler: ``own`` (the serving loop's rules: decodes first, then prefill chunks under the token
+    budget, blocks enough for every request) or ``vllm``: vLLM's own ``Scheduler`` of the env's vLLM
+    decides the requests, their chunks, the drafts verified, the KV blocks, preemption and when a request
+    is done (``sim.impls.kit.vllm_schedule``; synchronous scheduling, one rank, not a decode node).
+    kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
+    length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -106,6 +113,8 @@ class Scenario:
     decode_node: bool = False
     async_scheduling: bool = False
     runner_samples: bool = False
+    scheduler: str = "own"
+    kv_blocks: int = 0
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -157,6 +166,31 @@ class Scenario:
                 raise ValueError(f"prompt_len={r.prompt_len!r}: must lie in [1, max_model_len={self.max_model_len})")
         if self.capture_sizes is not None:
             self._check_capture_sizes()
+        self._check_scheduler()
+
+    def _check_scheduler(self) -> None:
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler={self.scheduler!r}: expected one of {SCHEDULERS}")
+        if self.kv_blocks and self.scheduler != "vllm":
+            raise ValueError(
+                f"kv_blocks={self.kv_blocks!r} with scheduler={self.scheduler!r}: the loop's own schedule never preempts"
+            )
+        if self.scheduler == "vllm":
+            other = [
+                f"{name}={getattr(self, name)!r}" for name in ("async_scheduling", "decode_node") if getattr(self, name)
+            ]
+            other += [f"{name}={getattr(self, name)!r}" for name in ("tp", "dp") if getattr(self, name) > 1]
+            if other:
+                raise ValueError(
+                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven synchronously, on one rank,"
+                    " for requests that arrive with their prompts"
+                )
+        least = self._blocks_per_request + 1  # one request at full length, and vLLM's null block
+        if self.kv_blocks and not least <= self.kv_blocks <= self._default_blocks:
+            raise ValueError(
+                f"kv_blocks={self.kv_blocks!r}: expected 0 or a number in [{least}, {self._default_blocks}] (one request"
+                " at max_model_len and the null block, up to enough for every request)"
+            )
 
     def _check_capture_sizes(self) -> None:
         sizes = self.capture_sizes
@@ -172,9 +206,17 @@ class Scenario:
 
     @property
     def num_blocks(self) -> int:
-        """Enough for every running request at full length, plus the null block and spares to shuffle."""
-        per_req = -(-(self.max_model_len + self.num_spec_tokens) // self.block_size)
-        return self.max_num_reqs * per_req + 8
+        """The KV cache's blocks: ``kv_blocks``, or enough for every running request at full length, plus
+        the null block and spares to shuffle."""
+        return self.kv_blocks or self._default_blocks
+
+    @property
+    def _blocks_per_request(self) -> int:
+        return -(-(self.max_model_len + self.num_spec_tokens) // self.block_size)
+
+    @property
+    def _default_blocks(self) -> int:
+        return self.max_num_reqs * self._blocks_per_request + 8
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

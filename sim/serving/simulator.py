@@ -5,12 +5,17 @@ drafts) and chunked prefills under a token budget, runs the tiny target on
 the scheduled rows, verifies the drafts, and yields exactly the inputs of one
 propose call, as a ``BatchCase`` (plain lists) plus the target's hidden
 states. After the caller has proposed, ``commit`` takes the drafts back.
+
+The schedule is the loop's own, or another scheduler's (``Scheduler``: vLLM's,
+``sim.impls.kit.vllm_schedule``), which then decides which requests run, how
+many tokens each, which drafts are verified, their KV blocks, preemption and
+when a request is done.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -33,10 +38,18 @@ class RequestState:
     blocks: list[int] = field(default_factory=list)
     drafts: list[int] = field(default_factory=list)  # to verify next iteration
     expected: list[int] = field(default_factory=list)  # accept="reference": the reference's drafts
+    prefill_len: int = 0  # the tokens its prefill computes: the prompt, or all it holds once preempted
+
+    def __post_init__(self):
+        self.prefill_len = self.prefill_len or self.prompt_len
 
     @property
     def prefilling(self) -> bool:
-        return self.num_computed < self.prompt_len
+        return self.num_computed < self.prefill_len
+
+    def preempted(self) -> None:
+        """Its KV dropped by a scheduler: it computes every token it holds again, as a prefill."""
+        self.num_computed, self.prefill_len, self.drafts, self.expected = 0, len(self.tokens), [], []
 
     @property
     def num_outputs(self) -> int:
@@ -64,18 +77,33 @@ class Iteration(NamedTuple):
     mrope: list[list[list[int]]] | None = None
 
 
+class Scheduler(Protocol):
+    """Another scheduler than the loop's own: it is told each request as it arrives (``add``), picks each
+    iteration's requests and their rows (``schedule``: a running request it preempted is told so,
+    ``RequestState.preempted``; each picked one holds its blocks and the drafts it verifies), and takes
+    each iteration's sampled tokens and new drafts (``commit``), returning the requests it has finished."""
+
+    def add(self, req: RequestState) -> None: ...
+
+    def schedule(self, running: dict[int, RequestState]) -> list[tuple[RequestState, list[int]]]: ...
+
+    def commit(self, rids: list[int], sampled: list[list[int]], drafts: list[list[int]]) -> set[int]: ...
+
+
 class ServingSim:
     """``reference_drafter``: under ``accept="reference"``, ``drafts(history, mrope)`` of a correct
     proposer (sim/serving/acceptance.py), which the verifier accepts drafts against. ``transfer``: on a
     decode node (``Scenario.decode_node``), ``transfer(request)`` puts an arriving request's prompt KV in
-    the draft's cache (``transfer_prompt_kv``)."""
+    the draft's cache (``transfer_prompt_kv``). ``scheduler``: where the scenario's schedule is another
+    scheduler's (``Scenario.scheduler``), that scheduler."""
 
-    def __init__(self, scenario: Scenario, target: TinyTarget, reference_drafter=None, transfer=None):
+    def __init__(self, scenario: Scenario, target: TinyTarget, reference_drafter=None, transfer=None, scheduler=None):
         if scenario.accept == "reference" and reference_drafter is None:
             raise ValueError("accept='reference': the serving loop needs the reference's drafts (reference_drafter)")
         if scenario.decode_node and transfer is None:
             raise ValueError("decode_node=True: the serving loop needs the prompts' KV transfer (transfer)")
         self.transfer = transfer
+        self.scheduler: Scheduler | None = scheduler
         self.sc = scenario
         self.target = target
         self.reference_drafter = reference_drafter
@@ -102,7 +130,7 @@ class ServingSim:
         return not self.waiting and not self.running
 
     def _admit(self, it: int) -> None:
-        while self.waiting and self.waiting[0][1].arrival <= it and len(self.running) < self.sc.max_num_reqs:
+        while self.waiting and self.waiting[0][1].arrival <= it and self._room():
             rid, spec = self.waiting.pop(0)
             prompt = self.rng.integers(0, self.sc.vocab_size, size=spec.prompt_len).tolist()
             req = RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens)
@@ -111,7 +139,13 @@ class ServingSim:
                 req.num_computed = spec.prompt_len
                 self._ensure_blocks(req, spec.prompt_len)
                 self.transfer(req)
+            if self.scheduler is not None:
+                self.scheduler.add(req)
             self.running.append(req)
+
+    def _room(self) -> bool:
+        """Whether an arriving request is taken now: another scheduler queues every one itself."""
+        return self.scheduler is not None or len(self.running) < self.sc.max_num_reqs
 
     def _prompt_hidden(self, prompt: list[int]) -> torch.Tensor:
         """The target's hidden states over a whole prompt (its last layer's)."""
@@ -159,7 +193,10 @@ class ServingSim:
     def step(self, it: int) -> Iteration | None:
         """Schedule and verify one iteration (``last``, until the next); None if nothing could be scheduled."""
         self._admit(it)
-        picked = self._schedule()
+        if self.scheduler is not None:
+            picked = self.scheduler.schedule({req.rid: req for req in self.running})
+        else:
+            picked = self._schedule()
         if not picked:
             return None
         k_max = self.sc.num_spec_tokens
@@ -174,10 +211,11 @@ class ServingSim:
             greedy = self.target.greedy(h).tolist()
             if self.sc.method == "eagle3":  # the proposer gets the auxiliary layers; verification the last
                 h = self.target.aux_hidden(t, prev, torch.arange(c, seq_len))
-            self._ensure_blocks(req, seq_len)
+            if self.scheduler is None:
+                self._ensure_blocks(req, seq_len)
             if req.prefilling:
                 drafts, a = 0, 0
-                partial = seq_len < req.prompt_len
+                partial = seq_len < req.prefill_len
                 sampled = [greedy[-1]]
                 history = req.tokens[: seq_len + 1] if partial else req.tokens[:seq_len] + sampled
             else:
@@ -219,6 +257,15 @@ class ServingSim:
 
     def commit(self, iteration: Iteration, drafts: list[list[int]]) -> None:
         """Take the verified tokens and the new drafts; retire finished requests."""
+        if self.scheduler is not None:
+            sampled = [[] if r.discarded else [t for t in r.sampled if t >= 0] for r in iteration.case.requests]
+            done = self.scheduler.commit(
+                iteration.rids,
+                sampled,
+                [[] if r.discarded else list(d) for r, d in zip(iteration.case.requests, drafts)],
+            )
+        else:
+            done = None
         by_id = {r.rid: r for r in self.running}
         for r, (rid, history, req_case, new_drafts) in enumerate(
             zip(iteration.rids, iteration.histories, iteration.case.requests, drafts)
@@ -235,9 +282,11 @@ class ServingSim:
                 req.expected = self.reference_drafter(history, iteration.mrope[r] if iteration.mrope else None)
         still = []
         for req in self.running:
-            if req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len:
+            if done is None and (req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len):
                 self.allocator.release(req.blocks)
                 self.finished += 1
+            elif done is not None and req.rid in done:
+                self.finished += 1  # its blocks are the scheduler's
             else:
                 still.append(req)
         self.running = still

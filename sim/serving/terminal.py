@@ -27,6 +27,7 @@ def print_report(report: RunReport, device, impl=None) -> None:
     console.print(
         f"iterations {report.iterations}   requests finished {report.finished}/{len(sc.requests)}   "
         f"proposals {report.proposals}"
+        + (f"   scheduled by vLLM's Scheduler, preemptions {report.preemptions}" if sc.scheduler == "vllm" else "")
     )
     table = Table("draft position", "verified", "accepted", "acceptance rate")
     for pos, rate in report.acceptance().items():

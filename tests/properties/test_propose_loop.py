@@ -8,6 +8,7 @@ leaving, block reuse and max_model_len overflow.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 import pytest
 from hypothesis import event, given
@@ -26,6 +27,7 @@ from tests.checks.modes import (
     USES_FULL_GRAPHS,
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
+    USES_VLLM_SCHEDULER,
 )
 from tests.strategies.scenarios import scenarios
 
@@ -259,6 +261,45 @@ def test_a_typical_serving_run_in_graph_mode_matches_reference(device, impl, mod
     batches are padded up to a captured size, replayed, and must still equal the reference."""
     scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=(2, 8))
     check_implementation(impl, scenario, device, request.node.name)
+
+
+# Five requests on the steps vLLM's own scheduler makes (the env's vLLM, sim.impls.kit.vllm_schedule): its chunks,
+# the drafts it verifies, its KV cache manager's blocks, handed out in order, and a cache of 13 blocks (one
+# request at full length, the null block and three more) that it preempts requests from, five times in 24
+# steps: each comes back as a prefill of every token it holds, into other blocks.
+SCHEDULED_BY_VLLM = Scenario(
+    num_spec_tokens=3,
+    max_model_len=32,
+    token_budget=16,
+    max_num_reqs=4,
+    max_iterations=40,
+    scheduler="vllm",
+    kv_blocks=13,
+    requests=(
+        RequestSpec(0, 9, 16),
+        RequestSpec(0, 5, 20),
+        RequestSpec(1, 14, 14),
+        RequestSpec(2, 6, 20),
+        RequestSpec(4, 11, 12),
+    ),
+)
+NEEDS_VLLM = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="scheduler='vllm' runs the env's vLLM: the adapter envs (tox -e vllm, vllm_ascend, vllm_ascend_0_13) run it",
+)
+
+
+@pytest.mark.order(0)
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl, mode, request):
+    """``SCHEDULED_BY_VLLM`` eagerly and in each graph mode (capturing at two sizes) equals the reference,
+    the preempted requests' calls included."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, graph_mode=mode, capture_sizes=sizes)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    assert report.preemptions > 0, "vLLM's scheduler preempted no request: the case no longer tests preemption"
 
 
 @pytest.mark.order(0)

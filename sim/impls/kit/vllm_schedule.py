@@ -1,0 +1,154 @@
+"""vLLM's own scheduler as a serving run's schedule (``Scenario.scheduler = "vllm"``).
+
+The serving loop (``sim.serving.simulator``) schedules by its own rules unless told otherwise. Here
+vLLM's V1 ``Scheduler`` of the env's vLLM decides instead, on a KV cache of the scenario's blocks: which
+requests run and in what order, how many tokens each (chunked prefills under the token budget), which
+drafts are verified (the ones it schedules: fewer near ``max_model_len``), the KV blocks of each
+request (its KV cache manager's), preemption when the blocks run out (the request's KV dropped, its
+tokens computed again from the first as a prefill) and when a request is done. The loop still runs the
+tiny target, verifies and proposes; it hands vLLM's scheduler each step's sampled tokens
+(``ModelRunnerOutput``) and the new drafts (``DraftTokenIds``), as vLLM's engine core does with a
+synchronous runner.
+
+Synchronous scheduling only (vLLM's ``AsyncScheduler`` is not driven: its placeholders are the
+runner's, ``Scenario.async_scheduling``); no prefix caching (the tiny model has no block hashes). The
+configuration is the kit's tiny ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the
+scheduler reads it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import inspect
+
+from sim.impls.kit import tiny_config
+from sim.serving.scenario import Scenario
+from sim.serving.simulator import RequestState
+
+LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
+
+
+def _import(module: str):
+    """``module`` of vLLM as this env runs it: under the fake torch_npu where vllm-ascend is installed
+    (its platform plugin activates with vLLM's config), else on vLLM's CPU platform."""
+    if importlib.util.find_spec("vllm_ascend") is not None:
+        from sim.impls.kit.ascend.importing import import_ascend
+
+        return import_ascend(module)
+    from sim.impls.kit.vllm_types import import_vllm
+
+    return import_vllm(module)
+
+
+@functools.cache
+def _base_config():
+    """The kit's tiny ``VllmConfig``, built once per process. Under vllm-ascend its platform sets its own
+    config singleton from it, which a proposer built earlier reads: that singleton is put back."""
+    if importlib.util.find_spec("vllm_ascend") is None:
+        return tiny_config.vllm_config(_import("vllm.config"), 32, 1, "cpu")
+    from sim.impls.kit.ascend import world
+
+    configs = _import("vllm_ascend.ascend_config")
+    before = configs._ASCEND_CONFIG
+    try:
+        return world.tiny_vllm_config(32, 1)
+    finally:
+        configs._ASCEND_CONFIG = before
+
+
+def vllm_config(scenario: Scenario):
+    """The tiny ``VllmConfig`` with the scenario's sizes, as the scheduler reads them."""
+    base = _base_config()
+    config = copy.copy(base)
+    for name in ("scheduler_config", "cache_config", "model_config", "speculative_config"):
+        setattr(config, name, copy.copy(getattr(base, name)))
+    config.scheduler_config.max_num_seqs = scenario.max_num_reqs
+    config.scheduler_config.max_num_batched_tokens = scenario.token_budget
+    if hasattr(config.scheduler_config, "max_num_scheduled_tokens"):  # vLLM 0.23 on: the budget it schedules by
+        config.scheduler_config.max_num_scheduled_tokens = scenario.token_budget
+    config.scheduler_config.max_model_len = scenario.max_model_len
+    config.scheduler_config.async_scheduling = False
+    config.model_config.max_model_len = scenario.max_model_len
+    config.cache_config.block_size = scenario.block_size
+    config.cache_config.num_gpu_blocks = scenario.num_blocks
+    config.cache_config.enable_prefix_caching = False
+    config.speculative_config.num_speculative_tokens = scenario.num_spec_tokens
+    return config
+
+
+class VllmSchedule:
+    """vLLM's ``Scheduler`` deciding a serving run's schedule (``sim.serving.simulator.Scheduler``)."""
+
+    def __init__(self, scenario: Scenario):
+        import torch
+
+        config = vllm_config(scenario)
+        kv = _import("vllm.v1.kv_cache_interface")
+        spec = kv.FullAttentionSpec(block_size=scenario.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32)
+        cache = kv.KVCacheConfig(
+            num_blocks=scenario.num_blocks, kv_cache_tensors=[], kv_cache_groups=[kv.KVCacheGroupSpec([LAYER], spec)]
+        )
+        outputs = _import("vllm.v1.structured_output")
+        self.scheduler = _import("vllm.v1.core.sched.scheduler").Scheduler(
+            config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
+        )
+        self._request = _import("vllm.v1.request").Request
+        self._params = _import("vllm.sampling_params").SamplingParams
+        self._outputs = _import("vllm.v1.outputs")
+        self.last = None  # the last step's SchedulerOutput
+        self.preemptions = 0  # requests whose KV vLLM dropped, computed again from the first token
+
+    def add(self, req: RequestState) -> None:
+        params = self._params(max_tokens=req.max_new_tokens, ignore_eos=True)
+        # vLLM 0.13's Request takes the end-of-sequence token (none here); later ones read it from the params
+        eos = {"eos_token_id": None} if "eos_token_id" in inspect.signature(self._request).parameters else {}
+        prompt = list(req.tokens[: req.prompt_len])
+        self.scheduler.add_request(self._request(f"r{req.rid}", prompt, params, None, **eos))
+
+    def schedule(self, running: dict[int, RequestState]) -> list[tuple[RequestState, list[int]]]:
+        """The step vLLM schedules: per request, its rows (a prefill's chunk, or the token it continues
+        from and the drafts vLLM verifies), its blocks and its computed tokens as vLLM holds them."""
+        out = self.last = self.scheduler.schedule()
+        computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
+        cached = out.scheduled_cached_reqs
+        computed |= dict(zip(cached.req_ids, cached.num_computed_tokens))
+        picked = []
+        for name, n in out.num_scheduled_tokens.items():
+            req = running[int(name[1:])]
+            if computed[name] < req.num_computed:
+                req.preempted()
+                self.preemptions += 1
+            if computed[name] != req.num_computed:
+                raise RuntimeError(
+                    f"{name}: vLLM's scheduler computed {computed[name]} tokens, the loop {req.num_computed}"
+                )
+            drafts = list(out.scheduled_spec_decode_tokens.get(name, []))
+            if req.prefilling:
+                rows = req.tokens[req.num_computed : req.num_computed + n]
+            else:
+                req.drafts, rows = drafts, [req.tokens[-1], *drafts]
+            if len(rows) != n:
+                raise RuntimeError(f"{name}: vLLM scheduled {n} tokens, the loop has {len(rows)} rows for it")
+            req.blocks = list(self.scheduler.kv_cache_manager.get_block_ids(name)[0])
+            picked.append((req, rows))
+        return picked
+
+    def commit(self, rids: list[int], sampled: list[list[int]], drafts: list[list[int]]) -> set[int]:
+        """vLLM's scheduler told the step's sampled tokens, then the new drafts; the requests it finished."""
+        names = [f"r{rid}" for rid in rids]
+        # vLLM 0.13's output has no defaults for what a step without logprobs or pooling leaves empty
+        empty = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
+        takes = inspect.signature(self._outputs.ModelRunnerOutput).parameters
+        output = self._outputs.ModelRunnerOutput(
+            req_ids=names,
+            req_id_to_index={n: i for i, n in enumerate(names)},
+            sampled_token_ids=sampled,
+            **{k: v for k, v in empty.items() if k in takes and takes[k].default is inspect.Parameter.empty},
+        )
+        self.scheduler.update_from_output(self.last, output)
+        live = [(n, d) for n, d in zip(names, drafts) if n in self.scheduler.requests]
+        if live:
+            self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))
+        return {rid for rid, n in zip(rids, names) if n not in self.scheduler.requests}
