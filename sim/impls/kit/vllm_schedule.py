@@ -23,6 +23,8 @@ import functools
 import importlib.util
 import inspect
 
+import torch
+
 from sim.impls.kit import tiny_config
 from sim.serving.scenario import Scenario
 from sim.serving.simulator import RequestState
@@ -82,8 +84,6 @@ class VllmSchedule:
     """vLLM's ``Scheduler`` deciding a serving run's schedule (``sim.serving.simulator.Scheduler``)."""
 
     def __init__(self, scenario: Scenario):
-        import torch
-
         config = vllm_config(scenario)
         kv = _import("vllm.v1.kv_cache_interface")
         spec = kv.FullAttentionSpec(block_size=scenario.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32)
