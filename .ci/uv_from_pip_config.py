@@ -25,10 +25,15 @@ SECTIONS = ("global", "install", ":env:")  # in the order pip applies them
 
 
 def pip_config() -> dict[str, list[str]]:
-    """pip's effective values of the keys uv needs."""
+    """pip's effective values of the keys uv needs, on this machine."""
     listed = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], check=True, capture_output=True, text=True
     ).stdout
+    return parsed(listed)
+
+
+def parsed(listed: str) -> dict[str, list[str]]:
+    """The keys uv needs from ``pip config list``'s lines (``section.key='value'``), later sections winning."""
     found: dict[str, tuple[int, list[str]]] = {}
     for line in listed.splitlines():
         name, _, value = line.partition("=")
@@ -40,12 +45,17 @@ def pip_config() -> dict[str, list[str]]:
     return {key: values for key, (_, values) in found.items()}
 
 
-def main() -> None:
-    exports = {"UV_INDEX_STRATEGY": "unsafe-best-match"}
-    for key, values in pip_config().items():
+def exports(config: dict[str, list[str]]) -> dict[str, str]:
+    """uv's variables for pip's ``config``, and pip's index strategy."""
+    out = {"UV_INDEX_STRATEGY": "unsafe-best-match"}
+    for key, values in config.items():
         name, separator = UV_OF[key]
-        exports[name] = separator.join(values)
-    for name, value in exports.items():
+        out[name] = separator.join(values)
+    return out
+
+
+def main() -> None:
+    for name, value in exports(pip_config()).items():
         print(f"export {name}={shlex.quote(value)}")
 
 
