@@ -289,8 +289,7 @@ NEEDS_VLLM = pytest.mark.skipif(
 )
 
 
-@pytest.mark.order(0)
-@NEEDS_VLLM
+@NEEDS_VLLM  # a whole serving run (the module's order 2): the multi-rank paths' first cases come before it
 @USES_VLLM_SCHEDULER
 @pytest.mark.parametrize("mode", MODES)
 def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl, mode, request):
