@@ -39,12 +39,15 @@ GRAPHS = (Feature.PIECEWISE_GRAPHS, Feature.FULL_GRAPHS)
 DRAFT_ATTN_FEATURES = {"mla": Feature.MLA_DRAFT, "sfa": Feature.SFA_DRAFT}  # a draft family's feature (not GQA's)
 
 
+# A feature used by the combination of two others alone, and those two.
+COMBINED = {
+    Feature.UNPADDED_FULL_GRAPHS: frozenset({Feature.UNPADDED, Feature.FULL_GRAPHS}),
+    Feature.DRAFT_MODEL_FULL_GRAPHS: frozenset({Feature.DRAFT_MODEL, Feature.FULL_GRAPHS}),
+}
+
+
 def used(features) -> frozenset[Feature]:
-    """``features`` with what their combination uses besides (unpadded with full graphs, a draft model with
-    full graphs: the two together)."""
+    """``features`` with what their combination uses besides (``COMBINED``: unpadded with full graphs, a
+    draft model with full graphs)."""
     found = frozenset(features)
-    if {Feature.UNPADDED, Feature.FULL_GRAPHS} <= found:
-        found |= {Feature.UNPADDED_FULL_GRAPHS}
-    if {Feature.DRAFT_MODEL, Feature.FULL_GRAPHS} <= found:
-        found |= {Feature.DRAFT_MODEL_FULL_GRAPHS}
-    return found
+    return found | {combined for combined, parts in COMBINED.items() if parts <= found}

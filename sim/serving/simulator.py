@@ -257,13 +257,10 @@ class ServingSim:
 
     def commit(self, iteration: Iteration, drafts: list[list[int]]) -> None:
         """Take the verified tokens and the new drafts; retire finished requests."""
-        if self.scheduler is not None:
-            sampled = [[] if r.discarded else [t for t in r.sampled if t >= 0] for r in iteration.case.requests]
-            done = self.scheduler.commit(
-                iteration.rids,
-                sampled,
-                [[] if r.discarded else list(d) for r, d in zip(iteration.case.requests, drafts)],
-            )
+        if self.scheduler is not None:  # a partial prefill's sample and drafts are discarded
+            kept = [not r.discarded for r in iteration.case.requests]
+            sampled = [[t for t in r.sampled if t >= 0] if k else [] for r, k in zip(iteration.case.requests, kept)]
+            done = self.scheduler.commit(iteration.rids, sampled, [list(d) if k else [] for d, k in zip(drafts, kept)])
         else:
             done = None
         by_id = {r.rid: r for r in self.running}

@@ -43,22 +43,12 @@ def test_a_lacking_feature_applies_on_the_devices_it_names_only(features, device
     assert IMPL.lacking(features, device) == reason
 
 
-def test_unpadded_full_graphs_are_used_by_their_combination_only():
-    assert used({Feature.UNPADDED, Feature.FULL_GRAPHS}) == {
-        Feature.UNPADDED,
-        Feature.FULL_GRAPHS,
-        Feature.UNPADDED_FULL_GRAPHS,
-    }
-    assert used({Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}) == {Feature.UNPADDED, Feature.PIECEWISE_GRAPHS}
-
-
-def test_a_draft_models_full_graphs_are_used_by_their_combination_only():
-    assert used({Feature.DRAFT_MODEL, Feature.FULL_GRAPHS}) == {
-        Feature.DRAFT_MODEL,
-        Feature.FULL_GRAPHS,
-        Feature.DRAFT_MODEL_FULL_GRAPHS,
-    }
-    assert used({Feature.DRAFT_MODEL, Feature.PIECEWISE_GRAPHS}) == {Feature.DRAFT_MODEL, Feature.PIECEWISE_GRAPHS}
+@pytest.mark.parametrize("first", [Feature.UNPADDED, Feature.DRAFT_MODEL])
+def test_a_combined_feature_is_used_by_its_combination_only(first):
+    """Unpadded, or a draft model, with full graphs uses their combination; with piecewise graphs, not."""
+    combined = {Feature.UNPADDED: Feature.UNPADDED_FULL_GRAPHS, Feature.DRAFT_MODEL: Feature.DRAFT_MODEL_FULL_GRAPHS}
+    assert used({first, Feature.FULL_GRAPHS}) == {first, Feature.FULL_GRAPHS, combined[first]}
+    assert used({first, Feature.PIECEWISE_GRAPHS}) == {first, Feature.PIECEWISE_GRAPHS}
 
 
 ROOT = Path(__file__).resolve().parents[2]

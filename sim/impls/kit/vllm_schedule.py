@@ -32,10 +32,16 @@ from sim.serving.simulator import RequestState
 LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
 
 
+@functools.cache
+def _under_vllm_ascend() -> bool:
+    """Whether vllm-ascend is installed: its platform plugin then activates with vLLM's config."""
+    return importlib.util.find_spec("vllm_ascend") is not None
+
+
 def _import(module: str):
-    """``module`` of vLLM as this env runs it: under the fake torch_npu where vllm-ascend is installed
-    (its platform plugin activates with vLLM's config), else on vLLM's CPU platform."""
-    if importlib.util.find_spec("vllm_ascend") is not None:
+    """``module`` of vLLM as this env runs it: under the fake torch_npu where vllm-ascend is installed,
+    else on vLLM's CPU platform."""
+    if _under_vllm_ascend():
         from sim.impls.kit.ascend.importing import import_ascend
 
         return import_ascend(module)
@@ -48,7 +54,7 @@ def _import(module: str):
 def _base_config():
     """The kit's tiny ``VllmConfig``, built once per process. Under vllm-ascend its platform sets its own
     config singleton from it, which a proposer built earlier reads: that singleton is put back."""
-    if importlib.util.find_spec("vllm_ascend") is None:
+    if not _under_vllm_ascend():
         return tiny_config.vllm_config(_import("vllm.config"), 32, 1, "cpu")
     from sim.impls.kit.ascend import world
 
