@@ -88,7 +88,8 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "--scheduler",
         choices=SCHEDULERS,
         default="own",
-        help="whose steps: the serving loop's own, or vLLM's Scheduler (an env with vLLM) with its blocks and preemption",
+        help="whose steps: the serving loop's own, or vLLM's Scheduler (an env with vLLM) with its blocks and"
+        " preemption (its AsyncScheduler with --async-scheduling)",
     )
     run.add_argument(
         "--kv-blocks",

@@ -32,7 +32,7 @@ def run_to_dict(report: RunReport, device: str, impl: str) -> dict:
         "iterations": report.iterations,
         "requests": len(report.scenario.requests),
         "finished": report.finished,
-        "preemptions": report.preemptions,
+        "scheduler_events": dict(sorted(report.scheduler_events.items())),
         "proposals": report.proposals,
         "acceptance": [
             {"position": p, "verified": report.verified[p], "accepted": report.accepted[p], "rate": rate}

@@ -37,7 +37,9 @@ class RunReport:
     finished: int = 0
     verified: Counter = field(default_factory=Counter)  # draft position -> times verified
     accepted: Counter = field(default_factory=Counter)  # draft position -> times accepted
-    preemptions: int = 0  # under scheduler="vllm": requests whose KV vLLM's scheduler dropped
+    # under scheduler="vllm": what vLLM's scheduler did that the loop's own never does (preempted, counted
+    # ahead, ran after finishing: sim.impls.kit.vllm_schedule.VllmSchedule.events) -> times
+    scheduler_events: Counter = field(default_factory=Counter)
     drafts_compared: int = 0
     drafts_ambiguous: int = 0
     steps_compared: int = 0  # model calls whose metadata were compared with the reference
@@ -175,7 +177,7 @@ def run_scenario(
         if report.mismatches and stop_at_first_mismatch:
             break
     report.finished = sim.finished
-    report.preemptions = getattr(sim.scheduler, "preemptions", 0)
+    report.scheduler_events.update(getattr(sim.scheduler, "events", {}))
     return report
 
 

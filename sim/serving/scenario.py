@@ -80,7 +80,8 @@ class Scenario:
     scheduler: ``own`` (the serving loop's rules: decodes first, then prefill chunks under the token
     budget, blocks enough for every request) or ``vllm``: vLLM's own ``Scheduler`` of the env's vLLM
     decides the requests, their chunks, the drafts verified, the KV blocks, preemption and when a request
-    is done (``sim.impls.kit.vllm_schedule``; synchronous scheduling, one rank, not a decode node).
+    is done (``sim.impls.kit.vllm_schedule``; with ``async_scheduling``, its ``AsyncScheduler``, each step
+    scheduled before the last one's output; one rank, not a decode node).
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     capture_sizes: the batch sizes graph modes capture at, in any order (a
@@ -176,14 +177,12 @@ class Scenario:
                 f"kv_blocks={self.kv_blocks!r} with scheduler={self.scheduler!r}: the loop's own schedule never preempts"
             )
         if self.scheduler == "vllm":
-            other = [
-                f"{name}={getattr(self, name)!r}" for name in ("async_scheduling", "decode_node") if getattr(self, name)
-            ]
+            other = [f"decode_node={self.decode_node!r}"] if self.decode_node else []
             other += [f"{name}={getattr(self, name)!r}" for name in ("tp", "dp") if getattr(self, name) > 1]
             if other:
                 raise ValueError(
-                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven synchronously, on one rank,"
-                    " for requests that arrive with their prompts"
+                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven on one rank, for requests"
+                    " that arrive with their prompts"
                 )
         least = self._blocks_per_request + 1  # one request at full length, and vLLM's null block
         if self.kv_blocks and not least <= self.kv_blocks <= self._default_blocks:

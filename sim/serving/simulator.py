@@ -80,8 +80,9 @@ class Iteration(NamedTuple):
 class Scheduler(Protocol):
     """Another scheduler than the loop's own: it is told each request as it arrives (``add``), picks each
     iteration's requests and their rows (``schedule``: a running request it preempted is told so,
-    ``RequestState.preempted``; each picked one holds its blocks and the drafts it verifies), and takes
-    each iteration's sampled tokens and new drafts (``commit``), returning the requests it has finished."""
+    ``RequestState.preempted``; each picked one holds its blocks and the drafts it verifies; a request it
+    finished may be picked once more, by a step it scheduled before it knew), and takes each iteration's
+    sampled tokens and new drafts (``commit``), returning the requests it has finished."""
 
     def add(self, req: RequestState) -> None: ...
 
@@ -111,6 +112,7 @@ class ServingSim:
         self.allocator = BlockAllocator(scenario.num_blocks, scenario.seed)
         self.waiting = sorted(enumerate(scenario.requests), key=lambda x: x[1].arrival)
         self.running: list[RequestState] = []
+        self.leaving: dict[int, RequestState] = {}  # finished by another scheduler after it scheduled the next step
         self.finished = 0
         self.config = ProposerConfig(
             num_spec_tokens=scenario.num_spec_tokens,
@@ -127,7 +129,7 @@ class ServingSim:
 
     @property
     def done(self) -> bool:
-        return not self.waiting and not self.running
+        return not self.waiting and not self.running and not self.leaving
 
     def _admit(self, it: int) -> None:
         while self.waiting and self.waiting[0][1].arrival <= it and self._room():
@@ -194,7 +196,8 @@ class ServingSim:
         """Schedule and verify one iteration (``last``, until the next); None if nothing could be scheduled."""
         self._admit(it)
         if self.scheduler is not None:
-            picked = self.scheduler.schedule({req.rid: req for req in self.running})
+            picked = self.scheduler.schedule(self.leaving | {req.rid: req for req in self.running})
+            self.leaving = {req.rid: req for req, _ in picked if req.rid in self.leaving}  # run once more, or gone
         else:
             picked = self._schedule()
         if not picked:
@@ -263,7 +266,7 @@ class ServingSim:
             done = self.scheduler.commit(iteration.rids, sampled, [list(d) if k else [] for d, k in zip(drafts, kept)])
         else:
             done = None
-        by_id = {r.rid: r for r in self.running}
+        by_id = self.leaving | {r.rid: r for r in self.running}
         for r, (rid, history, req_case, new_drafts) in enumerate(
             zip(iteration.rids, iteration.histories, iteration.case.requests, drafts)
         ):
@@ -277,13 +280,14 @@ class ServingSim:
             req.drafts = list(new_drafts[: max(0, min(self.sc.num_spec_tokens, room))])
             if self.reference_drafter is not None:
                 req.expected = self.reference_drafter(history, iteration.mrope[r] if iteration.mrope else None)
-        still = []
+        still, self.leaving = [], {}
         for req in self.running:
             if done is None and (req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len):
                 self.allocator.release(req.blocks)
                 self.finished += 1
             elif done is not None and req.rid in done:
-                self.finished += 1  # its blocks are the scheduler's
+                self.finished += 1  # its blocks are the scheduler's; a step it scheduled already may run it
+                self.leaving[req.rid] = req
             else:
                 still.append(req)
         self.running = still

@@ -27,7 +27,7 @@ def print_report(report: RunReport, device, impl=None) -> None:
     console.print(
         f"iterations {report.iterations}   requests finished {report.finished}/{len(sc.requests)}   "
         f"proposals {report.proposals}"
-        + (f"   scheduled by vLLM's Scheduler, preemptions {report.preemptions}" if sc.scheduler == "vllm" else "")
+        + (f"   scheduled by vLLM's {_scheduler(report)}" if sc.scheduler == "vllm" else "")
     )
     table = Table("draft position", "verified", "accepted", "acceptance rate")
     for pos, rate in report.acceptance().items():
@@ -71,3 +71,10 @@ def print_sweep(reports: list[RunReport]) -> None:
     failing = [r for r in reports if not r.ok]
     colour = "red" if failing else "green"
     console.print(f"[{colour}]{len(failing)} of {len(reports)} seeds differ from the reference[/]")
+
+
+def _scheduler(report: RunReport) -> str:
+    """vLLM's scheduler that decided the run, and what it did the loop's own never does."""
+    name = "AsyncScheduler" if report.scenario.async_scheduling else "Scheduler"
+    events = ", ".join(f"{event} {n}" for event, n in sorted(report.scheduler_events.items())) or "nothing else"
+    return f"{name}: {events}"

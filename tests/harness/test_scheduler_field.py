@@ -18,7 +18,7 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
         ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm'\)"),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
-        ({"scheduler": "vllm", "async_scheduling": True}, r"scheduler='vllm' with async_scheduling=True"),
+        ({"scheduler": "vllm", "decode_node": True}, r"scheduler='vllm' with decode_node=True"),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
     ],
 )

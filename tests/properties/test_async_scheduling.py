@@ -21,8 +21,9 @@ from hypothesis import given
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3
+from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_VLLM_SCHEDULER
 from tests.properties.test_mrope_eagle3 import SMALL
+from tests.properties.test_propose_loop import NEEDS_VLLM, SCHEDULED_BY_VLLM
 from tests.strategies.scenarios import scenarios
 
 pytestmark = [pytest.mark.order(2), USES_ASYNC_SCHEDULING]  # whole serving runs, after the single-call properties
@@ -58,3 +59,17 @@ def test_async_scheduling_matches_reference(device, impl, mode, method, scenario
     """Drafts (margin-aware), every call's metadata, and what the runner hands each next step."""
     scenario = dataclasses.replace(scenario, padded=True, graph_mode=mode, async_scheduling=True, method=method)
     check_implementation(impl, scenario, device, request.node.name)
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device, impl, mode, request):
+    """``SCHEDULED_BY_VLLM`` as vLLM's ``AsyncScheduler`` schedules it, eagerly and in each graph mode: each
+    step scheduled before the last one's output, its drafts counted as accepted, a request preempted while
+    its step is in flight, a request run once more after the step that finished it."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, graph_mode=mode, capture_sizes=sizes, async_scheduling=True)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    events = report.scheduler_events
+    assert events["preempted"] and events["counted ahead"], f"the case no longer tests what it names: {events}"

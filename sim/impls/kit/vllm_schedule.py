@@ -10,10 +10,16 @@ tiny target, verifies and proposes; it hands vLLM's scheduler each step's sample
 (``ModelRunnerOutput``) and the new drafts (``DraftTokenIds``), as vLLM's engine core does with a
 synchronous runner.
 
-Synchronous scheduling only (vLLM's ``AsyncScheduler`` is not driven: its placeholders are the
-runner's, ``Scenario.async_scheduling``); no prefix caching (the tiny model has no block hashes). The
-configuration is the kit's tiny ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the
-scheduler reads it.
+Under asynchronous scheduling (``Scenario.async_scheduling``) vLLM's ``AsyncScheduler`` decides, driven
+in the order of the engine core's batch queue of two: each step is scheduled before the previous one's
+output is known, so vLLM counts that step's drafts as accepted (its computed tokens ahead of the loop's
+by the drafts the step rejects: checked), schedules placeholders for the drafts the runner keeps on the
+device (the loop hands it none), and may schedule a request once more after the step that finishes it
+(the loop runs that step too, as the runner does; its output is vLLM's to drop). A request preempted
+while its step was in flight is told so as in the synchronous order.
+
+No prefix caching (the tiny model has no block hashes). The configuration is the kit's tiny
+``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import copy
 import functools
 import importlib.util
 import inspect
+from collections import Counter
 
 import torch
 
@@ -77,7 +84,7 @@ def vllm_config(scenario: Scenario):
     if hasattr(config.scheduler_config, "max_num_scheduled_tokens"):  # vLLM 0.23 on: the budget it schedules by
         config.scheduler_config.max_num_scheduled_tokens = scenario.token_budget
     config.scheduler_config.max_model_len = scenario.max_model_len
-    config.scheduler_config.async_scheduling = False
+    config.scheduler_config.async_scheduling = scenario.async_scheduling
     config.model_config.max_model_len = scenario.max_model_len
     config.cache_config.block_size = scenario.block_size
     config.cache_config.num_gpu_blocks = scenario.num_blocks
@@ -87,7 +94,11 @@ def vllm_config(scenario: Scenario):
 
 
 class VllmSchedule:
-    """vLLM's ``Scheduler`` deciding a serving run's schedule (``sim.serving.simulator.Scheduler``)."""
+    """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling, deciding a serving run's
+    schedule (``sim.serving.simulator.Scheduler``). ``events`` counts what it did that the loop's own
+    schedule never does: ``preempted`` (a request's KV dropped, computed again from its first token),
+    ``counted ahead`` (a request scheduled with its in-flight step's rejected drafts counted as accepted),
+    ``ran after finishing`` (a step scheduled before the one that finished its request)."""
 
     def __init__(self, scenario: Scenario):
         config = vllm_config(scenario)
@@ -97,14 +108,22 @@ class VllmSchedule:
             num_blocks=scenario.num_blocks, kv_cache_tensors=[], kv_cache_groups=[kv.KVCacheGroupSpec([LAYER], spec)]
         )
         outputs = _import("vllm.v1.structured_output")
-        self.scheduler = _import("vllm.v1.core.sched.scheduler").Scheduler(
+        self.asynchronous = scenario.async_scheduling
+        module, name = (
+            ("vllm.v1.core.sched.async_scheduler", "AsyncScheduler")
+            if self.asynchronous
+            else ("vllm.v1.core.sched.scheduler", "Scheduler")
+        )
+        self.scheduler = getattr(_import(module), name)(
             config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
         )
         self._request = _import("vllm.v1.request").Request
         self._params = _import("vllm.sampling_params").SamplingParams
         self._outputs = _import("vllm.v1.outputs")
         self.last = None  # the last step's SchedulerOutput
-        self.preemptions = 0  # requests whose KV vLLM dropped, computed again from the first token
+        self.ahead = None  # asynchronous: the next step, scheduled before the last one's output (and its blocks)
+        self.rejected: dict[str, int] = {}  # asynchronous: the drafts each request's step in flight rejects
+        self.events: Counter = Counter()
 
     def add(self, req: RequestState) -> None:
         params = self._params(max_tokens=req.max_new_tokens, ignore_eos=True)
@@ -113,37 +132,64 @@ class VllmSchedule:
         prompt = list(req.tokens[: req.prompt_len])
         self.scheduler.add_request(self._request(f"r{req.rid}", prompt, params, None, **eos))
 
+    def _scheduled(self):
+        """vLLM's next step, and each scheduled request's blocks as its KV cache manager holds them now (a
+        request finished before the step runs has none by then)."""
+        out = self.scheduler.schedule()
+        blocks = self.scheduler.kv_cache_manager.get_block_ids
+        return out, {name: list(blocks(name)[0]) for name in out.num_scheduled_tokens}
+
     def schedule(self, running: dict[int, RequestState]) -> list[tuple[RequestState, list[int]]]:
         """The step vLLM schedules: per request, its rows (a prefill's chunk, or the token it continues
-        from and the drafts vLLM verifies), its blocks and its computed tokens as vLLM holds them."""
-        out = self.last = self.scheduler.schedule()
+        from and the drafts vLLM verifies), its blocks and its computed tokens as vLLM holds them.
+        ``running`` holds every request the loop may be asked to run, those finished after this step was
+        scheduled included."""
+        (out, blocks), self.ahead = self.ahead or self._scheduled(), None
+        self.last = out
+        if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
+            self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
+            return []
         computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
         cached = out.scheduled_cached_reqs
         computed |= dict(zip(cached.req_ids, cached.num_computed_tokens))
         picked = []
         for name, n in out.num_scheduled_tokens.items():
             req = running[int(name[1:])]
-            if computed[name] < req.num_computed:
+            ahead = self.rejected.get(name, 0)  # vLLM took the step in flight's drafts as accepted
+            if computed[name] - ahead < req.num_computed:
                 req.preempted()
-                self.preemptions += 1
-            if computed[name] != req.num_computed:
+                self.events["preempted"] += 1
+            elif computed[name] - ahead != req.num_computed:
                 raise RuntimeError(
-                    f"{name}: vLLM's scheduler computed {computed[name]} tokens, the loop {req.num_computed}"
+                    f"{name}: vLLM's scheduler computed {computed[name]} tokens ({ahead} counted ahead), the loop"
+                    f" {req.num_computed}"
                 )
-            drafts = list(out.scheduled_spec_decode_tokens.get(name, []))
+            else:
+                self.events["counted ahead"] += ahead > 0
+            self.events["ran after finishing"] += name not in self.scheduler.requests
+            verified = len(out.scheduled_spec_decode_tokens.get(name, []))
             if req.prefilling:
                 rows = req.tokens[req.num_computed : req.num_computed + n]
+            elif self.asynchronous:  # placeholders: the runner verifies the first of the drafts it kept
+                if verified > len(req.drafts):
+                    raise RuntimeError(f"{name}: vLLM scheduled {verified} drafts, the loop has {len(req.drafts)}")
+                req.drafts = req.drafts[:verified]
+                rows = [req.tokens[-1], *req.drafts]
             else:
-                req.drafts, rows = drafts, [req.tokens[-1], *drafts]
+                req.drafts = list(out.scheduled_spec_decode_tokens.get(name, []))
+                rows = [req.tokens[-1], *req.drafts]
             if len(rows) != n:
                 raise RuntimeError(f"{name}: vLLM scheduled {n} tokens, the loop has {len(rows)} rows for it")
-            req.blocks = list(self.scheduler.kv_cache_manager.get_block_ids(name)[0])
+            req.blocks = blocks[name]
             picked.append((req, rows))
         return picked
 
     def commit(self, rids: list[int], sampled: list[list[int]], drafts: list[list[int]]) -> set[int]:
-        """vLLM's scheduler told the step's sampled tokens, then the new drafts; the requests it finished."""
+        """vLLM's scheduler told the step's sampled tokens, then (synchronously) the new drafts; the
+        requests it finished. Asynchronously the next step is scheduled first, as the engine core does."""
         names = [f"r{rid}" for rid in rids]
+        if self.asynchronous and self.scheduler.has_requests():
+            self.ahead = self._scheduled()
         # vLLM 0.13's output has no defaults for what a step without logprobs or pooling leaves empty
         empty = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
         takes = inspect.signature(self._outputs.ModelRunnerOutput).parameters
@@ -153,8 +199,12 @@ class VllmSchedule:
             sampled_token_ids=sampled,
             **{k: v for k, v in empty.items() if k in takes and takes[k].default is inspect.Parameter.empty},
         )
+        verified = self.last.scheduled_spec_decode_tokens
         self.scheduler.update_from_output(self.last, output)
-        live = [(n, d) for n, d in zip(names, drafts) if n in self.scheduler.requests]
-        if live:
-            self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))
+        if self.asynchronous:  # the drafts stay on the runner's device; vLLM counted them all as accepted
+            self.rejected = {n: len(verified[n]) + 1 - len(s) for n, s in zip(names, sampled) if verified.get(n)}
+        else:
+            live = [(n, d) for n, d in zip(names, drafts) if n in self.scheduler.requests]
+            if live:
+                self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))
         return {rid for rid, n in zip(rids, names) if n not in self.scheduler.requests}

@@ -1,30 +1,62 @@
 """Breaks of vllm-ascend caught on the steps vLLM's own scheduler makes (``Scenario.scheduler = "vllm"``).
 
 The gate runs every implementation on them (``test_propose_loop.py``'s ``SCHEDULED_BY_VLLM``: vLLM's
-``Scheduler`` of the env's vLLM deciding the chunks, the drafts verified, the KV blocks, preemption); here a
-broken vllm-ascend fails that run.
+``Scheduler`` of the env's vLLM deciding the chunks, the drafts verified, the KV blocks, preemption; and
+``test_async_scheduling.py``'s, its ``AsyncScheduler`` scheduling each step before the last one's output);
+here a broken vllm-ascend fails those runs, and a correct one written otherwise passes them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from devices.sim.streams import StreamOrderError
 from sim.serving.run import run_scenario
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import SCHEDULED_BY_VLLM
 
+ASYNCHRONOUSLY = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=True)
+SCHEDULES = {"sync": SCHEDULED_BY_VLLM, "async": ASYNCHRONOUSLY}
+
 
 @pytest.mark.parametrize(
-    ("variant", "what"),
+    ("variant", "what", "scenario"),
     [
-        ("runner-positions-off-by-one", "positions"),
-        ("sample-row-off-by-one", "input_ids"),
-        ("computed-as-seq-lens", "seq_lens"),
+        *(pytest.param("runner-positions-off-by-one", "positions", s, id=i) for i, s in SCHEDULES.items()),
+        *(pytest.param("sample-row-off-by-one", "input_ids", s, id=i) for i, s in SCHEDULES.items()),
+        # under asynchronous scheduling the runner hands no host lengths this break could misread
+        pytest.param("computed-as-seq-lens", "seq_lens", SCHEDULED_BY_VLLM, id="sync"),
+        # asynchronous scheduling's own: what the runner hands the step vLLM scheduled ahead
+        pytest.param("runner-counts-of-the-same-row", "corrected seq_len", ASYNCHRONOUSLY, id="async"),
+        pytest.param("runner-placeholders-reach-the-model", "input ids", ASYNCHRONOUSLY, id="async"),
+        pytest.param("runner-new-rows-corrected-as-the-first", "new request", ASYNCHRONOUSLY, id="async"),
     ],
 )
-def test_a_broken_vllm_ascend_fails_on_the_steps_vllms_scheduler_makes(monkeypatch, device, impl, variant, what):
+def test_a_broken_vllm_ascend_fails_on_the_steps_vllms_scheduler_makes(
+    monkeypatch, device, impl, variant, what, scenario
+):
     """The runner's positions one off, the first pass sampling the row after, the steps' lengths taken for
-    the computed tokens (``broken_gate.VARIANTS``): each fails the run, at the value it breaks."""
+    the computed tokens; asynchronously, the lengths corrected by another row's count, the scheduler's
+    placeholders handed to the model, a new request corrected as the first row (``broken_gate.VARIANTS``):
+    each fails the run, at the value it breaks."""
     broken_gate.apply(variant, monkeypatch)
-    report = run_scenario(SCHEDULED_BY_VLLM, device, impl)
+    report = run_scenario(scenario, device, impl)
     assert not report.ok and any(what in m.what for m in report.mismatches), report.mismatches[:3]
+
+
+def test_a_count_copy_waiting_on_its_own_stream_fails_the_asynchronous_run_by_name(monkeypatch, device, impl):
+    """vllm-ascend#9456 on the steps vLLM's ``AsyncScheduler`` makes: the simulator's streams name the copy."""
+    broken_gate.apply("runner-count-copy-waits-on-its-own-stream", monkeypatch)
+    with pytest.raises(StreamOrderError, match=r"last written on the default stream"):
+        run_scenario(ASYNCHRONOUSLY, device, impl)
+
+
+@pytest.mark.parametrize("control", ["runner-count-copy-on-the-current-stream", "runner-correction-per-request"])
+def test_a_correct_runner_written_otherwise_passes_the_asynchronous_run(monkeypatch, device, impl, control):
+    """The controls: the count copy on the stream that computed the counts, the correction as a loop over
+    the next step's rows."""
+    broken_gate.apply(control, monkeypatch)
+    report = run_scenario(ASYNCHRONOUSLY, device, impl)
+    assert report.ok, report.mismatches[:3]
