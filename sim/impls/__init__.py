@@ -22,7 +22,7 @@ from pathlib import Path
 
 from devices.plugins import load_factory
 from sim.impls.divergence import Kind, rules_of
-from sim.impls.features import DRAFT_ATTN_FEATURES, Feature, used
+from sim.impls.features import COMBINED, DRAFT_ATTN_FEATURES, Feature, used
 from sim.oracle.rules import CORE, Rules
 
 ENTRY_POINT_GROUP = "mtp_harness.impls"
@@ -117,26 +117,32 @@ class Implementation:
 
     def refuses(self, scenario, device: str) -> str | None:
         """Why a serving run of ``scenario`` cannot run on ``device``, for what the scenario selects
-        that the implementation lacks (its draft's attention groups and family, its method, M-RoPE, async
-        scheduling, vLLM's scheduler), or None."""
-        selected = [
-            (
-                scenario.draft_attn_groups > 1,
-                Feature.DRAFT_ATTN_GROUPS,
-                f"draft_attn_groups={scenario.draft_attn_groups}",
-            ),
-            (scenario.method == "eagle", Feature.EAGLE, f"method={scenario.method!r}"),
-            (scenario.method == "eagle3", Feature.EAGLE3, f"method={scenario.method!r}"),
-            (scenario.method == "draft_model", Feature.DRAFT_MODEL, f"method={scenario.method!r}"),
-            (scenario.mrope, Feature.MROPE, "mrope=True"),
-            (scenario.async_scheduling, Feature.ASYNC_SCHEDULING, "async_scheduling=True"),
-            (scenario.runner_samples, Feature.RUNNER_SAMPLES, "runner_samples=True"),
-            (scenario.scheduler == "vllm", Feature.VLLM_SCHEDULER, "scheduler='vllm'"),
-        ]
+        that the implementation lacks (its padding and graph mode, and their combination with its method;
+        its draft's attention groups and family, its method, M-RoPE, async scheduling, runner sampling,
+        vLLM's scheduler), or None."""
+        selected = {
+            Feature.UNPADDED: not scenario.padded and "padded=False",
+            Feature.PIECEWISE_GRAPHS: scenario.graph_mode == "piecewise" and "graph_mode='piecewise'",
+            Feature.FULL_GRAPHS: scenario.graph_mode == "full" and "graph_mode='full'",
+            Feature.DRAFT_ATTN_GROUPS: scenario.draft_attn_groups > 1
+            and f"draft_attn_groups={scenario.draft_attn_groups}",
+            Feature.EAGLE: scenario.method == "eagle" and f"method={scenario.method!r}",
+            Feature.EAGLE3: scenario.method == "eagle3" and f"method={scenario.method!r}",
+            Feature.DRAFT_MODEL: scenario.method == "draft_model" and f"method={scenario.method!r}",
+            Feature.MROPE: scenario.mrope and "mrope=True",
+            Feature.ASYNC_SCHEDULING: scenario.async_scheduling and "async_scheduling=True",
+            Feature.RUNNER_SAMPLES: scenario.runner_samples and "runner_samples=True",
+            Feature.VLLM_SCHEDULER: scenario.scheduler == "vllm" and "scheduler='vllm'",
+        }
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
-            selected.append((True, DRAFT_ATTN_FEATURES[scenario.draft_attn], f"draft_attn={scenario.draft_attn!r}"))
-        for needed, feature, chosen in selected:
-            reason = self.lacking({feature}, device) if needed else None
+            selected[DRAFT_ATTN_FEATURES[scenario.draft_attn]] = f"draft_attn={scenario.draft_attn!r}"
+        selected = {feature: chosen for feature, chosen in selected.items() if chosen}
+        for combined in used(selected) - selected.keys():
+            selected[combined] = " with ".join(
+                chosen for part, chosen in selected.items() if part in COMBINED[combined]
+            )
+        for feature, chosen in selected.items():
+            reason = self.lacking({feature}, device)
             if reason is not None:
                 return f"{chosen}: {self.name} {reason}"
         return None

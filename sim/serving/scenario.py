@@ -184,10 +184,10 @@ class Scenario:
                     f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven on one rank, for requests"
                     " that arrive with their prompts"
                 )
-        least = self._blocks_per_request + 1  # one request at full length, and vLLM's null block
-        if self.kv_blocks and not least <= self.kv_blocks <= self._default_blocks:
+        least, most = self.kv_blocks_bounds
+        if self.kv_blocks and not least <= self.kv_blocks <= most:
             raise ValueError(
-                f"kv_blocks={self.kv_blocks!r}: expected 0 or a number in [{least}, {self._default_blocks}] (one request"
+                f"kv_blocks={self.kv_blocks!r}: expected 0 or a number in [{least}, {most}] (one request"
                 " at max_model_len and the null block, up to enough for every request)"
             )
 
@@ -208,6 +208,12 @@ class Scenario:
         """The KV cache's blocks: ``kv_blocks``, or enough for every running request at full length, plus
         the null block and spares to shuffle."""
         return self.kv_blocks or self._default_blocks
+
+    @property
+    def kv_blocks_bounds(self) -> tuple[int, int]:
+        """The ``kv_blocks`` vLLM's scheduler may have: one request at full length and the null block, up to
+        the default (enough for every request)."""
+        return self._blocks_per_request + 1, self._default_blocks
 
     @property
     def _blocks_per_request(self) -> int:

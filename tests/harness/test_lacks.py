@@ -12,6 +12,7 @@ from _pytest.outcomes import Skipped
 
 from sim.impls import Implementation, Skip
 from sim.impls.features import Feature, used
+from sim.serving.scenario import Scenario
 from tests import plugin
 
 pytestmark = pytest.mark.order(-3)
@@ -148,3 +149,18 @@ def test_under_an_implementation_a_property_of_the_core_alone_is_deselected_and_
     differential suite's tests stay whatever fixtures they take."""
     assert _collected("vllm") == (["of_impl", "of_suite"], ["of_core"])
     assert _collected("core") == (["of_impl", "of_core", "of_suite"], [])
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"graph_mode": "piecewise"}, "graph_mode='piecewise': example lacks piecewise graphs: cannot run at all"),
+        ({"graph_mode": "full", "padded": False}, "padded=False with graph_mode='full': example lacks full graphs on"),
+        ({"padded": False}, None),
+        ({"graph_mode": "full"}, None),  # its full graphs lack only on the devices their reason names
+    ],
+)
+def test_a_serving_run_of_a_padding_or_graph_mode_it_lacks_is_refused_by_name(fields, said):
+    """A run asks for what a property would skip: its padding, its graph mode, or their combination."""
+    refusal = IMPL.refuses(Scenario(**fields), "npu")
+    assert refusal is None if said is None else refusal.startswith(said), refusal

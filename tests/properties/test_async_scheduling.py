@@ -23,8 +23,8 @@ from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
 from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_VLLM_SCHEDULER
 from tests.properties.test_mrope_eagle3 import SMALL
-from tests.properties.test_propose_loop import NEEDS_VLLM, SCHEDULED_BY_VLLM
-from tests.strategies.scenarios import scenarios
+from tests.properties.test_propose_loop import NEEDS_VLLM, SCHEDULED, SCHEDULED_BY_VLLM
+from tests.strategies.scenarios import scenarios, scheduled_by_vllm
 
 pytestmark = [pytest.mark.order(2), USES_ASYNC_SCHEDULING]  # whole serving runs, after the single-call properties
 
@@ -73,3 +73,14 @@ def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device,
     report = check_implementation(impl, scenario, device, request.node.name)
     events = report.scheduler_events
     assert events["preempted"] and events["counted ahead"], f"the case no longer tests what it names: {events}"
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+@SCHEDULED
+@given(scenario=scheduled_by_vllm(asynchronous=True))
+def test_vllms_async_scheduler_schedules_match_reference(device, impl, mode, scenario, request):
+    """Drawn requests on a drawn KV cache, as vLLM's ``AsyncScheduler`` schedules them, eagerly and in each
+    graph mode: drafts, every call's metadata, and what the runner hands each next step."""
+    check_implementation(impl, dataclasses.replace(scenario, graph_mode=mode), device, request.node.name)

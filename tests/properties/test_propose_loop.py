@@ -29,7 +29,7 @@ from tests.checks.modes import (
     USES_SFA_DRAFT,
     USES_VLLM_SCHEDULER,
 )
-from tests.strategies.scenarios import scenarios
+from tests.strategies.scenarios import scenarios, scheduled_by_vllm
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
@@ -41,6 +41,7 @@ GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 FAMILY = share(8)  # likewise: an MLA or SFA draft changes the builder and the rotation, the loop is the one above
 DECODE_NODE = share(16, at_least=4)  # likewise (the arrival differs); over its six parameters at least 24
+SCHEDULED = share(16, at_least=4)  # likewise (vLLM's steps): at least 4 per mode and padding
 # The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
 SFA_BLOCK = 128
 # The draft attention families besides GQA, each with the scenario fields it runs with.
@@ -301,6 +302,18 @@ def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl,
     assert report.scheduler_events["preempted"] > 0, (
         "vLLM's scheduler preempted no request: the case no longer tests preemption"
     )
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padded", PADDING)
+@SCHEDULED
+@given(scenario=scheduled_by_vllm())
+def test_vllms_scheduler_schedules_match_reference(device, impl, padded, mode, scenario, request):
+    """Drawn requests on a drawn KV cache, as vLLM's ``Scheduler`` schedules them (preempting where the
+    blocks run out), eagerly and in each graph mode."""
+    _check(device, impl, scenario, padded, mode, request.node.name)
 
 
 @pytest.mark.order(0)

@@ -8,6 +8,8 @@ token budget (partial prefills beside decodes).
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from sim.serving.scenario import ACCEPT_POLICIES, RequestSpec, Scenario
@@ -53,6 +55,17 @@ def scenarios(draw, padded: bool | None = None, max_k: int = 4, max_reqs: int = 
         max_iterations=max_iterations,
         requests=tuple(reqs),
     )
+
+
+@st.composite
+def scheduled_by_vllm(draw, asynchronous: bool = False):
+    """A drawn scenario whose steps vLLM's scheduler decides (its ``AsyncScheduler`` if ``asynchronous``:
+    padded then, as vLLM requires), on a KV cache of one request at full length up to enough for every
+    request: the fewer blocks, the more it preempts."""
+    scenario = draw(scenarios(padded=True if asynchronous else None))
+    least, most = scenario.kv_blocks_bounds
+    blocks = draw(st.integers(least, most))
+    return dataclasses.replace(scenario, scheduler="vllm", kv_blocks=blocks, async_scheduling=asynchronous)
 
 
 def capture_sizes(max_num_tokens: int, max_num_reqs: int) -> st.SearchStrategy[tuple[int, ...] | None]:
