@@ -21,7 +21,14 @@ from hypothesis import given
 from sim.serving.run import run_scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_VLLM_SCHEDULER
+from tests.checks.modes import (
+    MODES,
+    USES_ASYNC_SCHEDULING,
+    USES_EAGLE,
+    USES_EAGLE3,
+    USES_RUNNER_SAMPLES,
+    USES_VLLM_SCHEDULER,
+)
 from tests.properties.test_mrope_eagle3 import SMALL
 from tests.properties.test_propose_loop import NEEDS_VLLM, SCHEDULED, SCHEDULED_BY_VLLM
 from tests.strategies.scenarios import scenarios, scheduled_by_vllm
@@ -63,13 +70,20 @@ def test_async_scheduling_matches_reference(device, impl, mode, method, scenario
 
 @NEEDS_VLLM
 @USES_VLLM_SCHEDULER
+@pytest.mark.parametrize(
+    "samples", [False, pytest.param(True, marks=USES_RUNNER_SAMPLES)], ids=["loop-verifies", "runner-samples"]
+)
 @pytest.mark.parametrize("mode", MODES)
-def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device, impl, mode, request):
+def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device, impl, mode, samples, request):
     """``SCHEDULED_BY_VLLM`` as vLLM's ``AsyncScheduler`` schedules it, eagerly and in each graph mode: each
     step scheduled before the last one's output, its drafts counted as accepted, a request preempted while
-    its step is in flight, a request run once more after the step that finished it."""
+    its step is in flight, a request run once more after the step that finished it; and so with the runner
+    sampling the target's tokens itself (its rejection sampler, its asynchronous output), as a deployment
+    serves MTP."""
     sizes = None if mode == "eager" else (2, 8)
-    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, graph_mode=mode, capture_sizes=sizes, async_scheduling=True)
+    scenario = dataclasses.replace(
+        SCHEDULED_BY_VLLM, graph_mode=mode, capture_sizes=sizes, async_scheduling=True, runner_samples=samples
+    )
     report = check_implementation(impl, scenario, device, request.node.name)
     events = report.scheduler_events
     assert events["preempted"] and events["counted ahead"], f"the case no longer tests what it names: {events}"

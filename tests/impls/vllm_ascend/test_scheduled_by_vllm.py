@@ -18,6 +18,7 @@ from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import SCHEDULED_BY_VLLM
 
 ASYNCHRONOUSLY = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=True)
+SAMPLED = dataclasses.replace(ASYNCHRONOUSLY, runner_samples=True)  # the runner's rejection sampler too
 SCHEDULES = {"sync": SCHEDULED_BY_VLLM, "async": ASYNCHRONOUSLY}
 
 
@@ -32,6 +33,10 @@ SCHEDULES = {"sync": SCHEDULED_BY_VLLM, "async": ASYNCHRONOUSLY}
         pytest.param("runner-counts-of-the-same-row", "corrected seq_len", ASYNCHRONOUSLY, id="async"),
         pytest.param("runner-placeholders-reach-the-model", "input ids", ASYNCHRONOUSLY, id="async"),
         pytest.param("runner-new-rows-corrected-as-the-first", "new request", ASYNCHRONOUSLY, id="async"),
+        # and the runner's own sampling: its booking, its rejection sampler, its asynchronous output's copy
+        pytest.param("runner-books-a-token-short", "input batch holds", SAMPLED, id="async-sampled"),
+        pytest.param("greedy-keeps-the-first-mismatch", "valid sampled tokens", SAMPLED, id="async-sampled"),
+        pytest.param("runner-async-output-events-left-placeholders", "valid sampled", SAMPLED, id="async-sampled"),
     ],
 )
 def test_a_broken_vllm_ascend_fails_on_the_steps_vllms_scheduler_makes(
@@ -39,8 +44,9 @@ def test_a_broken_vllm_ascend_fails_on_the_steps_vllms_scheduler_makes(
 ):
     """The runner's positions one off, the first pass sampling the row after, the steps' lengths taken for
     the computed tokens; asynchronously, the lengths corrected by another row's count, the scheduler's
-    placeholders handed to the model, a new request corrected as the first row (``broken_gate.VARIANTS``):
-    each fails the run, at the value it breaks."""
+    placeholders handed to the model, a new request corrected as the first row; with the runner sampling,
+    a token booked short, the greedy rejection keeping the first mismatch, the output's copy read before
+    its event (``broken_gate.VARIANTS``): each fails the run, at the value it breaks."""
     broken_gate.apply(variant, monkeypatch)
     report = run_scenario(scenario, device, impl)
     assert not report.ok and any(what in m.what for m in report.mismatches), report.mismatches[:3]
