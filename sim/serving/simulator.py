@@ -77,6 +77,11 @@ class Iteration(NamedTuple):
     mrope: list[list[list[int]]] | None = None
 
 
+class UnservableStep(RuntimeError):
+    """Another scheduler scheduled a step no correct model runner can serve as it stands (named in the
+    message, with the upstream report); the run stops there instead of serving something else."""
+
+
 class Scheduler(Protocol):
     """Another scheduler than the loop's own: it is told each request as it arrives (``add``), picks each
     iteration's requests and their rows (``schedule``: a running request it preempted is told so,

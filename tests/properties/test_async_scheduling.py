@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 
 from sim.serving.run import run_scenario
+from sim.serving.simulator import UnservableStep
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
 from tests.checks.modes import (
@@ -96,5 +97,10 @@ def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device,
 @given(scenario=scheduled_by_vllm(asynchronous=True))
 def test_vllms_async_scheduler_schedules_match_reference(device, impl, mode, scenario, request):
     """Drawn requests on a drawn KV cache, as vLLM's ``AsyncScheduler`` schedules them, eagerly and in each
-    graph mode: drafts, every call's metadata, and what the runner hands each next step."""
-    check_implementation(impl, dataclasses.replace(scenario, graph_mode=mode), device, request.node.name)
+    graph mode: drafts, every call's metadata, and what the runner hands each next step. A run reaching a
+    step vLLM's scheduler made unservable (placeholders outliving their step, near ``max_model_len``:
+    pinned in ``tests/impls/vllm_ascend/test_scheduled_by_vllm.py``) is compared up to that step."""
+    try:
+        check_implementation(impl, dataclasses.replace(scenario, graph_mode=mode), device, request.node.name)
+    except UnservableStep:
+        event("stopped at a step vLLM's scheduler made unservable")

@@ -16,7 +16,9 @@ output is known, so vLLM counts that step's drafts as accepted (its computed tok
 by the drafts the step rejects: checked), schedules placeholders for the drafts the runner keeps on the
 device (the loop hands it none), and may schedule a request once more after the step that finishes it
 (the loop runs that step too, as the runner does; its output is vLLM's to drop). A request preempted
-while its step was in flight is told so as in the synchronous order.
+while its step was in flight is told so as in the synchronous order. Placeholders scheduled for a request
+the step before did not run (vLLM's placeholders outliving their step, which the runner would hand the
+model as tokens) stop the run with ``UnservableStep``, naming them.
 
 No prefix caching (the tiny model has no block hashes). The configuration is the kit's tiny
 ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it.
@@ -34,7 +36,7 @@ import torch
 
 from sim.impls.kit import tiny_config
 from sim.serving.scenario import Scenario
-from sim.serving.simulator import RequestState
+from sim.serving.simulator import RequestState, UnservableStep
 
 LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
 
@@ -145,7 +147,7 @@ class VllmSchedule:
         ``running`` holds every request the loop may be asked to run, those finished after this step was
         scheduled included."""
         (out, blocks), self.ahead = self.ahead or self._scheduled(), None
-        self.last = out
+        ran, self.last = set(self.last.num_scheduled_tokens) if self.last is not None else set(), out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
             self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
             return []
@@ -171,6 +173,13 @@ class VllmSchedule:
             if req.prefilling:
                 rows = req.tokens[req.num_computed : req.num_computed + n]
             elif self.asynchronous:  # placeholders: the runner verifies the first of the drafts it kept
+                if verified and name not in ran:
+                    raise UnservableStep(
+                        f"{name}: vLLM's AsyncScheduler scheduled {verified} placeholder drafts for a request the"
+                        " step before did not run: the runner keeps drafts for the next step only, so the"
+                        " model would be handed the placeholders (-1) as tokens (vLLM #46899: placeholders"
+                        " outliving their step)"
+                    )
                 if verified > len(req.drafts):
                     raise RuntimeError(f"{name}: vLLM scheduled {verified} drafts, the loop has {len(req.drafts)}")
                 req.drafts = req.drafts[:verified]

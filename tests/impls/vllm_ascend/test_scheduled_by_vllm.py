@@ -14,6 +14,8 @@ import pytest
 
 from devices.sim.streams import StreamOrderError
 from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import UnservableStep
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_propose_loop import SCHEDULED_BY_VLLM
 
@@ -66,3 +68,28 @@ def test_a_correct_runner_written_otherwise_passes_the_asynchronous_run(monkeypa
     broken_gate.apply(control, monkeypatch)
     report = run_scenario(ASYNCHRONOUSLY, device, impl)
     assert report.ok, report.mismatches[:3]
+
+
+# Two requests running into max_model_len (64) with three drafts a step, asynchronously scheduled
+AT_MAX_MODEL_LEN = Scenario(
+    seed=58,
+    num_spec_tokens=3,
+    max_model_len=64,
+    token_budget=10,
+    max_num_reqs=4,
+    max_iterations=60,
+    requests=(RequestSpec(0, 35, 28), RequestSpec(0, 35, 13)),
+    async_scheduling=True,
+    scheduler="vllm",
+)
+
+
+def test_vllms_async_scheduler_hands_placeholders_past_their_step_at_max_model_len(device, impl):
+    """vLLM's own, pinned: its ``AsyncScheduler`` skips a request whose length counted ahead reached
+    ``max_model_len - 1``, and once the step in flight's rejections bring it back, schedules it with the
+    placeholders (-1) it set two steps before; the runner keeps the drafts for the next step only, so it
+    would hand the model -1 as tokens (the report of vllm#46899; vLLM's later ``AsyncScheduler`` clears the
+    placeholders of a request it does not schedule). The run stops there, naming it (``UnservableStep``);
+    the day the env's vLLM clears them this fails: drop the pin, and the drawn runs go on past that step."""
+    with pytest.raises(UnservableStep, match=r"^r0: vLLM's AsyncScheduler scheduled 1 placeholder drafts for a"):
+        run_scenario(AT_MAX_MODEL_LEN, device, impl)
