@@ -177,8 +177,8 @@ class VllmSchedule:
                     raise UnservableStep(
                         f"{name}: vLLM's AsyncScheduler scheduled {verified} placeholder drafts for a request the"
                         " step before did not run: the runner keeps drafts for the next step only, so the"
-                        " model would be handed the placeholders (-1) as tokens (vLLM #46899: placeholders"
-                        " outliving their step)"
+                        " model would be handed the placeholders (-1) as tokens: on an NPU a GatherV2"
+                        " out-of-range fault (placeholders outliving their step: vLLM #46899, vllm-ascend #10305)"
                     )
                 if verified > len(req.drafts):
                     raise RuntimeError(f"{name}: vLLM scheduled {verified} drafts, the loop has {len(req.drafts)}")

@@ -88,8 +88,9 @@ def test_vllms_async_scheduler_hands_placeholders_past_their_step_at_max_model_l
     """vLLM's own, pinned: its ``AsyncScheduler`` skips a request whose length counted ahead reached
     ``max_model_len - 1``, and once the step in flight's rejections bring it back, schedules it with the
     placeholders (-1) it set two steps before; the runner keeps the drafts for the next step only, so it
-    would hand the model -1 as tokens (the report of vllm#46899; vLLM's later ``AsyncScheduler`` clears the
-    placeholders of a request it does not schedule). The run stops there, naming it (``UnservableStep``);
+    would hand the model -1 as tokens, which an NPU's embedding gather faults on (vllm-ascend #10305 saw it
+    on a decode node; vLLM #46899 reports the placeholders outliving their step, and vLLM's later
+    ``AsyncScheduler`` clears the placeholders of a request it does not schedule). The run stops there, naming it (``UnservableStep``);
     the day the env's vLLM clears them this fails: drop the pin, and the drawn runs go on past that step."""
     with pytest.raises(UnservableStep, match=r"^r0: vLLM's AsyncScheduler scheduled 1 placeholder drafts for a"):
         run_scenario(AT_MAX_MODEL_LEN, device, impl)
