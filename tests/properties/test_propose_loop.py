@@ -23,7 +23,10 @@ from tests.checks.modes import (
     MODES,
     NEEDS_GRAPHS,
     PADDING,
+    USES_ASYNC_SCHEDULING,
     USES_DRAFT_ATTN_GROUPS,
+    USES_DRAFT_MODEL,
+    USES_EAGLE3,
     USES_FULL_GRAPHS,
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
@@ -302,6 +305,32 @@ def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl,
     assert report.scheduler_events["preempted"] > 0, (
         "vLLM's scheduler preempted no request: the case no longer tests preemption"
     )
+
+
+# The other drafts a deployment serves, on the same steps: each method and attention a property of its own
+# already checks on the loop's schedule, here once on vLLM's, eagerly (one run each, about a second)
+OTHER_DRAFTS = [
+    pytest.param({"method": "eagle3"}, id="eagle3", marks=USES_EAGLE3),
+    pytest.param({"method": "draft_model"}, id="draft_model", marks=USES_DRAFT_MODEL),
+    pytest.param({"draft_attn": "mla"}, id="mla", marks=USES_MLA_DRAFT),
+    pytest.param({"draft_attn_groups": 2}, id="two-groups", marks=USES_DRAFT_ATTN_GROUPS),
+]
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+@pytest.mark.parametrize("draft", OTHER_DRAFTS)
+def test_a_serving_run_vllms_scheduler_schedules_matches_reference_for_each_draft(
+    device, impl, draft, asynchronous, request
+):
+    """``SCHEDULED_BY_VLLM`` (its preemptions included) with an EAGLE-3 drafter, a draft model, an MLA
+    draft and a draft of two attention groups, scheduled by vLLM's ``Scheduler`` and ``AsyncScheduler``."""
+    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=asynchronous, **draft)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
 
 
 @NEEDS_VLLM
