@@ -24,12 +24,10 @@ from sim import bisect as bisecting
 from sim.bisect.warm import WarmInterpreter
 from sim.impls.kit.ascend import checkout
 from sim.serving.scenario import default_scenario
+from tests.impls.suites import SELF_TEST
 from tests.impls.vllm_ascend import history
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("MTP_SELF_TEST"),
-    reason="python -m sim bisect's own tests: the harness's CI runs them (MTP_SELF_TEST=1, as .ci/run sets it)",
-)
+pytestmark = SELF_TEST  # python -m sim bisect's own tests
 
 COMMITS, BROKEN_AT = 7, 6
 # git bisect's first choice in this range is commit 3, which pairs with no vLLM the harness has: skipped
