@@ -81,7 +81,8 @@ class Scenario:
     budget, blocks enough for every request) or ``vllm``: vLLM's own ``Scheduler`` of the env's vLLM
     decides the requests, their chunks, the drafts verified, the KV blocks, preemption and when a request
     is done (``sim.impls.kit.vllm_schedule``; with ``async_scheduling``, its ``AsyncScheduler``, each step
-    scheduled before the last one's output; one rank, not a decode node).
+    scheduled before the last one's output; one per DP rank, as each DP engine has its own; no TP ranks,
+    not a decode node).
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     capture_sizes: the batch sizes graph modes capture at, in any order (a
@@ -178,11 +179,11 @@ class Scenario:
             )
         if self.scheduler == "vllm":
             other = [f"decode_node={self.decode_node!r}"] if self.decode_node else []
-            other += [f"{name}={getattr(self, name)!r}" for name in ("tp", "dp") if getattr(self, name) > 1]
+            other += [f"tp={self.tp!r}"] if self.tp > 1 else []
             if other:
                 raise ValueError(
-                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven on one rank, for requests"
-                    " that arrive with their prompts"
+                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven for one rank's batch (each"
+                    " DP rank's its own), for requests that arrive with their prompts"
                 )
         least, most = self.kv_blocks_bounds
         if self.kv_blocks and not least <= self.kv_blocks <= most:

@@ -20,10 +20,10 @@ from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.checks.modes import USES_ASYNC_SCHEDULING
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
-from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
 from tests.session_impls import impl_of
 
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))
@@ -343,6 +343,24 @@ def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):
     ranks = [TYPICAL, SMALL if peer == "busy" else None]
     ranks = (dataclasses.replace(s, async_scheduling=True) if s else None for s in ranks)
     assert _agree(_case(mode, *ranks), pool, f"async-{peer}-{mode}") == []
+
+
+# Each DP rank's steps as its own vLLM scheduler makes them (vLLM's DP engines schedule each their own): one
+# rank preempting on its 13 blocks, the other serving two requests on enough blocks
+VLLM_PEER = dataclasses.replace(SCHEDULED_BY_VLLM, seed=1, kv_blocks=0, requests=SMALL.requests)
+
+
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_dp_ranks_each_scheduled_by_vllm(pool, asynchronous, mode):
+    """vLLM's ``Scheduler`` (``AsyncScheduler``) on each DP rank: a rank whose requests are preempted and
+    computed again steps, pads and syncs with its peer as on the loop's schedule, and drafts what the
+    reference drafts for its own batch."""
+    ranks = (dataclasses.replace(s, async_scheduling=asynchronous) for s in (SCHEDULED_BY_VLLM, VLLM_PEER))
+    assert _agree(_case(mode, *ranks), pool, f"vllm-scheduled-{mode}") == []
 
 
 def test_a_dp_case_of_more_ranks_than_the_pool_is_refused_by_name(pool):
