@@ -34,10 +34,10 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 )
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
-from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
-from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
 from tests.session_impls import impl_of
 
 MODES = ("eager", "full")
@@ -96,6 +96,20 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
     vocab = {"vocab_size": WHOLE_SLICES} if reduce_sample else {}
     case = _case(mode, reduce_sample, **DRAFTERS[drafter], **vocab)
     assert _agree(case, pool, f"{drafter}-{sampling}-{mode}") == []
+
+
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_tp_ranks_on_the_steps_vllms_scheduler_makes(pool, asynchronous, mode):
+    """``SCHEDULED_BY_VLLM`` (its preemptions) on TP ranks: vLLM's engine schedules once for every TP worker;
+    here each rank's own ``Scheduler`` (``AsyncScheduler``) of the same requests and blocks makes that one
+    schedule (vLLM's scheduling is deterministic), and every rank drafts the reference with the same
+    collectives."""
+    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, graph_mode=mode, async_scheduling=asynchronous)
+    assert _agree(TpCase.of(scenario, setup=(SETUP,)), pool, f"vllm-scheduled-{mode}") == []
 
 
 @pytest.mark.parametrize("sampling", SAMPLING_PARAMS)
