@@ -51,6 +51,7 @@ class RunReport:
     features: Counter = field(default_factory=Counter)  # sim.oracle.coverage feature -> calls exercising it
     mismatches: list[Mismatch] = field(default_factory=list)
     drafts: list[list[list[int]]] = field(default_factory=list)  # per iteration, per request
+    outputs: dict[int, list[int]] = field(default_factory=dict)  # each finished request's tokens, its prompt first
     # (known defect id, SPEC or DEFECT) -> calls that followed the spec for it, or the defect, where it
     # decides a value attention is given (sim.serving.checker.CallCheck.against)
     followed: Counter = field(default_factory=Counter)
@@ -176,7 +177,7 @@ def run_scenario(
             on_iteration(report, sim, proposer)
         if report.mismatches and stop_at_first_mismatch:
             break
-    report.finished = sim.finished
+    report.finished, report.outputs = sim.finished, dict(sim.outputs)
     report.scheduler_events.update(getattr(sim.scheduler, "events", {}))
     return report
 

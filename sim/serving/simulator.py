@@ -119,6 +119,7 @@ class ServingSim:
         self.running: list[RequestState] = []
         self.leaving: dict[int, RequestState] = {}  # finished by another scheduler after it scheduled the next step
         self.finished = 0
+        self.outputs: dict[int, list[int]] = {}  # each finished request's tokens, its prompt first
         self.config = ProposerConfig(
             num_spec_tokens=scenario.num_spec_tokens,
             vocab_size=scenario.vocab_size,
@@ -289,12 +290,13 @@ class ServingSim:
         for req in self.running:
             if done is None and (req.num_outputs >= req.max_new_tokens or len(req.tokens) > self.sc.max_model_len):
                 self.allocator.release(req.blocks)
-                self.finished += 1
             elif done is not None and req.rid in done:
-                self.finished += 1  # its blocks are the scheduler's; a step it scheduled already may run it
-                self.leaving[req.rid] = req
+                self.leaving[req.rid] = req  # its blocks are the scheduler's; a step it scheduled already may run it
             else:
                 still.append(req)
+                continue
+            self.finished += 1
+            self.outputs[req.rid] = list(req.tokens)
         self.running = still
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import torch
+
 from sim.oracle.cases import to_batch
+from sim.oracle.greedy_outputs import differences
 from sim.serving.run import build_models, run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import ServingSim
 
+CPU = torch.device("cpu")
 FAILURE_DIR = Path("failures")
 # What this test's serving runs compared, summed over its examples: the gate's plugin (tests/plugin.py) puts it in
 # the test's JUnit properties, sums it over the session for the terminal summary, and resets it.
@@ -67,6 +71,17 @@ def check_scenario(
 def check_implementation(impl, scenario, device, name: str, rules=None):
     """``check_scenario`` on the implementation under test (``rules``: in place of its own)."""
     return check_scenario(scenario, device, name, impl, rules=rules)
+
+
+def check_greedy_outputs(scenario: Scenario, report) -> None:
+    """Under greedy verification, every finished request's tokens are the target's own greedy decoding of
+    its prompt (``sim.oracle.greedy_outputs``): spec decoding on and off give the same output."""
+    if scenario.accept != "greedy":
+        raise ValueError(f"accept={scenario.accept!r}: only greedy verification outputs the target's own tokens")
+    assert report.outputs, "no request finished: nothing to compare"
+    target = build_models(scenario, CPU, poison_kv=False)[1]
+    prompts = {rid: spec.prompt_len for rid, spec in enumerate(scenario.requests)}
+    assert not (found := differences(target, report.outputs, prompts)), found[:3]
 
 
 # Two prompts' first chunks under full graphs, K = 4: the call a dummy run follows (``after_a_call``).

@@ -16,7 +16,12 @@ from hypothesis import event, given
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.checks.e2e_checks import check_dummy_run_matches_propose, check_implementation, check_scenario
+from tests.checks.e2e_checks import (
+    check_dummy_run_matches_propose,
+    check_greedy_outputs,
+    check_implementation,
+    check_scenario,
+)
 from tests.checks.example_budget import share
 from tests.checks.modes import (
     GRAPH_ONLY,
@@ -305,6 +310,27 @@ def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl,
     assert report.scheduler_events["preempted"] > 0, (
         "vLLM's scheduler preempted no request: the case no longer tests preemption"
     )
+
+
+GREEDY = dataclasses.replace(SCHEDULED_BY_VLLM, accept="greedy")
+SCHEDULERS = [
+    pytest.param(dataclasses.replace(GREEDY, scheduler="own", kv_blocks=0), id="own"),
+    pytest.param(GREEDY, id="vllm", marks=[NEEDS_VLLM, USES_VLLM_SCHEDULER]),
+    pytest.param(
+        dataclasses.replace(GREEDY, async_scheduling=True),
+        id="vllm-async",
+        marks=[NEEDS_VLLM, USES_VLLM_SCHEDULER, USES_ASYNC_SCHEDULING],
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", SCHEDULERS)
+def test_greedy_outputs_are_the_targets_own(device, impl, scenario, request):
+    """Spec decoding on and off give the same output (vLLM #10621): under greedy verification every
+    request's tokens are the target's own greedy decoding of its prompt, whoever scheduled the steps (the
+    loop, vLLM's ``Scheduler`` preempting, its ``AsyncScheduler`` counting ahead), and every call matches
+    the reference."""
+    check_greedy_outputs(scenario, check_implementation(impl, scenario, device, request.node.name))
 
 
 # The other drafts a deployment serves, on the same steps: each method and attention a property of its own
