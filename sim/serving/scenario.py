@@ -182,8 +182,9 @@ class Scenario:
             other += [f"tp={self.tp!r}"] if self.tp > 1 else []
             if other:
                 raise ValueError(
-                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler is driven for one rank's batch (each"
-                    " DP rank's its own), for requests that arrive with their prompts"
+                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler schedules requests that arrive with"
+                    " their prompts, one rank's batch (each DP rank's its own; vllm-ascend's TP ranks each serve a"
+                    " scenario of tp=1)"
                 )
         least, most = self.kv_blocks_bounds
         if self.kv_blocks and not least <= self.kv_blocks <= most:

@@ -147,7 +147,8 @@ class VllmSchedule:
         ``running`` holds every request the loop may be asked to run, those finished after this step was
         scheduled included."""
         (out, blocks), self.ahead = self.ahead or self._scheduled(), None
-        ran, self.last = set(self.last.num_scheduled_tokens) if self.last is not None else set(), out
+        ran = set(self.last.num_scheduled_tokens) if self.last is not None else set()  # the step before
+        self.last = out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
             self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
             return []
