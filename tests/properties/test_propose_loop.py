@@ -58,10 +58,14 @@ FAMILY_FIELDS = {"mla": {"draft_attn": "mla"}, "sfa": {"draft_attn": "sfa", "blo
 
 
 def _check(device, impl, scenario, padded, mode, name, **fields):
+    """The run's calls against the reference; under greedy verification its outputs against the target's
+    own greedy decoding too (``check_greedy_outputs``)."""
     scenario = dataclasses.replace(scenario, padded=padded, graph_mode=mode, **fields)
     report = check_implementation(impl, scenario, device, name)
     for feature in report.features:
         event(feature)
+    if scenario.accept == "greedy" and report.outputs:
+        check_greedy_outputs(scenario, report)
 
 
 @pytest.mark.parametrize("padded", PADDING)
