@@ -20,7 +20,7 @@ from hypothesis import event, given
 
 from sim.serving.run import run_scenario
 from sim.serving.simulator import UnservableStep
-from tests.checks.e2e_checks import check_implementation
+from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
 from tests.checks.example_budget import share
 from tests.checks.modes import (
     MODES,
@@ -100,7 +100,11 @@ def test_vllms_async_scheduler_schedules_match_reference(device, impl, mode, sce
     graph mode: drafts, every call's metadata, and what the runner hands each next step. A run reaching a
     step vLLM's scheduler made unservable (placeholders outliving their step, near ``max_model_len``:
     pinned in ``tests/impls/vllm_ascend/test_scheduled_by_vllm.py``) is compared up to that step."""
+    scenario = dataclasses.replace(scenario, graph_mode=mode)
     try:
-        check_implementation(impl, dataclasses.replace(scenario, graph_mode=mode), device, request.node.name)
+        report = check_implementation(impl, scenario, device, request.node.name)
     except UnservableStep:
         event("stopped at a step vLLM's scheduler made unservable")
+        return
+    if scenario.accept == "greedy" and report.outputs:  # and its outputs, the target's own greedy decoding
+        check_greedy_outputs(scenario, report)
