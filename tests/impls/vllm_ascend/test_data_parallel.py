@@ -351,9 +351,12 @@ VLLM_PEER = dataclasses.replace(SCHEDULED_BY_VLLM, seed=1, kv_blocks=0, requests
 
 
 @USES_VLLM_SCHEDULER
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(
-    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+@pytest.mark.parametrize(  # each order once, each mode once: a pool case costs seconds
+    ("asynchronous", "mode"),
+    [
+        pytest.param(False, "eager", id="sync-eager"),
+        pytest.param(True, "full", id="async-full", marks=USES_ASYNC_SCHEDULING),
+    ],
 )
 def test_dp_ranks_each_scheduled_by_vllm(pool, asynchronous, mode):
     """vLLM's ``Scheduler`` (``AsyncScheduler``) on each DP rank: a rank whose requests are preempted and

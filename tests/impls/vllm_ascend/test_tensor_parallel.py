@@ -99,9 +99,12 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
 
 
 @USES_VLLM_SCHEDULER
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(
-    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+@pytest.mark.parametrize(  # each order once, each mode once: a pool case costs seconds
+    ("asynchronous", "mode"),
+    [
+        pytest.param(False, "eager", id="sync-eager"),
+        pytest.param(True, "full", id="async-full", marks=USES_ASYNC_SCHEDULING),
+    ],
 )
 def test_tp_ranks_on_the_steps_vllms_scheduler_makes(pool, asynchronous, mode):
     """``SCHEDULED_BY_VLLM`` (its preemptions) on TP ranks: vLLM's engine schedules once for every TP worker;
