@@ -21,7 +21,10 @@ the step before did not run (vLLM's placeholders outliving their step, which the
 model as tokens) stop the run with ``UnservableStep``, naming them.
 
 No prefix caching (the tiny model has no block hashes). The configuration is the kit's tiny
-``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it.
+``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it. vllm-ascend's
+platform replaces vLLM's ``Scheduler`` in a deployment by its ``BalanceScheduler``
+(``patch_balance_schedule``), which schedules as vLLM's unless its balance scheduling across DP ranks is
+on or a PD prefill node turns preemption off: vLLM's own is driven here, those two modes are not.
 """
 
 from __future__ import annotations
