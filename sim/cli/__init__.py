@@ -129,6 +129,8 @@ def cmd_run(args) -> int:
             decode_node=args.decode_node,
             scheduler=args.scheduler,
             kv_blocks=args.kv_blocks,
+            prefix_caching=args.prefix_caching,
+            shared_prefix=args.shared_prefix,
             async_scheduling=args.async_scheduling,
             runner_samples=args.runner_samples,
             **ranks.tp_fields(args),

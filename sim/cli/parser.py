@@ -98,6 +98,17 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         help="with --scheduler vllm, the KV cache's blocks (0: enough for every request); fewer make vLLM preempt",
     )
     run.add_argument(
+        "--prefix-caching",
+        action="store_true",
+        help="with --scheduler vllm, vLLM's prefix caching: a request past the blocks it finds cached reads their KV",
+    )
+    run.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=0,
+        help="the first tokens every prompt shares (a prefix cache's hits; 0: none)",
+    )
+    run.add_argument(
         "--async-scheduling",
         action="store_true",
         help="the model runner's asynchronous scheduling (--impl vllm_ascend): what it hands the next step checked",

@@ -85,6 +85,11 @@ class Scenario:
     not a decode node).
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
+    prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
+    begins with full blocks another request computed starts past them, its drafts reading the draft
+    layer's KV that request wrote (vLLM gives an EAGLE/MTP drafter's requests one block fewer, so the
+    token after the hit is shared too).
+    shared_prefix: the first tokens every prompt shares (up to its length), drawn from the seed; 0: none.
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -117,6 +122,8 @@ class Scenario:
     runner_samples: bool = False
     scheduler: str = "own"
     kv_blocks: int = 0
+    prefix_caching: bool = False
+    shared_prefix: int = 0
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -173,6 +180,13 @@ class Scenario:
     def _check_scheduler(self) -> None:
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler={self.scheduler!r}: expected one of {SCHEDULERS}")
+        if self.prefix_caching and self.scheduler != "vllm":
+            raise ValueError(
+                f"prefix_caching=True with scheduler={self.scheduler!r}: prefix caching is vLLM's scheduler's"
+                " (scheduler='vllm')"
+            )
+        if self.shared_prefix < 0:
+            raise ValueError(f"shared_prefix={self.shared_prefix!r}: a prefix has no fewer than 0 tokens")
         if self.kv_blocks and self.scheduler != "vllm":
             raise ValueError(
                 f"kv_blocks={self.kv_blocks!r} with scheduler={self.scheduler!r}: the loop's own schedule never preempts"

@@ -77,9 +77,10 @@ class Iteration(NamedTuple):
     mrope: list[list[list[int]]] | None = None
 
 
-class UnservableStep(RuntimeError):
-    """Another scheduler scheduled a step no correct model runner can serve as it stands (named in the
-    message, with the upstream report); the run stops there instead of serving something else."""
+class SchedulerDefect(RuntimeError):
+    """Another scheduler scheduled a step that no correct model runner and drafter can serve as the spec
+    says (the scheduler's defect, named in the message with its upstream report): the run stops there
+    instead of judging the implementation on it."""
 
 
 class Scheduler(Protocol):
@@ -114,6 +115,8 @@ class ServingSim:
         self.target = target
         self.reference_drafter = reference_drafter
         self.rng = np.random.default_rng(scenario.seed + 7)
+        # the prefix every prompt shares: a stream of its own, so prompts without one stay as they were
+        self.shared = np.random.default_rng(scenario.seed + 11).integers(0, scenario.vocab_size, scenario.shared_prefix)
         self.allocator = BlockAllocator(scenario.num_blocks, scenario.seed)
         self.waiting = sorted(enumerate(scenario.requests), key=lambda x: x[1].arrival)
         self.running: list[RequestState] = []
@@ -140,7 +143,10 @@ class ServingSim:
     def _admit(self, it: int) -> None:
         while self.waiting and self.waiting[0][1].arrival <= it and self._room():
             rid, spec = self.waiting.pop(0)
-            prompt = self.rng.integers(0, self.sc.vocab_size, size=spec.prompt_len).tolist()
+            prompt = self.rng.integers(0, self.sc.vocab_size, size=spec.prompt_len)
+            shared = min(spec.prompt_len, len(self.shared))
+            prompt[:shared] = self.shared[:shared]
+            prompt = prompt.tolist()
             req = RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens)
             if self.sc.decode_node:  # prefilled elsewhere: its KV and the token sampled after it arrive
                 req.tokens = prompt + [self.target.greedy(self._prompt_hidden(prompt))[-1].item()]

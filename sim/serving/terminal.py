@@ -76,5 +76,5 @@ def print_sweep(reports: list[RunReport]) -> None:
 def _scheduler(report: RunReport) -> str:
     """vLLM's scheduler that decided the run, and what it did the loop's own never does."""
     name = "AsyncScheduler" if report.scenario.async_scheduling else "Scheduler"
-    events = ", ".join(f"{event} {n}" for event, n in sorted(report.scheduler_events.items())) or "nothing else"
+    events = ", ".join(f"{event} {n}" for event, n in sorted(report.scheduler_events.items()) if n) or "nothing else"
     return f"{name}: {events}"

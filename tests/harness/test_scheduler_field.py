@@ -1,4 +1,5 @@
-"""A scenario's scheduler (``Scenario.scheduler``, ``kv_blocks``): what it takes and what it refuses, by name."""
+"""A scenario's scheduler (``Scenario.scheduler``, ``kv_blocks``, ``prefix_caching``, ``shared_prefix``): what it
+takes and what it refuses, by name."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
-from sim.serving.scenario import Scenario
+from sim.serving.run import build_models
+from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import ServingSim
 
 pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
@@ -20,6 +24,8 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"scheduler": "vllm", "decode_node": True}, r"scheduler='vllm' with decode_node=True"),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
+        ({"prefix_caching": True}, r"prefix_caching=True with scheduler='own': prefix caching is vLLM's"),
+        ({"shared_prefix": -1}, r"shared_prefix=-1: a prefix has no fewer than 0 tokens"),
     ],
 )
 def test_a_scheduler_a_run_cannot_have_is_refused_by_name(fields, said):
@@ -34,3 +40,20 @@ def test_kv_blocks_are_the_caches_and_a_replay_file_without_them_loads():
     assert Scenario.from_dict(json.loads(saved)) == scenario
     old = {k: v for k, v in dataclasses.asdict(Scenario()).items() if k not in ("scheduler", "kv_blocks")}
     assert Scenario.from_dict(old) == Scenario()
+
+
+def test_every_prompt_begins_with_the_shared_prefix_and_none_changes_nothing():
+    """``shared_prefix``: the first tokens of every prompt (up to its length) are one drawn prefix; a
+    scenario without one draws its prompts as it did before the field."""
+    requests = (RequestSpec(0, 9, 2), RequestSpec(0, 4, 2), RequestSpec(0, 12, 2))
+    plain = Scenario(requests=requests)
+    shared = dataclasses.replace(plain, shared_prefix=6)
+
+    def prompts(scenario):
+        sim = ServingSim(scenario, build_models(scenario, torch.device("cpu"))[1])
+        sim.step(0)
+        return [req.tokens[: req.prompt_len] for req in sim.running]
+
+    before, after = prompts(plain), prompts(shared)
+    assert after[0][:6] == after[2][:6] and after[1] == after[0][:4]
+    assert [p[6:] for p in after] == [p[6:] for p in before]  # past the prefix, the prompts drawn before

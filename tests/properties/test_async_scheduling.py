@@ -19,7 +19,7 @@ import pytest
 from hypothesis import event, given
 
 from sim.serving.run import run_scenario
-from sim.serving.simulator import UnservableStep
+from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
 from tests.checks.example_budget import share
 from tests.checks.modes import (
@@ -99,13 +99,13 @@ def test_a_serving_run_vllms_async_scheduler_schedules_matches_reference(device,
 def test_vllms_async_scheduler_schedules_match_reference(device, impl, mode, scenario, request):
     """Drawn requests on a drawn KV cache, as vLLM's ``AsyncScheduler`` schedules them, eagerly and in each
     graph mode: drafts, every call's metadata, and what the runner hands each next step. A run reaching a
-    step vLLM's scheduler made unservable (placeholders outliving their step, near ``max_model_len``:
+    step vLLM's scheduler's defect made (placeholders outliving their step, near ``max_model_len``:
     pinned in ``tests/impls/vllm_ascend/test_scheduled_by_vllm.py``) is compared up to that step."""
     scenario = dataclasses.replace(scenario, graph_mode=mode)
     try:
         report = check_implementation(impl, scenario, device, request.node.name)
-    except UnservableStep:
-        event("stopped at a step vLLM's scheduler made unservable")
+    except SchedulerDefect:
+        event("stopped at a defect of vLLM's scheduler")
         return
     if scenario.accept == "greedy" and report.outputs:  # and its outputs, the target's own greedy decoding
         check_greedy_outputs(scenario, report)

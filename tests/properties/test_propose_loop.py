@@ -16,6 +16,7 @@ from hypothesis import event, given
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
+from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import (
     check_dummy_run_matches_propose,
     check_greedy_outputs,
@@ -337,6 +338,37 @@ def test_greedy_outputs_are_the_targets_own(device, impl, scenario, request):
     check_greedy_outputs(scenario, check_implementation(impl, scenario, device, request.node.name))
 
 
+# Requests sharing a 20-token prefix (five blocks of 4) on vLLM's prefix cache: three of them start past
+# the blocks the first computed (vLLM hands an MTP drafter's requests one block fewer), at other times
+PREFIX_CACHED = Scenario(
+    num_spec_tokens=3,
+    max_model_len=48,
+    token_budget=16,
+    max_num_reqs=4,
+    max_iterations=60,
+    accept="greedy",
+    scheduler="vllm",
+    prefix_caching=True,
+    shared_prefix=20,
+    requests=(RequestSpec(0, 22, 6), RequestSpec(3, 25, 8), RequestSpec(4, 21, 8), RequestSpec(9, 30, 6)),
+)
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_a_serving_run_on_vllms_prefix_cache_matches_reference(device, impl, asynchronous, request):
+    """``PREFIX_CACHED``: a request starting past cached blocks drafts from the draft layer's KV another
+    request wrote there, and must draft what the reference drafts from its own history; its outputs are the
+    target's own greedy decoding."""
+    scenario = dataclasses.replace(PREFIX_CACHED, async_scheduling=asynchronous)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    assert report.scheduler_events["prefix cache hits"] > 0, f"no prefix cache hit: {report.scheduler_events}"
+    check_greedy_outputs(scenario, report)
+
+
 # The other drafts a deployment serves, on the same steps: each method and attention a property of its own
 # already checks on the loop's schedule, here once on vLLM's, eagerly (one run each, about a second)
 OTHER_DRAFTS = [
@@ -371,8 +403,13 @@ def test_a_serving_run_vllms_scheduler_schedules_matches_reference_for_each_draf
 @given(scenario=scheduled_by_vllm())
 def test_vllms_scheduler_schedules_match_reference(device, impl, padded, mode, scenario, request):
     """Drawn requests on a drawn KV cache, as vLLM's ``Scheduler`` schedules them (preempting where the
-    blocks run out), eagerly and in each graph mode."""
-    _check(device, impl, scenario, padded, mode, request.node.name)
+    blocks run out; with its prefix cache or without), eagerly and in each graph mode. A run reaching a
+    defect of vLLM's scheduler (its prefix cache handing KV another continuation wrote: pinned in
+    ``tests/impls/vllm_ascend/test_scheduled_by_vllm.py``) is compared up to that step."""
+    try:
+        _check(device, impl, scenario, padded, mode, request.node.name)
+    except SchedulerDefect:
+        event("stopped at a defect of vLLM's scheduler")
 
 
 @pytest.mark.order(0)

@@ -61,11 +61,18 @@ def scenarios(draw, padded: bool | None = None, max_k: int = 4, max_reqs: int = 
 def scheduled_by_vllm(draw, asynchronous: bool = False):
     """A drawn scenario whose steps vLLM's scheduler decides (its ``AsyncScheduler`` if ``asynchronous``:
     padded then, as vLLM requires), on a KV cache of one request at full length up to enough for every
-    request: the fewer blocks, the more it preempts."""
+    request (the fewer blocks, the more it preempts), with or without its prefix caching, the prompts
+    sharing a drawn prefix."""
     scenario = draw(scenarios(padded=True if asynchronous else None))
     least, most = scenario.kv_blocks_bounds
-    blocks = draw(st.integers(least, most))
-    return dataclasses.replace(scenario, scheduler="vllm", kv_blocks=blocks, async_scheduling=asynchronous)
+    return dataclasses.replace(
+        scenario,
+        scheduler="vllm",
+        kv_blocks=draw(st.integers(least, most)),
+        async_scheduling=asynchronous,
+        prefix_caching=draw(st.booleans()),
+        shared_prefix=draw(st.integers(0, scenario.max_model_len)),
+    )
 
 
 def capture_sizes(max_num_tokens: int, max_num_reqs: int) -> st.SearchStrategy[tuple[int, ...] | None]:

@@ -18,9 +18,11 @@ device (the loop hands it none), and may schedule a request once more after the 
 (the loop runs that step too, as the runner does; its output is vLLM's to drop). A request preempted
 while its step was in flight is told so as in the synchronous order. Placeholders scheduled for a request
 the step before did not run (vLLM's placeholders outliving their step, which the runner would hand the
-model as tokens) stop the run with ``UnservableStep``, naming them.
+model as tokens) stop the run with ``SchedulerDefect``, naming them.
 
-No prefix caching (the tiny model has no block hashes). The configuration is the kit's tiny
+With ``Scenario.prefix_caching``, vLLM's prefix caching (blocks hashed as its engine core hashes them): a
+request starting past the blocks it found cached computes from there, into the blocks it shares. The
+configuration is the kit's tiny
 ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it. vllm-ascend's
 platform replaces vLLM's ``Scheduler`` in a deployment by its ``BalanceScheduler``
 (``patch_balance_schedule``), which schedules as vLLM's unless its balance scheduling across DP ranks is
@@ -39,7 +41,7 @@ import torch
 
 from sim.impls.kit import tiny_config
 from sim.serving.scenario import Scenario
-from sim.serving.simulator import RequestState, UnservableStep
+from sim.serving.simulator import RequestState, SchedulerDefect
 
 LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
 
@@ -78,6 +80,14 @@ def _base_config():
         configs._ASCEND_CONFIG = before
 
 
+def _block_hasher(config):
+    """The function hashing a request's full blocks for prefix caching, as vLLM's engine core makes it."""
+    utils = _import("vllm.v1.core.kv_cache_utils")
+    hash_fn = _import("vllm.utils.hashing").get_hash_fn_by_name(config.cache_config.prefix_caching_hash_algo)
+    utils.init_none_hash(hash_fn)
+    return utils.get_request_block_hasher(config.cache_config.block_size, hash_fn)
+
+
 def vllm_config(scenario: Scenario):
     """The tiny ``VllmConfig`` with the scenario's sizes, as the scheduler reads them."""
     base = _base_config()
@@ -93,7 +103,7 @@ def vllm_config(scenario: Scenario):
     config.model_config.max_model_len = scenario.max_model_len
     config.cache_config.block_size = scenario.block_size
     config.cache_config.num_gpu_blocks = scenario.num_blocks
-    config.cache_config.enable_prefix_caching = False
+    config.cache_config.enable_prefix_caching = scenario.prefix_caching
     config.speculative_config.num_speculative_tokens = scenario.num_spec_tokens
     return config
 
@@ -123,6 +133,12 @@ class VllmSchedule:
             config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
         )
         self._request = _import("vllm.v1.request").Request
+        self._hasher = _block_hasher(config) if scenario.prefix_caching else None
+        self.block_size = scenario.block_size
+        # prefix caching: each block's token after its last position, as its writer's draft layer took it for
+        # that position's KV; and each request's blocks read from the cache (not its writes)
+        self.after: dict[int, int] = {}
+        self.hit_blocks: dict[str, int] = {}
         self._params = _import("vllm.sampling_params").SamplingParams
         self._outputs = _import("vllm.v1.outputs")
         self.last = None  # the last step's SchedulerOutput
@@ -135,7 +151,8 @@ class VllmSchedule:
         # vLLM 0.13's Request takes the end-of-sequence token (none here); later ones read it from the params
         eos = {"eos_token_id": None} if "eos_token_id" in inspect.signature(self._request).parameters else {}
         prompt = list(req.tokens[: req.prompt_len])
-        self.scheduler.add_request(self._request(f"r{req.rid}", prompt, params, None, **eos))
+        hashes = {"block_hasher": self._hasher} if self._hasher is not None else {}
+        self.scheduler.add_request(self._request(f"r{req.rid}", prompt, params, None, **eos, **hashes))
 
     def _scheduled(self):
         """vLLM's next step, and each scheduled request's blocks as its KV cache manager holds them now (a
@@ -149,12 +166,16 @@ class VllmSchedule:
         from and the drafts vLLM verifies), its blocks and its computed tokens as vLLM holds them.
         ``running`` holds every request the loop may be asked to run, those finished after this step was
         scheduled included."""
-        (out, blocks), self.ahead = self.ahead or self._scheduled(), None
+        if self.ahead is None:  # scheduled now, after every output it was told: nothing counted ahead
+            self.ahead, self.rejected = self._scheduled(), {}
+        (out, blocks), self.ahead = self.ahead, None
         ran = set(self.last.num_scheduled_tokens) if self.last is not None else set()  # the step before
         self.last = out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
             self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
             return []
+        if self._hasher is not None:
+            self._written(running)
         computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
         cached = out.scheduled_cached_reqs
         computed |= dict(zip(cached.req_ids, cached.num_computed_tokens))
@@ -164,7 +185,11 @@ class VllmSchedule:
             ahead = self.rejected.get(name, 0)  # vLLM took the step in flight's drafts as accepted
             if computed[name] - ahead < req.num_computed:
                 req.preempted()
+                self.hit_blocks.pop(name, None)
                 self.events["preempted"] += 1
+            if req.num_computed == 0 and computed[name] > 0 and self._hasher and computed[name] % self.block_size == 0:
+                self._hit(name, req, computed[name], blocks[name])  # full blocks another request computed
+                self.events["prefix cache hits"] += 1
             elif computed[name] - ahead != req.num_computed:
                 raise RuntimeError(
                     f"{name}: vLLM's scheduler computed {computed[name]} tokens ({ahead} counted ahead), the loop"
@@ -178,7 +203,7 @@ class VllmSchedule:
                 rows = req.tokens[req.num_computed : req.num_computed + n]
             elif self.asynchronous:  # placeholders: the runner verifies the first of the drafts it kept
                 if verified and name not in ran:
-                    raise UnservableStep(
+                    raise SchedulerDefect(
                         f"{name}: vLLM's AsyncScheduler scheduled {verified} placeholder drafts for a request the"
                         " step before did not run: the runner keeps drafts for the next step only, so the"
                         " model would be handed the placeholders (-1) as tokens: on an NPU a GatherV2"
@@ -197,6 +222,33 @@ class VllmSchedule:
             picked.append((req, rows))
         return picked
 
+    def _written(self, running: dict[int, RequestState]) -> None:
+        """Each block a running request wrote the draft layer's KV of its last position into: the token after
+        that position it was written with (every position before the request's computed ones was)."""
+        size = self.block_size
+        for req in running.values():
+            for j in range(self.hit_blocks.get(f"r{req.rid}", 0), len(req.blocks)):
+                if (j + 1) * size > min(req.num_computed, len(req.tokens) - 1):
+                    break
+                self.after[req.blocks[j]] = req.tokens[(j + 1) * size]
+
+    def _hit(self, name: str, req: RequestState, hit: int, blocks: list[int]) -> None:
+        """``req`` starts past the ``hit`` tokens it found cached, reading the draft layer's KV other requests
+        wrote into those blocks; each block's last position must have been written from the token that
+        follows it in ``req``, else the drafter reads KV of another continuation."""
+        size = self.block_size
+        for j in range(hit // size):
+            got, want = self.after.get(blocks[j]), req.tokens[(j + 1) * size]
+            if got != want:
+                raise SchedulerDefect(
+                    f"{name}: vLLM's prefix cache hands it block {blocks[j]} (positions {j * size}-{(j + 1) * size - 1}),"
+                    f" whose draft-layer KV at position {(j + 1) * size - 1} was written from the next token {got},"
+                    f" where {name}'s is {want}: a chain of cached blocks that other requests wrote, whose first"
+                    " continued otherwise (the drop of the last matched block for an EAGLE/MTP drafter covers only"
+                    " the blocks of one writer)"
+                )
+        req.num_computed, self.hit_blocks[name] = hit, hit // size
+
     def commit(self, rids: list[int], sampled: list[list[int]], drafts: list[list[int]]) -> set[int]:
         """vLLM's scheduler told the step's sampled tokens, then (synchronously) the new drafts; the
         requests it finished. Asynchronously the next step is scheduled first, as the engine core does."""
@@ -209,14 +261,14 @@ class VllmSchedule:
         output = self._outputs.ModelRunnerOutput(
             req_ids=names,
             req_id_to_index={n: i for i, n in enumerate(names)},
-            sampled_token_ids=sampled,
+            sampled_token_ids=[list(s) for s in sampled],  # a copy, as the engine core receives: vLLM trims it
             **{k: v for k, v in empty.items() if k in takes and takes[k].default is inspect.Parameter.empty},
         )
-        verified = self.last.scheduled_spec_decode_tokens
-        self.scheduler.update_from_output(self.last, output)
         if self.asynchronous:  # the drafts stay on the runner's device; vLLM counted them all as accepted
+            verified = self.last.scheduled_spec_decode_tokens
             self.rejected = {n: len(verified[n]) + 1 - len(s) for n, s in zip(names, sampled) if verified.get(n)}
-        else:
+        self.scheduler.update_from_output(self.last, output)
+        if not self.asynchronous:
             live = [(n, d) for n, d in zip(names, drafts) if n in self.scheduler.requests]
             if live:
                 self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))

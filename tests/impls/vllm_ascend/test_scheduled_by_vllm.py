@@ -13,11 +13,12 @@ import dataclasses
 import pytest
 
 from devices.sim.streams import StreamOrderError
+from sim.impls.kit import vllm_schedule
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from sim.serving.simulator import UnservableStep
+from sim.serving.simulator import SchedulerDefect
 from tests.impls.vllm_ascend import broken_gate
-from tests.properties.test_propose_loop import SCHEDULED_BY_VLLM
+from tests.properties.test_propose_loop import PREFIX_CACHED, SCHEDULED_BY_VLLM
 
 ASYNCHRONOUSLY = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=True)
 SAMPLED = dataclasses.replace(ASYNCHRONOUSLY, runner_samples=True)  # the runner's rejection sampler too
@@ -90,7 +91,81 @@ def test_vllms_async_scheduler_hands_placeholders_past_their_step_at_max_model_l
     placeholders (-1) it set two steps before; the runner keeps the drafts for the next step only, so it
     would hand the model -1 as tokens, which an NPU's embedding gather faults on (vllm-ascend #10305 saw it
     on a decode node; vLLM #46899 reports the placeholders outliving their step, and vLLM's later
-    ``AsyncScheduler`` clears the placeholders of a request it does not schedule). The run stops there, naming it (``UnservableStep``);
+    ``AsyncScheduler`` clears the placeholders of a request it does not schedule). The run stops there, naming it (``SchedulerDefect``);
     the day the env's vLLM clears them this fails: drop the pin, and the drawn runs go on past that step."""
-    with pytest.raises(UnservableStep, match=r"^r0: vLLM's AsyncScheduler scheduled 1 placeholder drafts for a"):
+    with pytest.raises(SchedulerDefect, match=r"^r0: vLLM's AsyncScheduler scheduled 1 placeholder drafts for a"):
         run_scenario(AT_MAX_MODEL_LEN, device, impl)
+
+
+def test_a_prefix_cache_hit_of_the_last_matched_block_is_named(monkeypatch, device, impl):
+    """What vLLM's prefix cache hands an MTP drafter is checked: with EAGLE's drop of the last matched block
+    turned off, a request starts one block further, where the draft layer's KV of its last cached position
+    was written from another request's next token; the run stops there naming it (without the check, its
+    drafts differ from the reference's, seen when the check was written)."""
+    made = vllm_schedule.VllmSchedule.__init__
+
+    def without_the_eagle_drop(self, scenario):
+        made(self, scenario)
+        manager = self.scheduler.kv_cache_manager
+        manager.use_eagle = False
+        for group in manager.coordinator.single_type_managers:
+            group.use_eagle = False
+        if hasattr(manager.coordinator, "eagle_group_ids"):
+            manager.coordinator.eagle_group_ids = set()
+
+    monkeypatch.setattr(vllm_schedule.VllmSchedule, "__init__", without_the_eagle_drop)
+    with pytest.raises(SchedulerDefect, match=r"KV at position 19 was written from the next token \d+, where"):
+        run_scenario(PREFIX_CACHED, device, impl)
+
+
+# Prompts [a], [a, b], [a, b, c] in blocks of one token: the first request caches block [a] with its draft
+# KV written from its own next token; the second computes [a, b] anew (EAGLE's drop leaves it no hit) and
+# caches [b] under [a]; the third matches [a] -> [b], keeps [a] after the drop, and gets the first's [a]
+CHAIN_OF_WRITERS = Scenario(
+    num_spec_tokens=1,
+    block_size=1,
+    max_model_len=12,
+    token_budget=2,
+    max_num_reqs=1,
+    padded=False,
+    accept="greedy",
+    vocab_size=32,
+    requests=(RequestSpec(0, 1, 1), RequestSpec(0, 2, 1), RequestSpec(0, 3, 1)),
+    scheduler="vllm",
+    prefix_caching=True,
+    shared_prefix=3,
+)
+
+
+def test_vllms_prefix_cache_hands_draft_kv_of_another_continuation(device, impl):
+    """vLLM's own, pinned: its prefix cache maps each block's hash to the first request that cached it, so a
+    chain matched through blocks of several writers can start with a block whose last position's draft KV
+    was written from another continuation than the hitting request's; the drop of the last matched block
+    for an EAGLE/MTP drafter covers a chain of one writer only. The run stops there, naming it (vLLM
+    0.23.0 and 0.27.1; a production block of 128 tokens makes it one position's KV among many, an
+    acceptance loss, not a crash); the day vLLM changes it this fails: drop the pin."""
+    with pytest.raises(SchedulerDefect, match=r"^r2: vLLM's prefix cache hands it block \d+ \(positions 0-0\)"):
+        run_scenario(CHAIN_OF_WRITERS, device, impl)
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True], ids=["", "prefix-caching"])
+def test_a_last_step_sampling_past_max_tokens_is_not_taken_for_a_preemption(device, impl, prefix_caching):
+    """vLLM trims a request's sampled tokens to its ``max_tokens`` in the list it is handed: the loop hands it
+    a copy and counts the in-flight step's rejected drafts from its own, so the step vLLM scheduled after
+    that one (asynchronously, before it knew the request done) is not taken for a preemption."""
+    scenario = Scenario(
+        num_spec_tokens=2,
+        block_size=1,
+        max_model_len=12,
+        token_budget=3,
+        max_num_reqs=1,
+        accept="all",
+        vocab_size=32,
+        requests=(RequestSpec(0, 1, 3),),
+        async_scheduling=True,
+        scheduler="vllm",
+        prefix_caching=prefix_caching,
+    )
+    report = run_scenario(scenario, device, impl)
+    assert report.ok and report.scheduler_events["ran after finishing"], report.scheduler_events
+    assert not report.scheduler_events["preempted"], report.scheduler_events
