@@ -81,11 +81,14 @@ def _base_config():
 
 
 def _block_hasher(config):
-    """The function hashing a request's full blocks for prefix caching, as vLLM's engine core makes it."""
+    """The function hashing a request's full blocks for prefix caching, as vLLM's engine core makes it (from
+    vLLM 0.33 each hash also covers the tokens after its block an EAGLE/MTP drafter's KV reads, in place of
+    dropping the last matched block)."""
     utils = _import("vllm.v1.core.kv_cache_utils")
     hash_fn = _import("vllm.utils.hashing").get_hash_fn_by_name(config.cache_config.prefix_caching_hash_algo)
     utils.init_none_hash(hash_fn)
-    return utils.get_request_block_hasher(config.cache_config.block_size, hash_fn)
+    lookahead = () if not hasattr(config, "num_hash_lookahead_tokens") else (config.num_hash_lookahead_tokens,)
+    return utils.get_request_block_hasher(config.cache_config.block_size, hash_fn, *lookahead)
 
 
 def vllm_config(scenario: Scenario):

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+from sim.impls.features import Feature
 from sim.impls.vllm_ascend.adapter import AscendOps
 from sim.oracle.cases import BatchCase
 from tests.impls import suites
 
 ASCEND, ASCEND_TRITON = AscendOps(triton=False), AscendOps()
 SETUP = "tests.impls.vllm_ascend.broken_gate:apply_in_rank"  # a rank applies the session's changed vllm-ascend
+# The orders and modes the multi-rank suites run vLLM's schedulers in: each order once, each mode once (a
+# pool case costs seconds)
+VLLM_SCHEDULED_ON_RANKS = pytest.mark.parametrize(
+    ("asynchronous", "mode"),
+    [
+        pytest.param(False, "eager", id="sync-eager"),
+        pytest.param(True, "full", id="async-full", marks=pytest.mark.uses(Feature.ASYNC_SCHEDULING)),
+    ],
+)
 WHOLE_SLICES = 128  # a vocabulary of whole 64-id slices: every TP rank keeps its slice's width (the models served)
 # The multi-rank cases' place in the gate: each path's first cases right after the one-rank fixed runs (order
 # 0), so that every DP and TP break (each a case of its path fails) shows there, before the rest of the

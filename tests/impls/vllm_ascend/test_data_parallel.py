@@ -22,7 +22,7 @@ from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
-from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, first_of_path, with_replay
+from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, VLLM_SCHEDULED_ON_RANKS, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
 from tests.session_impls import impl_of
 
@@ -351,13 +351,7 @@ VLLM_PEER = dataclasses.replace(SCHEDULED_BY_VLLM, seed=1, kv_blocks=0, requests
 
 
 @USES_VLLM_SCHEDULER
-@pytest.mark.parametrize(  # each order once, each mode once: a pool case costs seconds
-    ("asynchronous", "mode"),
-    [
-        pytest.param(False, "eager", id="sync-eager"),
-        pytest.param(True, "full", id="async-full", marks=USES_ASYNC_SCHEDULING),
-    ],
-)
+@VLLM_SCHEDULED_ON_RANKS
 def test_dp_ranks_each_scheduled_by_vllm(pool, asynchronous, mode):
     """vLLM's ``Scheduler`` (``AsyncScheduler``) on each DP rank: a rank whose requests are preempted and
     computed again steps, pads and syncs with its peer as on the loop's schedule, and drafts what the

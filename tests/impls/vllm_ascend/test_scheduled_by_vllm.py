@@ -143,7 +143,9 @@ def test_vllms_prefix_cache_hands_draft_kv_of_another_continuation(device, impl)
     was written from another continuation than the hitting request's; the drop of the last matched block
     for an EAGLE/MTP drafter covers a chain of one writer only. The run stops there, naming it (vLLM
     0.23.0 and 0.27.1; a production block of 128 tokens makes it one position's KV among many, an
-    acceptance loss, not a crash); the day vLLM changes it this fails: drop the pin."""
+    acceptance loss, not a crash). vLLM 0.33 hashes each block with the tokens after it that such a drafter
+    reads (``num_hash_lookahead_tokens``), and the same run passes there: the day the env's vLLM does, this
+    fails: drop the pin."""
     with pytest.raises(SchedulerDefect, match=r"^r2: vLLM's prefix cache hands it block \d+ \(positions 0-0\)"):
         run_scenario(CHAIN_OF_WRITERS, device, impl)
 

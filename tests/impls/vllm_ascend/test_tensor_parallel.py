@@ -36,7 +36,14 @@ from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
 from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
-from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, WHOLE_SLICES, first_of_path, with_replay
+from tests.impls.vllm_ascend.cases import (
+    REST_OF_PATH,
+    SETUP,
+    VLLM_SCHEDULED_ON_RANKS,
+    WHOLE_SLICES,
+    first_of_path,
+    with_replay,
+)
 from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
 from tests.session_impls import impl_of
 
@@ -99,13 +106,7 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
 
 
 @USES_VLLM_SCHEDULER
-@pytest.mark.parametrize(  # each order once, each mode once: a pool case costs seconds
-    ("asynchronous", "mode"),
-    [
-        pytest.param(False, "eager", id="sync-eager"),
-        pytest.param(True, "full", id="async-full", marks=USES_ASYNC_SCHEDULING),
-    ],
-)
+@VLLM_SCHEDULED_ON_RANKS
 def test_tp_ranks_on_the_steps_vllms_scheduler_makes(pool, asynchronous, mode):
     """``SCHEDULED_BY_VLLM`` (its preemptions) on TP ranks: vLLM's engine schedules once for every TP worker;
     here each rank's own ``Scheduler`` (``AsyncScheduler``) of the same requests and blocks makes that one
