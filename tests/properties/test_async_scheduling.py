@@ -31,7 +31,7 @@ from tests.checks.modes import (
     USES_VLLM_SCHEDULER,
 )
 from tests.properties.test_mrope_eagle3 import SMALL
-from tests.properties.test_propose_loop import NEEDS_VLLM, SCHEDULED, SCHEDULED_BY_VLLM
+from tests.properties.test_vllm_schedules import NEEDS_VLLM, SCHEDULED, SCHEDULED_BY_VLLM
 from tests.strategies.scenarios import scenarios, scheduled_by_vllm
 
 pytestmark = [pytest.mark.order(2), USES_ASYNC_SCHEDULING]  # whole serving runs, after the single-call properties

@@ -8,7 +8,6 @@ leaving, block reuse and max_model_len overflow.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
 import pytest
 from hypothesis import event, given
@@ -16,7 +15,6 @@ from hypothesis import event, given
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
-from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import (
     check_dummy_run_matches_propose,
     check_greedy_outputs,
@@ -29,16 +27,12 @@ from tests.checks.modes import (
     MODES,
     NEEDS_GRAPHS,
     PADDING,
-    USES_ASYNC_SCHEDULING,
     USES_DRAFT_ATTN_GROUPS,
-    USES_DRAFT_MODEL,
-    USES_EAGLE3,
     USES_FULL_GRAPHS,
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
-    USES_VLLM_SCHEDULER,
 )
-from tests.strategies.scenarios import scenarios, scheduled_by_vllm
+from tests.strategies.scenarios import scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
@@ -50,7 +44,6 @@ GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 FAMILY = share(8)  # likewise: an MLA or SFA draft changes the builder and the rotation, the loop is the one above
 DECODE_NODE = share(16, at_least=4)  # likewise (the arrival differs); over its six parameters at least 24
-SCHEDULED = share(16, at_least=4)  # likewise (vLLM's steps): at least 4 per mode and padding
 # The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
 SFA_BLOCK = 128
 # The draft attention families besides GQA, each with the scenario fields it runs with.
@@ -275,141 +268,6 @@ def test_a_typical_serving_run_in_graph_mode_matches_reference(device, impl, mod
     batches are padded up to a captured size, replayed, and must still equal the reference."""
     scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=(2, 8))
     check_implementation(impl, scenario, device, request.node.name)
-
-
-# Five requests on the steps vLLM's own scheduler makes (the env's vLLM, sim.impls.kit.vllm_schedule): its chunks,
-# the drafts it verifies, its KV cache manager's blocks, handed out in order, and a cache of 13 blocks (one
-# request at full length, the null block and three more) that it preempts requests from, five times in 24
-# steps: each comes back as a prefill of every token it holds, into other blocks.
-SCHEDULED_BY_VLLM = Scenario(
-    num_spec_tokens=3,
-    max_model_len=32,
-    token_budget=16,
-    max_num_reqs=4,
-    max_iterations=40,
-    scheduler="vllm",
-    kv_blocks=13,
-    requests=(
-        RequestSpec(0, 9, 16),
-        RequestSpec(0, 5, 20),
-        RequestSpec(1, 14, 14),
-        RequestSpec(2, 6, 20),
-        RequestSpec(4, 11, 12),
-    ),
-)
-NEEDS_VLLM = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="scheduler='vllm' runs the env's vLLM: the adapter envs (tox -e vllm, vllm_ascend, vllm_ascend_0_13) run it",
-)
-
-
-@NEEDS_VLLM  # a whole serving run (the module's order 2): the multi-rank paths' first cases come before it
-@USES_VLLM_SCHEDULER
-@pytest.mark.parametrize("mode", MODES)
-def test_a_serving_run_vllms_scheduler_schedules_matches_reference(device, impl, mode, request):
-    """``SCHEDULED_BY_VLLM`` eagerly and in each graph mode (capturing at two sizes) equals the reference,
-    the preempted requests' calls included."""
-    sizes = None if mode == "eager" else (2, 8)
-    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, graph_mode=mode, capture_sizes=sizes)
-    report = check_implementation(impl, scenario, device, request.node.name)
-    assert report.scheduler_events["preempted"] > 0, (
-        "vLLM's scheduler preempted no request: the case no longer tests preemption"
-    )
-
-
-GREEDY = dataclasses.replace(SCHEDULED_BY_VLLM, accept="greedy")
-SCHEDULERS = [
-    pytest.param(dataclasses.replace(GREEDY, scheduler="own", kv_blocks=0), id="own"),
-    pytest.param(GREEDY, id="vllm", marks=[NEEDS_VLLM, USES_VLLM_SCHEDULER]),
-    pytest.param(
-        dataclasses.replace(GREEDY, async_scheduling=True),
-        id="vllm-async",
-        marks=[NEEDS_VLLM, USES_VLLM_SCHEDULER, USES_ASYNC_SCHEDULING],
-    ),
-]
-
-
-@pytest.mark.parametrize("scenario", SCHEDULERS)
-def test_greedy_outputs_are_the_targets_own(device, impl, scenario, request):
-    """Spec decoding on and off give the same output (vLLM #10621): under greedy verification every
-    request's tokens are the target's own greedy decoding of its prompt, whoever scheduled the steps (the
-    loop, vLLM's ``Scheduler`` preempting, its ``AsyncScheduler`` counting ahead), and every call matches
-    the reference."""
-    check_greedy_outputs(scenario, check_implementation(impl, scenario, device, request.node.name))
-
-
-# Requests sharing a 20-token prefix (five blocks of 4) on vLLM's prefix cache: three of them start past
-# the blocks the first computed (vLLM hands an MTP drafter's requests one block fewer), at other times
-PREFIX_CACHED = Scenario(
-    num_spec_tokens=3,
-    max_model_len=48,
-    token_budget=16,
-    max_num_reqs=4,
-    max_iterations=60,
-    accept="greedy",
-    scheduler="vllm",
-    prefix_caching=True,
-    shared_prefix=20,
-    requests=(RequestSpec(0, 22, 6), RequestSpec(3, 25, 8), RequestSpec(4, 21, 8), RequestSpec(9, 30, 6)),
-)
-
-
-@NEEDS_VLLM
-@USES_VLLM_SCHEDULER
-@pytest.mark.parametrize(
-    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
-)
-def test_a_serving_run_on_vllms_prefix_cache_matches_reference(device, impl, asynchronous, request):
-    """``PREFIX_CACHED``: a request starting past cached blocks drafts from the draft layer's KV another
-    request wrote there, and must draft what the reference drafts from its own history; its outputs are the
-    target's own greedy decoding."""
-    scenario = dataclasses.replace(PREFIX_CACHED, async_scheduling=asynchronous)
-    report = check_implementation(impl, scenario, device, request.node.name)
-    assert report.scheduler_events["prefix cache hits"] > 0, f"no prefix cache hit: {report.scheduler_events}"
-    check_greedy_outputs(scenario, report)
-
-
-# The other drafts a deployment serves, on the same steps: each method and attention a property of its own
-# already checks on the loop's schedule, here once on vLLM's, eagerly (one run each, about a second)
-OTHER_DRAFTS = [
-    pytest.param({"method": "eagle3"}, id="eagle3", marks=USES_EAGLE3),
-    pytest.param({"method": "draft_model"}, id="draft_model", marks=USES_DRAFT_MODEL),
-    pytest.param({"draft_attn": "mla"}, id="mla", marks=USES_MLA_DRAFT),
-    pytest.param({"draft_attn_groups": 2}, id="two-groups", marks=USES_DRAFT_ATTN_GROUPS),
-]
-
-
-@NEEDS_VLLM
-@USES_VLLM_SCHEDULER
-@pytest.mark.parametrize(
-    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
-)
-@pytest.mark.parametrize("draft", OTHER_DRAFTS)
-def test_a_serving_run_vllms_scheduler_schedules_matches_reference_for_each_draft(
-    device, impl, draft, asynchronous, request
-):
-    """``SCHEDULED_BY_VLLM`` (its preemptions included) with an EAGLE-3 drafter, a draft model, an MLA
-    draft and a draft of two attention groups, scheduled by vLLM's ``Scheduler`` and ``AsyncScheduler``."""
-    scenario = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=asynchronous, **draft)
-    report = check_implementation(impl, scenario, device, request.node.name)
-    assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
-
-
-@NEEDS_VLLM
-@USES_VLLM_SCHEDULER
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("padded", PADDING)
-@SCHEDULED
-@given(scenario=scheduled_by_vllm())
-def test_vllms_scheduler_schedules_match_reference(device, impl, padded, mode, scenario, request):
-    """Drawn requests on a drawn KV cache, as vLLM's ``Scheduler`` schedules them (preempting where the
-    blocks run out; with its prefix cache or without), eagerly and in each graph mode. A run reaching a
-    defect of vLLM's scheduler (its prefix cache handing KV another continuation wrote: pinned in
-    ``tests/impls/vllm_ascend/test_scheduled_by_vllm.py``) is compared up to that step."""
-    try:
-        _check(device, impl, scenario, padded, mode, request.node.name)
-    except SchedulerDefect:
-        event("stopped at a defect of vLLM's scheduler")
 
 
 @pytest.mark.order(0)

@@ -23,7 +23,8 @@ from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, VLLM_SCHEDULED_ON_RANKS, first_of_path, with_replay
-from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.properties.test_vllm_schedules import SCHEDULED_BY_VLLM
 from tests.session_impls import impl_of
 
 SMALL = dataclasses.replace(TYPICAL, seed=1, requests=(RequestSpec(0, 4, 4), RequestSpec(2, 2, 6)))

@@ -1,6 +1,6 @@
 """Breaks of vllm-ascend caught on the steps vLLM's own scheduler makes (``Scenario.scheduler = "vllm"``).
 
-The gate runs every implementation on them (``test_propose_loop.py``'s ``SCHEDULED_BY_VLLM``: vLLM's
+The gate runs every implementation on them (``test_vllm_schedules.py``'s ``SCHEDULED_BY_VLLM``: vLLM's
 ``Scheduler`` of the env's vLLM deciding the chunks, the drafts verified, the KV blocks, preemption; and
 ``test_async_scheduling.py``'s, its ``AsyncScheduler`` scheduling each step before the last one's output);
 here a broken vllm-ascend fails those runs, and a correct one written otherwise passes them.
@@ -18,7 +18,7 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import SchedulerDefect
 from tests.impls.vllm_ascend import broken_gate
-from tests.properties.test_propose_loop import PREFIX_CACHED, SCHEDULED_BY_VLLM
+from tests.properties.test_vllm_schedules import PREFIX_CACHED, SCHEDULED_BY_VLLM
 
 ASYNCHRONOUSLY = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=True)
 SAMPLED = dataclasses.replace(ASYNCHRONOUSLY, runner_samples=True)  # the runner's rejection sampler too

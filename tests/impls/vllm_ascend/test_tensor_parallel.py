@@ -44,7 +44,8 @@ from tests.impls.vllm_ascend.cases import (
     first_of_path,
     with_replay,
 )
-from tests.properties.test_propose_loop import FAMILY_FIELDS, SCHEDULED_BY_VLLM, TYPICAL
+from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
+from tests.properties.test_vllm_schedules import SCHEDULED_BY_VLLM
 from tests.session_impls import impl_of
 
 MODES = ("eager", "full")
