@@ -132,7 +132,7 @@ class Implementation:
             Feature.MROPE: scenario.mrope and "mrope=True",
             Feature.ASYNC_SCHEDULING: scenario.async_scheduling and "async_scheduling=True",
             Feature.RUNNER_SAMPLES: scenario.runner_samples and "runner_samples=True",
-            Feature.VLLM_SCHEDULER: scenario.scheduler == "vllm" and "scheduler='vllm'",
+            Feature.VLLM_SCHEDULER: scenario.scheduler != "own" and f"scheduler={scenario.scheduler!r}",
         }
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
             selected[DRAFT_ATTN_FEATURES[scenario.draft_attn]] = f"draft_attn={scenario.draft_attn!r}"

@@ -32,6 +32,9 @@ class Feature(enum.Enum):
     ASYNC_SCHEDULING = "the model runner's asynchronous scheduling (Scenario.async_scheduling)"
     RUNNER_SAMPLES = "the model runner's own sampling of the target's tokens (Scenario.runner_samples)"
     VLLM_SCHEDULER = "the steps vLLM's own scheduler makes: its chunks, blocks and preemption (Scenario.scheduler)"
+    BALANCE_SCHEDULING = (
+        "vllm-ascend's balance scheduling: its BalanceScheduler's own copy of vLLM's schedule (Scenario.scheduler)"
+    )
     REDUCE_SAMPLE = "reduce sampling on TP ranks: each rank samples its slice of the vocabulary (enable_reduce_sample)"
 
 

@@ -97,6 +97,7 @@ def run_scenario(
     poison_kv: bool = True,
     on_iteration=None,
     count_syncs: bool = False,
+    scheduler=None,
 ) -> RunReport:
     """Serve ``scenario`` on ``device`` with ``impl`` (an ``Implementation``: its ops, proposer class,
     rules and divergences; None: the core); with ``check``, compare every call with the reference
@@ -106,6 +107,9 @@ def run_scenario(
     ``count_syncs`` counts the host syncs of every propose call into ``host_syncs`` (the CLI's
     report). It is off by default: watching every torch op makes a run about twice as slow, and
     the gate checks syncs on single calls instead (tests/checks/core_checks.py).
+
+    ``scheduler``: the scenario's scheduler (``scheduler_of``) made by the caller, which goes on using it
+    after the run (a DP rank, whose engine steps with its peers after its requests are done); None: made here.
     """
     refusal = impl.refuses(scenario, device.name) if impl is not None else None
     if refusal is None and impl is None and scenario.draft_attn_groups > 1:
@@ -139,7 +143,13 @@ def run_scenario(
         ref_model = ReportedIds(ref_model, rules.sample_report)
     drafter = reference_drafter(ref_model, target, scenario) if scenario.accept == "reference" else None
     transfer = functools.partial(transfer_prompt_kv, model, target, block_size=scenario.block_size)
-    sim = ServingSim(scenario, target, drafter, transfer if scenario.decode_node else None, scheduler_of(scenario))
+    sim = ServingSim(
+        scenario,
+        target,
+        drafter,
+        transfer if scenario.decode_node else None,
+        scheduler if scheduler is not None else scheduler_of(scenario),
+    )
     # Capture sizes matter to graph modes only; eager-only adapters take none.
     graphed = scenario.capture_sizes and scenario.graph_mode != "eager"
     sizes = {"capture_sizes": list(scenario.capture_sizes)} if graphed else {}
@@ -183,17 +193,22 @@ def run_scenario(
 
 
 # Another scheduler than the loop's own, by name (an adapter kit's: found by name, as implementations are)
-SCHEDULERS = {"vllm": "sim.impls.kit.vllm_schedule:VllmSchedule"}
+SCHEDULERS = {
+    "vllm": "sim.impls.kit.vllm_schedule:VllmSchedule",
+    "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",  # vllm-ascend's, on vLLM's (its scheduler reads both)
+}
 
 
 def scheduler_of(scenario: Scenario):
     """The scheduler deciding the scenario's schedule other than the serving loop's own: vLLM's
-    (``scheduler="vllm"``), which needs vLLM installed; None for the loop's own."""
+    (``scheduler="vllm"``), which needs vLLM installed, or vllm-ascend's balance scheduling
+    (``scheduler="balance"``), which needs vllm-ascend; None for the loop's own."""
     if scenario.scheduler == "own":
         return None
     if importlib.util.find_spec("vllm") is None:
         raise ValueError(
-            "scheduler='vllm': vLLM's scheduler needs vLLM installed (an adapter's env: tox -e vllm, vllm_ascend)"
+            f"scheduler={scenario.scheduler!r}: vLLM's scheduler needs vLLM installed (an adapter's env: tox -e vllm,"
+            " vllm_ascend)"
         )
     return import_object(SCHEDULERS[scenario.scheduler])(scenario)
 

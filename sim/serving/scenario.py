@@ -14,7 +14,9 @@ from sim.oracle.rules import DRAFT_ATTNS
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
-SCHEDULERS = ("own", "vllm")  # the serving loop's own schedule, or vLLM's Scheduler (sim.impls.kit.vllm_schedule)
+# the serving loop's own schedule, vLLM's Scheduler (sim.impls.kit.vllm_schedule), or vllm-ascend's balance
+# scheduling (its BalanceScheduler on vLLM's: sim.impls.kit.ascend.balance_schedule)
+SCHEDULERS = ("own", "vllm", "balance")
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -82,7 +84,10 @@ class Scenario:
     decides the requests, their chunks, the drafts verified, the KV blocks, preemption and when a request
     is done (``sim.impls.kit.vllm_schedule``; with ``async_scheduling``, its ``AsyncScheduler``, each step
     scheduled before the last one's output; one per DP rank, as each DP engine has its own; no TP ranks,
-    not a decode node).
+    not a decode node); or ``balance``: vllm-ascend's balance scheduling (``enable_balance_scheduling``): its
+    ``BalanceScheduler``'s own copy of vLLM's schedule decides, and on DP ranks no rank admits a request
+    while any rank ran its maximum of requests at the step before (``sim.impls.kit.ascend.balance_schedule``;
+    vllm-ascend installed). What the options below say of ``vllm`` holds for ``balance`` too.
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
@@ -180,24 +185,23 @@ class Scenario:
     def _check_scheduler(self) -> None:
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler={self.scheduler!r}: expected one of {SCHEDULERS}")
-        if self.prefix_caching and self.scheduler != "vllm":
+        if self.prefix_caching and self.scheduler == "own":
             raise ValueError(
-                f"prefix_caching=True with scheduler={self.scheduler!r}: prefix caching is vLLM's scheduler's"
-                " (scheduler='vllm')"
+                "prefix_caching=True with scheduler='own': prefix caching is vLLM's scheduler's (scheduler='vllm')"
             )
         if self.shared_prefix < 0:
             raise ValueError(f"shared_prefix={self.shared_prefix!r}: a prefix has no fewer than 0 tokens")
-        if self.kv_blocks and self.scheduler != "vllm":
+        if self.kv_blocks and self.scheduler == "own":
             raise ValueError(
-                f"kv_blocks={self.kv_blocks!r} with scheduler={self.scheduler!r}: the loop's own schedule never preempts"
+                f"kv_blocks={self.kv_blocks!r} with scheduler='own': the loop's own schedule never preempts"
             )
-        if self.scheduler == "vllm":
+        if self.scheduler != "own":
             other = [f"decode_node={self.decode_node!r}"] if self.decode_node else []
             other += [f"tp={self.tp!r}"] if self.tp > 1 else []
             if other:
                 raise ValueError(
-                    f"scheduler='vllm' with {', '.join(other)}: vLLM's scheduler schedules requests that arrive with"
-                    " their prompts, one rank's batch (each DP rank's its own; vllm-ascend's TP ranks each serve a"
+                    f"scheduler={self.scheduler!r} with {', '.join(other)}: vLLM's scheduler schedules requests that"
+                    " arrive with their prompts, one rank's batch (each DP rank's its own; vllm-ascend's TP ranks each serve a"
                     " scenario of tp=1)"
                 )
         least, most = self.kv_blocks_bounds

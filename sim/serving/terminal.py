@@ -26,8 +26,7 @@ def print_report(report: RunReport, device, impl=None) -> None:
         console.print(f"[bold]{impl.name}[/], divergences in force: " + ", ".join(d.label() for d in in_force))
     console.print(
         f"iterations {report.iterations}   requests finished {report.finished}/{len(sc.requests)}   "
-        f"proposals {report.proposals}"
-        + (f"   scheduled by vLLM's {_scheduler(report)}" if sc.scheduler == "vllm" else "")
+        f"proposals {report.proposals}" + (f"   scheduled by {_scheduler(report)}" if sc.scheduler != "own" else "")
     )
     table = Table("draft position", "verified", "accepted", "acceptance rate")
     for pos, rate in report.acceptance().items():
@@ -74,7 +73,12 @@ def print_sweep(reports: list[RunReport]) -> None:
 
 
 def _scheduler(report: RunReport) -> str:
-    """vLLM's scheduler that decided the run, and what it did the loop's own never does."""
-    name = "AsyncScheduler" if report.scenario.async_scheduling else "Scheduler"
+    """The scheduler that decided the run (vLLM's, or vllm-ascend's balance scheduling on it), and what it did
+    the loop's own never does."""
+    asynchronous = report.scenario.async_scheduling
+    name = "vLLM's " + ("AsyncScheduler" if asynchronous else "Scheduler")
+    if report.scenario.scheduler == "balance":
+        mine = "vLLM's AsyncScheduler over its BalanceScheduler" if asynchronous else "its BalanceScheduler"
+        name = f"vllm-ascend's balance scheduling ({mine})"
     events = ", ".join(f"{event} {n}" for event, n in sorted(report.scheduler_events.items()) if n) or "nothing else"
     return f"{name}: {events}"

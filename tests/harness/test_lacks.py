@@ -106,8 +106,13 @@ def _features_used() -> set[Feature]:
 
 
 # Used otherwise: unpadded with full graphs, and a draft model's full graphs, through ``used``; reduce
-# sampling by vllm-ascend's TP suites.
-OTHERWISE_USED = (Feature.UNPADDED_FULL_GRAPHS, Feature.DRAFT_MODEL_FULL_GRAPHS, Feature.REDUCE_SAMPLE)
+# sampling by vllm-ascend's TP suites; balance scheduling by its balance suite (its pin reads the lack).
+OTHERWISE_USED = (
+    Feature.UNPADDED_FULL_GRAPHS,
+    Feature.DRAFT_MODEL_FULL_GRAPHS,
+    Feature.REDUCE_SAMPLE,
+    Feature.BALANCE_SCHEDULING,
+)
 
 
 @pytest.mark.parametrize("feature", [f for f in Feature if f not in OTHERWISE_USED])

@@ -19,11 +19,13 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm'\)"),
+        ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm', 'balance'\)"),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"scheduler": "vllm", "decode_node": True}, r"scheduler='vllm' with decode_node=True"),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
+        ({"scheduler": "balance", "tp": 2, "lmhead_tp": True}, r"scheduler='balance' with tp=2"),
+        ({"scheduler": "balance", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"prefix_caching": True}, r"prefix_caching=True with scheduler='own': prefix caching is vLLM's"),
         ({"shared_prefix": -1}, r"shared_prefix=-1: a prefix has no fewer than 0 tokens"),
     ],
@@ -57,3 +59,12 @@ def test_every_prompt_begins_with_the_shared_prefix_and_none_changes_nothing():
     before, after = prompts(plain), prompts(shared)
     assert after[0][:6] == after[2][:6] and after[1] == after[0][:4]
     assert [p[6:] for p in after] == [p[6:] for p in before]  # past the prefix, the prompts drawn before
+
+
+def test_balance_scheduling_without_vllm_ascend_is_refused_naming_what_it_needs(monkeypatch):
+    """vllm-ascend's balance scheduler is the installed vllm-ascend's: an env without it says so by name."""
+    from sim.impls.kit import vllm_schedule
+
+    monkeypatch.setattr(vllm_schedule, "_under_vllm_ascend", lambda: False)
+    with pytest.raises(ValueError, match=r"^scheduler='balance': vllm-ascend's balance scheduling needs vllm-ascend"):
+        vllm_schedule._balance()

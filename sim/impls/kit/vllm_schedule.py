@@ -31,6 +31,7 @@ on or a PD prefill node turns preemption off: vLLM's own is driven here, those t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib.util
@@ -108,7 +109,22 @@ def vllm_config(scenario: Scenario):
     config.cache_config.num_gpu_blocks = scenario.num_blocks
     config.cache_config.enable_prefix_caching = scenario.prefix_caching
     config.speculative_config.num_speculative_tokens = scenario.num_spec_tokens
+    if scenario.scheduler == "balance":  # its balance queue holds one running count per DP rank
+        config.parallel_config = copy.copy(base.parallel_config)
+        config.parallel_config.data_parallel_size = scenario.dp
     return config
+
+
+def _balance():
+    """vllm-ascend's balance scheduling (``sim.impls.kit.ascend.balance_schedule``); ``ValueError`` where
+    vllm-ascend is not installed."""
+    if not _under_vllm_ascend():
+        raise ValueError(
+            "scheduler='balance': vllm-ascend's balance scheduling needs vllm-ascend installed (tox -e vllm_ascend)"
+        )
+    from sim.impls.kit.ascend import balance_schedule
+
+    return balance_schedule
 
 
 class VllmSchedule:
@@ -127,14 +143,23 @@ class VllmSchedule:
         )
         outputs = _import("vllm.v1.structured_output")
         self.asynchronous = scenario.async_scheduling
-        module, name = (
-            ("vllm.v1.core.sched.async_scheduler", "AsyncScheduler")
-            if self.asynchronous
-            else ("vllm.v1.core.sched.scheduler", "Scheduler")
+        self.balance = _balance() if scenario.scheduler == "balance" else None
+        with self.balance.enabled(config) if self.balance else contextlib.nullcontext():
+            self.scheduler = self._class()(
+                config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
+            )
+        # balance scheduling on DP ranks: the engines' per-step all-gather of their running counts
+        self.dp_group = (
+            _import("vllm.distributed.parallel_state").get_dp_group().cpu_group
+            if self.balance and scenario.dp > 1
+            else None
         )
-        self.scheduler = getattr(_import(module), name)(
-            config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
-        )
+        self.spec_tokens = scenario.num_spec_tokens
+        self.extra_rows = int(scenario.method == "draft_model")  # a draft model's first pass: the next token's row
+        self.max_model_len = scenario.max_model_len
+        # what the engine runs for a step with nothing scheduled: nothing on one rank; on a DP rank a dummy
+        # batch beside its peers' step (the DP rank sets it)
+        self.idle = lambda: None
         self._request = _import("vllm.v1.request").Request
         self._hasher = _block_hasher(config) if scenario.prefix_caching else None
         self.block_size = scenario.block_size
@@ -148,6 +173,22 @@ class VllmSchedule:
         self.ahead = None  # asynchronous: the next step, scheduled before the last one's output (and its blocks)
         self.rejected: dict[str, int] = {}  # asynchronous: the drafts each request's step in flight rejects
         self.events: Counter = Counter()
+
+    def _class(self):
+        """vLLM's ``Scheduler`` or ``AsyncScheduler``; with balance scheduling, the checkout's."""
+        if self.balance:
+            return self.balance.scheduler_class(self.asynchronous)
+        if self.asynchronous:
+            return _import("vllm.v1.core.sched.async_scheduler").AsyncScheduler
+        return _import("vllm.v1.core.sched.scheduler").Scheduler
+
+    @property
+    def label(self) -> str:
+        """The scheduler, as a message names it."""
+        if not self.balance:
+            return f"vLLM's {type(self.scheduler).__name__}"
+        over = "vLLM's AsyncScheduler over " if self.asynchronous else ""
+        return f"{over}vllm-ascend's BalanceScheduler (balance scheduling)"
 
     def add(self, req: RequestState) -> None:
         params = self._params(max_tokens=req.max_new_tokens, ignore_eos=True)
@@ -176,11 +217,14 @@ class VllmSchedule:
         self.last = out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
             self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
+            self.idle()
+            self.between_steps()
             return []
         if self._hasher is not None:
             self._written(running)
         computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
         cached = out.scheduled_cached_reqs
+        first = set(computed) | set(getattr(cached, "resumed_req_ids", ()))  # scheduled from the waiting queue
         computed |= dict(zip(cached.req_ids, cached.num_computed_tokens))
         picked = []
         for name, n in out.num_scheduled_tokens.items():
@@ -222,8 +266,30 @@ class VllmSchedule:
             if len(rows) != n:
                 raise RuntimeError(f"{name}: vLLM scheduled {n} tokens, the loop has {len(rows)} rows for it")
             req.blocks = blocks[name]
+            self._cover(name, req, len(rows), name in first)
             picked.append((req, rows))
         return picked
+
+    def _cover(self, name: str, req: RequestState, rows: int, first: bool) -> None:
+        """The blocks handed for ``req``'s step hold every position its drafts write the draft layer's KV at
+        (the last: its sequence length after the step plus K - 2, a draft model's one more; none past
+        ``max_model_len``), else a ``SchedulerDefect``: the runner's block-table row has no block of the
+        request's there (a stale entry, another request's block, or the null block), so its drafts' KV lands
+        in another request's block."""
+        last = min(req.num_computed + rows + self.spec_tokens - 2 + self.extra_rows, self.max_model_len - 1)
+        need = last // self.block_size + 1
+        if len(req.blocks) < need:
+            cause = (
+                "; its first scheduling from the waiting queue got no lookahead slots (effective_lookahead_tokens = 0"
+                " while num_computed_tokens == 0: vLLM's Scheduler.schedule before vLLM #43733)"
+                if first
+                else ""
+            )
+            raise SchedulerDefect(
+                f"{name}: {self.label} handed it {len(req.blocks)} blocks for a step whose drafts write the draft"
+                f" layer's KV up to position {last}, in block {need - 1}{cause}. Past its blocks the runner's"
+                " block-table row holds another request's block or the null block, where that KV lands"
+            )
 
     def _written(self, running: dict[int, RequestState]) -> None:
         """Each block a running request wrote the draft layer's KV of its last position into: the token after
@@ -275,4 +341,13 @@ class VllmSchedule:
             live = [(n, d) for n, d in zip(names, drafts) if n in self.scheduler.requests]
             if live:
                 self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))
+        self.between_steps()
         return {rid for rid, n in zip(rids, names) if n not in self.scheduler.requests}
+
+    def between_steps(self) -> None:
+        """What the engine does between two steps besides: with balance scheduling on DP ranks, the DP ranks'
+        running counts all-gathered (once per DP step on every rank, an idle one's dummy step included: the
+        DP rank calls this after each of those)."""
+        if self.dp_group is not None:
+            self.balance.gather(self.scheduler, self.dp_group)
+            self.events["admissions held for balance"] += self.balance.holds_admissions(self.scheduler)

@@ -271,6 +271,11 @@ HOST_READS_0_18 = (
 )
 
 
+# What a generation has that 0.23.0's table says it lacks: main's BalanceScheduler copies vLLM 0.24's schedule,
+# which gives a first scheduling its lookahead slots (vLLM #43733).
+HAS_OWN = {"main": (Feature.BALANCE_SCHEDULING,)}
+
+
 @functools.cache
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``generation.name``:
@@ -281,4 +286,6 @@ def in_force(generation: str) -> SimpleNamespace:
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     reads = HOST_READS_0_18 if generation == "0.18.0" else HOST_READS
     lacks = {**LACKS, **LACKS_OWN.get(generation, {})}
+    for feature in HAS_OWN.get(generation, ()):
+        del lacks[feature]
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks, HOST_READS=reads)

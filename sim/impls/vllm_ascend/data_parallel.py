@@ -34,6 +34,7 @@ import dataclasses
 import json
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +140,7 @@ class DpRankResult(RankResult):
     own_steps: list[int | None] = field(default_factory=list)
     alone: bool = False  # its drafter syncs nothing with its peers (Rules.drafts_outside_dp)
     sites: list[list[str]] = field(default_factory=list)  # per DP step: its DP collectives, by issuer
+    events: dict = field(default_factory=dict)  # what its scheduler did (RunReport.scheduler_events)
 
 
 def serve_dp(case: DpCase, rank: int, size: int, device) -> DpRankResult:
@@ -199,9 +201,7 @@ class _Rank:
         return self.result
 
     def serve(self) -> None:
-        from mtp.trace import Phase
-        from sim.oracle.compare import expected_rows
-        from sim.serving.run import run_scenario
+        from sim.serving.run import run_scenario, scheduler_of
 
         spec = self.case.scenarios[self.result.rank]
         if spec is None:  # a rank without requests: its peers' configuration, no request
@@ -211,22 +211,46 @@ class _Rank:
             self.impl.rules, method=self.scenario.method, graph_mode=self.scenario.graph_mode
         )
         self.result.alone = self.rules.drafts_outside_dp
+        # the rank's engine's scheduler (another than the loop's own): a step it schedules nothing for is a
+        # dummy batch beside the peers' step, and it goes on stepping after the rank's requests are done
+        schedule = scheduler_of(self.scenario)
+        if schedule is not None:
+            schedule.idle = self.dummy_step
         report = run_scenario(
-            self.scenario, self.device, self.impl, proposer_cls=self.make, on_iteration=self.on_iteration
+            self.scenario,
+            self.device,
+            self.impl,
+            proposer_cls=self.make,
+            on_iteration=self.on_iteration,
+            scheduler=schedule,
         )
         self.result.drafts = report.drafts
         self.result.problems = [str(m) for m in report.mismatches[:4]]
-        # A dummy batch: the worker's execute_dummy_batch runs _dummy_run(decode_token_per_req) (main:
-        # uniform_decode_query_len), one uniform decode of 1 + K tokens; its rows a graph's, if any.
-        dummy_tokens = 1 + self.scenario.num_spec_tokens
-        dummy_rows = expected_rows(dummy_tokens, self.proposer.captured_sizes()[Phase.FIRST])
+        self.result.events = dict(report.scheduler_events)
         while self.step(False):  # no requests (left) here: a dummy batch for each step of the others'
-            self.proposer.dummy_run(dummy_tokens)
-            self.result.needed.append(dummy_rows)
-            self.result.own_steps.append(None)
+            self.dummy_batch()
+            if schedule is not None:
+                schedule.between_steps()
 
-    def step(self, has_work: bool) -> bool:
-        """The engines' per-step agreement: whether any rank still has work (vLLM's own all-reduce)."""
+    def dummy_step(self) -> None:
+        """A step its scheduler scheduled nothing for, while the rank has requests: a dummy batch in the DP step."""
+        self.step(True, dummy=True)
+        self.dummy_batch()
+
+    def dummy_batch(self) -> None:
+        """The worker's ``execute_dummy_batch``: ``_dummy_run(decode_token_per_req)`` (main:
+        ``uniform_decode_query_len``), one uniform decode of 1 + K tokens; its rows a graph's, if any."""
+        from mtp.trace import Phase
+        from sim.oracle.compare import expected_rows
+
+        tokens = 1 + self.scenario.num_spec_tokens
+        self.proposer.dummy_run(tokens)
+        self.result.needed.append(expected_rows(tokens, self.proposer.captured_sizes()[Phase.FIRST]))
+        self.result.own_steps.append(None)
+
+    def step(self, has_work: bool, dummy: bool | None = None) -> bool:
+        """The engines' per-step agreement: whether any rank still has work (vLLM's own all-reduce). ``dummy``:
+        whether this rank runs a dummy batch in the step (by default, where it has no work)."""
         from sim.impls.kit.ascend.importing import import_ascend
 
         result = self.result
@@ -237,7 +261,7 @@ class _Rank:
         self.sites.clear()
         more = import_ascend("vllm.config").ParallelConfig.has_unfinished_dp(self.dp_group, has_work)
         if more:
-            result.dummy.append(not has_work)
+            result.dummy.append(not has_work if dummy is None else dummy)
         return more
 
     def make(self, *args, **kwargs):
@@ -296,12 +320,16 @@ class DpPool(RankPool):
         self.divergences = divergences  # what a case that names none accepts (``accepted``); None: every one
 
 
-def check_dp(case: DpCase, pool: DpPool) -> list[str]:
+def check_dp(case: DpCase, pool: DpPool, events: Counter | None = None) -> list[str]:
     """Problems found running ``case`` on ``pool``'s ranks: each rank's differences from the reference,
-    then the first DP step at which the ranks' draft forwards saw different DP views."""
+    then the first DP step at which the ranks' draft forwards saw different DP views. ``events``: where
+    the ranks' scheduler events are summed (``RunReport.scheduler_events``)."""
     if len(case.scenarios) != pool.size:
         raise ValueError(f"dp_ranks: {len(case.scenarios)} ranks' scenarios for a pool of {pool.size} DP ranks")
     results = pool.run(accepted.accepted_by(case, pool.divergences))
+    if events is not None:
+        for r in results:
+            events.update(r.events)
     problems = [f"rank {r.rank}: {p}" for r in results for p in r.problems[:1]]
     counts = {r.rank: len(r.steps) for r in results}
     if len(set(counts.values())) > 1:

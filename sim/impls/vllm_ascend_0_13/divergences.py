@@ -114,7 +114,7 @@ RULES = rules_of(DIVERGENCES.values())
 FIRST_SCHEDULING_WITHOUT_LOOKAHEAD = Skip(
     "vLLM 0.13's Scheduler gives a request's first scheduling no lookahead slots (Scheduler.schedule: "
     "effective_lookahead_tokens = 0 while num_computed_tokens == 0), so the drafts of its first call run past "
-    "its blocks, which the harness refuses (block_table: unallocated block inside the range the drafts use); "
+    "its blocks, where the harness stops the run (SchedulerDefect); "
     "vLLM limits it to asynchronous KV loads from 0.23 on (test_scheduled_by_vllm.py pins it)"
 )
 LACKS = tables.lacks(

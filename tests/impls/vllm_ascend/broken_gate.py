@@ -52,6 +52,7 @@ DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 RUNNER_SAMPLE = "NPUModelRunner._sample"  # the runner's, preparing its samplers (sim.impls.vllm_ascend.rejection)
 TORCH_TOP_K = "sampler._apply_top_k_top_p_pytorch"  # the sampler's torch path (device_paths: devices but A2/A3)
+BALANCE = "BalanceScheduler.schedule"  # the checkout's balance scheduler (sim.impls.kit.ascend.balance_schedule)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -107,6 +108,7 @@ VARIANTS = {
     "dp-dummy-replays-a-graph-whatever-its-peers-run": ("dummy_run", dp.dummy_replays_a_graph_whatever_its_peers_run),
     "dp-sample-rows-unpadded-under-lmhead-tp": (LMHEAD_CHECK, dp.sample_rows_unpadded_under_lmhead_tp),
     "dp-lm-head-logits-of-the-peer-rows": (LMHEAD_LOGITS, dp.lm_head_logits_of_the_peer_rows),
+    "dp-balance-schedule-without-lookahead": (BALANCE, dp.balance_schedule_without_lookahead),
     "tp-draft-ids-of-the-local-slice": (GREEDY_SAMPLE, tp.draft_ids_of_the_local_slice),
     "tp-logits-not-gathered": (LOGITS_GATHER, tp.logits_not_gathered),
     "tp-verify-ids-of-the-local-slice": (VERIFY_GREEDY, tp.draft_ids_of_the_local_slice),
@@ -253,6 +255,12 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
+        return
+    if target == BALANCE:  # the asynchronous scheduler over it schedules by it too
+        from sim.impls.kit.ascend import balance_schedule
+
+        cls = balance_schedule.scheduler_class(asynchronous=False)
+        monkeypatch.setattr(cls, "schedule", breaking(cls.schedule))
         return
     if target in MODULE_FUNCTIONS:
         change_function(target, breaking, monkeypatch)

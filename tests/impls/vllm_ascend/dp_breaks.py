@@ -17,6 +17,12 @@ row count, and the ranks' all-gather of the lm head meets rows of other sizes;
 the next rank's rows of the gathered logits (same shapes, every collective as before), so a rank samples
 its drafts from its peer's states.
 
+``balance_schedule_without_lookahead`` is a balance scheduler (``Scenario.scheduler = "balance"``) whose copy of
+vLLM's schedule allocates no lookahead slots for its running requests either (its ``allocate_slots`` calls
+without ``num_lookahead_tokens``, as a copy of an older vLLM would), so a decode's drafts write the draft
+layer's KV past the request's blocks: the class of 0.23.0's known defect for a first scheduling, where a
+deployment's DP ranks run balance scheduling.
+
 ``lm_head_logits_gathered_whole`` is the control of the last: lm-head TP written otherwise and right,
 each rank all-gathering every rank's vocabulary slice of all the rows and keeping its own rows (no
 all-to-all), which the gate must pass.
@@ -80,3 +86,14 @@ def lm_head_logits_gathered_whole(original):
 
 def lm_head_logits_of_the_peer_rows(original):
     return _lm_head_logits(lambda rank, size: (rank + 1) % size)
+
+
+def balance_schedule_without_lookahead(original):
+    def broken(self, *args, **kwargs):
+        kept, self.num_lookahead_tokens = self.num_lookahead_tokens, 0
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.num_lookahead_tokens = kept
+
+    return broken

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -382,3 +383,46 @@ def test_an_idle_ranks_dummy_batch_is_the_workers():
     assert "_dummy_run(" in source and ("decode_token_per_req" in source or "uniform_decode_query_len" in source)
     runner = configured(3, 16, 64, 8).runner
     assert runner.decode_token_per_req == runner.uniform_decode_query_len == 4
+
+
+# vllm-ascend's balance scheduling on the DP ranks (``Scenario.scheduler = "balance"``): rank 0 runs its
+# maximum of two requests from the first step, so rank 1's requests wait (its steps dummy batches beside rank
+# 0's) until a gather finds rank 0 below it. The prompts' lengths leave a first scheduling's drafts within
+# its blocks (1 or 2 past a multiple of the block size, K = 3), where 0.23.0's BalanceScheduler gives no
+# lookahead slots (pinned in test_balance_scheduling.py)
+BALANCE_BUSY = Scenario(
+    num_spec_tokens=3,
+    max_model_len=40,
+    token_budget=32,
+    max_num_reqs=2,
+    accept="greedy",
+    scheduler="balance",
+    requests=(RequestSpec(0, 9, 10), RequestSpec(0, 6, 14), RequestSpec(1, 5, 6)),
+)
+BALANCE_HELD = dataclasses.replace(BALANCE_BUSY, seed=1, requests=(RequestSpec(1, 10, 6), RequestSpec(2, 13, 5)))
+
+
+@USES_VLLM_SCHEDULER
+@VLLM_SCHEDULED_ON_RANKS
+def test_dp_ranks_hold_admissions_for_balance(pool, asynchronous, mode):
+    """Each rank's BalanceScheduler all-gathers the ranks' running counts every DP step; while rank 0 runs its
+    maximum, rank 1 admits none of its requests and runs dummy batches in lockstep; then both draft what the
+    reference drafts for their batches."""
+    ranks = (dataclasses.replace(s, async_scheduling=asynchronous) for s in (BALANCE_BUSY, BALANCE_HELD))
+    events = Counter()
+    case = accepted_by(_case(mode, *ranks), pool.divergences)
+    assert with_replay(check_dp(case, pool, events), case, f"dp-balance-{mode}") == []
+    assert events["admissions held for balance"] > 0, f"no rank held an admission for balance: {dict(events)}"
+
+
+def test_a_balance_schedule_without_lookahead_slots_is_caught(pool):
+    """The balance case under a BalanceScheduler whose copy gives its running requests no lookahead slots
+    (``dp_breaks.balance_schedule_without_lookahead``): a rank stops at the step, naming the blocks short."""
+    assert (
+        broken_gate.VARIANTS["dp-balance-schedule-without-lookahead"][1] is dp_breaks.balance_schedule_without_lookahead
+    )
+    case = _case("eager", BALANCE_BUSY, BALANCE_HELD, setup=(SETUP, "dp-balance-schedule-without-lookahead"))
+    with pytest.raises(
+        RankFailure, match=r"SchedulerDefect: r\d+: vllm-ascend's BalanceScheduler .* handed it \d+ blocks"
+    ):
+        check_dp(case, pool)

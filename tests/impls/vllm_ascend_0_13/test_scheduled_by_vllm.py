@@ -12,14 +12,15 @@ import pytest
 from sim.impls.vllm_ascend_0_13.adapter import Ascend013Proposer
 from sim.impls.vllm_ascend_0_13.divergences import RULES
 from sim.serving.run import run_scenario
+from sim.serving.simulator import SchedulerDefect
 from tests.properties.test_vllm_schedules import SCHEDULED_BY_VLLM
 
 
 def test_a_first_scheduling_without_lookahead_slots_leaves_the_drafts_without_blocks(device):
     try:
         run_scenario(SCHEDULED_BY_VLLM, device, proposer_cls=Ascend013Proposer, rules=RULES)
-    except ValueError as refused:
-        assert "unallocated block inside the range the drafts use" in str(refused), refused
+    except SchedulerDefect as found:
+        assert "its first scheduling from the waiting queue got no lookahead slots" in str(found), found
         return
     pytest.fail(
         "vLLM's scheduler gave every request blocks for its drafts: drop FIRST_SCHEDULING_WITHOUT_LOOKAHEAD from"
