@@ -228,11 +228,12 @@ class ServingSim:
                 h = self.target.aux_hidden(t, prev, torch.arange(c, seq_len))
             if self.scheduler is None:
                 self._ensure_blocks(req, seq_len)
-            if req.prefilling:
-                drafts, a = 0, 0
-                partial = seq_len < req.prefill_len
-                sampled = [greedy[-1]]
-                history = req.tokens[: seq_len + 1] if partial else req.tokens[:seq_len] + sampled
+            if req.prefilling:  # with another scheduler's placeholder drafts past its last token: none accepted
+                drafts, a = len(req.drafts), 0
+                end = seq_len - drafts
+                partial = end < req.prefill_len
+                sampled = [greedy[end - c - 1]]
+                history = req.tokens[: end + 1] if partial else req.tokens[:end] + sampled
             else:
                 drafts = len(req.drafts)
                 a = self._accept_count(req, greedy)
@@ -257,7 +258,7 @@ class ServingSim:
             hiddens.append(h)
             histories.append(history)
             compared.append(not partial)
-            accepted.append((drafts, a))
+            accepted.append((0 if req.prefilling else drafts, a))  # placeholders are no drafts to accept
         case = BatchCase(config=self.config, requests=reqs, seed=self.sc.seed)
         rids = [req.rid for req, _ in picked]
         mrope = None

@@ -93,6 +93,44 @@ def test_greedy_outputs_are_the_targets_own(device, impl, scenario, request):
     check_greedy_outputs(scenario, check_implementation(impl, scenario, device, request.node.name))
 
 
+# One-token prompts arriving beside running decodes: vLLM 0.27 on schedules each such last prompt token as a
+# uniform decode, with K placeholder drafts (-1) that the runner clamps to 0 before the model and its rejection
+# sampler rejects (three times here)
+LAST_TOKENS_PADDED = Scenario(
+    num_spec_tokens=2,
+    block_size=1,
+    max_model_len=12,
+    token_budget=6,
+    max_num_reqs=2,
+    accept="greedy",
+    vocab_size=32,
+    max_iterations=30,
+    scheduler="vllm",
+    requests=(
+        RequestSpec(0, 3, 4),
+        RequestSpec(0, 1, 3),
+        RequestSpec(1, 1, 2),
+        RequestSpec(2, 1, 3),
+        RequestSpec(3, 1, 2),
+        RequestSpec(4, 2, 2),
+    ),
+)
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+def test_a_last_prompt_token_padded_with_placeholder_drafts_matches_reference(device, impl, request):
+    """``LAST_TOKENS_PADDED``: a request whose prefill is its last prompt token, scheduled with placeholder
+    drafts beside running decodes, drafts from its prompt alone (its placeholder rows rejected), and its
+    outputs are the target's own. Where the env's vLLM pads (0.27 on), the case is seen padded."""
+    from sim.impls.kit.vllm_schedule import pads_last_prompt_tokens
+
+    report = check_implementation(impl, LAST_TOKENS_PADDED, device, request.node.name)
+    check_greedy_outputs(LAST_TOKENS_PADDED, report)
+    padded = report.scheduler_events["last prompt tokens padded with placeholders"]
+    assert (padded > 0) == pads_last_prompt_tokens(), f"{padded} last prompt tokens padded: {report.scheduler_events}"
+
+
 # Requests sharing a 20-token prefix (five blocks of 4) on vLLM's prefix cache: three of them start past
 # the blocks the first computed (vLLM hands an MTP drafter's requests one block fewer), at other times
 PREFIX_CACHED = Scenario(

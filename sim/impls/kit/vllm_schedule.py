@@ -45,6 +45,8 @@ from sim.serving.scenario import Scenario
 from sim.serving.simulator import RequestState, SchedulerDefect
 
 LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
+# vLLM's placeholder draft (``-1``), and the token id the runner clamps it to before the model reads it
+PLACEHOLDER, CLAMPED = -1, 0
 
 
 @functools.cache
@@ -79,6 +81,13 @@ def _base_config():
         return world.tiny_vllm_config(32, 1)
     finally:
         configs._ASCEND_CONFIG = before
+
+
+@functools.cache
+def pads_last_prompt_tokens() -> bool:
+    """Whether the env's vLLM schedules a request's last prompt token beside running decodes as a uniform
+    decode, with placeholder drafts (vLLM 0.27 on: ``Scheduler.schedule``'s ``pad_spec_decode``)."""
+    return "pad_spec_decode" in inspect.getsource(_import("vllm.v1.core.sched.scheduler").Scheduler.schedule)
 
 
 def _block_hasher(config):
@@ -246,8 +255,10 @@ class VllmSchedule:
                 self.events["counted ahead"] += ahead > 0
             self.events["ran after finishing"] += name not in self.scheduler.requests
             verified = len(out.scheduled_spec_decode_tokens.get(name, []))
-            if req.prefilling:
-                rows = req.tokens[req.num_computed : req.num_computed + n]
+            if req.prefilling:  # vLLM 0.27 on pads a prefill of its last token into a uniform decode
+                req.drafts = [PLACEHOLDER] * verified  # placeholder drafts, which the rejection sampler rejects
+                rows = req.tokens[req.num_computed : req.num_computed + n - verified] + [CLAMPED] * verified
+                self.events["last prompt tokens padded with placeholders"] += verified > 0
             elif self.asynchronous:  # placeholders: the runner verifies the first of the drafts it kept
                 if verified and name not in ran:
                     raise SchedulerDefect(
