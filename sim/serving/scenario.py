@@ -63,7 +63,10 @@ class Scenario:
     decode_node: the decode node of a prefill/decode split: every request arrives with its prompt's KV
     in place (the target's and the draft layer's, as a prefill node's correct proposer wrote them and
     its KV transfer handed them over) and the first token the prefill node sampled, and starts with a
-    one-token step that verifies no drafts (the KV consumer's first step).
+    one-token step that verifies no drafts (the KV consumer's first step). With ``scheduler="vllm"`` as
+    vLLM's decode node has it: the prompt's KV loaded through vLLM's KV connector into the blocks its
+    scheduler allocates, then the last prompt token computed again to sample the first token
+    (``sim.impls.kit.remote_prefill``).
     async_scheduling: the model runner's asynchronous scheduling (vLLM's default where the drafter is
     padded): after each step the runner copies the valid sampled-token counts to the host on a side
     stream and hands the next step the tokens it continues from, and that step corrects the sequence
@@ -83,11 +86,12 @@ class Scenario:
     budget, blocks enough for every request) or ``vllm``: vLLM's own ``Scheduler`` of the env's vLLM
     decides the requests, their chunks, the drafts verified, the KV blocks, preemption and when a request
     is done (``sim.impls.kit.vllm_schedule``; with ``async_scheduling``, its ``AsyncScheduler``, each step
-    scheduled before the last one's output; one per DP rank, as each DP engine has its own; no TP ranks,
-    not a decode node); or ``balance``: vllm-ascend's balance scheduling (``enable_balance_scheduling``): its
+    scheduled before the last one's output; one per DP rank, as each DP engine has its own; no TP ranks);
+    or ``balance``: vllm-ascend's balance scheduling (``enable_balance_scheduling``): its
     ``BalanceScheduler``'s own copy of vLLM's schedule decides, and on DP ranks no rank admits a request
     while any rank ran its maximum of requests at the step before (``sim.impls.kit.ascend.balance_schedule``;
-    vllm-ascend installed). What the options below say of ``vllm`` holds for ``balance`` too.
+    vllm-ascend installed; not a decode node). What the options below say of ``vllm`` holds for ``balance``
+    too.
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
@@ -195,15 +199,17 @@ class Scenario:
             raise ValueError(
                 f"kv_blocks={self.kv_blocks!r} with scheduler='own': the loop's own schedule never preempts"
             )
-        if self.scheduler != "own":
-            other = [f"decode_node={self.decode_node!r}"] if self.decode_node else []
-            other += [f"tp={self.tp!r}"] if self.tp > 1 else []
-            if other:
-                raise ValueError(
-                    f"scheduler={self.scheduler!r} with {', '.join(other)}: vLLM's scheduler schedules requests that"
-                    " arrive with their prompts, one rank's batch (each DP rank's its own; vllm-ascend's TP ranks each serve a"
-                    " scenario of tp=1)"
-                )
+        if self.scheduler != "own" and self.tp > 1:
+            raise ValueError(
+                f"scheduler={self.scheduler!r} with tp={self.tp!r}: vLLM's scheduler schedules one rank's batch (each"
+                " DP rank's its own; vllm-ascend's TP ranks each serve a scenario of tp=1)"
+            )
+        if self.scheduler == "balance" and self.decode_node:
+            raise ValueError(
+                "scheduler='balance' with decode_node=True: a decode node runs on vLLM's own scheduler"
+                " (scheduler='vllm'), its prompts' KV loaded through its KV connector; balance scheduling there is"
+                " not driven"
+            )
         least, most = self.kv_blocks_bounds
         if self.kv_blocks and not least <= self.kv_blocks <= most:
             raise ValueError(

@@ -14,6 +14,7 @@ when a request is done.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -111,6 +112,8 @@ class ServingSim:
             raise ValueError("decode_node=True: the serving loop needs the prompts' KV transfer (transfer)")
         self.transfer = transfer
         self.scheduler: Scheduler | None = scheduler
+        if scheduler is not None and scenario.decode_node:  # its connector loads the prompts into its blocks
+            scheduler.receive = self._receive
         self.sc = scenario
         self.target = target
         self.reference_drafter = reference_drafter
@@ -148,7 +151,9 @@ class ServingSim:
             prompt[:shared] = self.shared[:shared]
             prompt = prompt.tolist()
             req = RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens)
-            if self.sc.decode_node:  # prefilled elsewhere: its KV and the token sampled after it arrive
+            if (
+                self.sc.decode_node and self.scheduler is None
+            ):  # prefilled elsewhere: its KV and the token sampled after it arrive
                 req.tokens = prompt + [self.target.greedy(self._prompt_hidden(prompt))[-1].item()]
                 req.num_computed = spec.prompt_len
                 self._ensure_blocks(req, spec.prompt_len)
@@ -156,6 +161,14 @@ class ServingSim:
             if self.scheduler is not None:
                 self.scheduler.add(req)
             self.running.append(req)
+
+    def _receive(self, req: RequestState, blocks: list[int]) -> None:
+        """Another scheduler's decode node: ``req``'s prompt KV, as the prefill node wrote it (its draft KV at the
+        last position from the token it sampled), loaded into ``blocks``; the request computes its last prompt
+        token again, to sample its first output token."""
+        prompt = req.tokens[: req.prompt_len]
+        first = self.target.greedy(self._prompt_hidden(prompt))[-1].item()
+        self.transfer(dataclasses.replace(req, tokens=prompt + [first], blocks=list(blocks)))
 
     def _room(self) -> bool:
         """Whether an arriving request is taken now: another scheduler queues every one itself."""

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
         ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm', 'balance'\)"),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
-        ({"scheduler": "vllm", "decode_node": True}, r"scheduler='vllm' with decode_node=True"),
+        ({"scheduler": "balance", "decode_node": True}, r"scheduler='balance' with decode_node=True: a decode node"),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
         ({"scheduler": "balance", "tp": 2, "lmhead_tp": True}, r"scheduler='balance' with tp=2"),
         ({"scheduler": "balance", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),

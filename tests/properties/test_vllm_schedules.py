@@ -131,6 +131,46 @@ def test_a_last_prompt_token_padded_with_placeholder_drafts_matches_reference(de
     assert (padded > 0) == pads_last_prompt_tokens(), f"{padded} last prompt tokens padded: {report.scheduler_events}"
 
 
+# The decode node of a prefill/decode split on vLLM's scheduler: every prompt's KV loaded from a prefill node
+# through the KV connector's scheduler side (sim.impls.kit.remote_prefill), each request held until its load is
+# reported, then its last prompt token computed again to sample its first token; 13 blocks, so vLLM preempts
+# too (a preempted request computes its prompt here, the connector asked again)
+DECODE_NODE = Scenario(
+    num_spec_tokens=3,
+    max_model_len=32,
+    token_budget=16,
+    max_num_reqs=4,
+    accept="greedy",
+    max_iterations=40,
+    decode_node=True,
+    scheduler="vllm",
+    kv_blocks=13,
+    requests=(
+        RequestSpec(0, 9, 6),
+        RequestSpec(0, 5, 8),
+        RequestSpec(1, 14, 5),
+        RequestSpec(2, 6, 6),
+        RequestSpec(3, 11, 4),
+    ),
+)
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_a_decode_node_on_vllms_scheduler_matches_reference(device, impl, asynchronous, request):
+    """``DECODE_NODE``: each request drafts, from its first step on, from the draft KV the prefill node wrote
+    for its prompt (loaded into the blocks vLLM allocated) and its own last prompt token computed again
+    (vLLM 0.27 on: padded with placeholder drafts beside running decodes); its outputs are the target's own."""
+    scenario = dataclasses.replace(DECODE_NODE, async_scheduling=asynchronous)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    check_greedy_outputs(scenario, report)
+    events = report.scheduler_events
+    assert events["prompts received"] == len(scenario.requests) and events["preempted"] > 0, events
+
+
 # Requests sharing a 20-token prefix (five blocks of 4) on vLLM's prefix cache: three of them start past
 # the blocks the first computed (vLLM hands an MTP drafter's requests one block fewer), at other times
 PREFIX_CACHED = Scenario(

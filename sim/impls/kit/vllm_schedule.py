@@ -26,7 +26,14 @@ configuration is the kit's tiny
 ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it. vllm-ascend's
 platform replaces vLLM's ``Scheduler`` in a deployment by its ``BalanceScheduler``
 (``patch_balance_schedule``), which schedules as vLLM's unless its balance scheduling across DP ranks is
-on or a PD prefill node turns preemption off: vLLM's own is driven here, those two modes are not.
+on or a PD prefill node turns preemption off: ``Scenario.scheduler = "balance"`` drives the first
+(``sim.impls.kit.ascend.balance_schedule``), the second is not driven.
+
+Every step's blocks must hold every position its drafts write the draft layer's KV at; a scheduler that
+hands fewer (a first scheduling given no lookahead slots, vLLM's rule before #43733) stops the run naming it.
+vLLM 0.27 on pads a request's last prompt token, scheduled beside running decodes, into a uniform decode
+with placeholder drafts: the loop serves it as a prefill that verified them all rejected, their rows the
+token the runner clamps them to.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ from sim.serving.simulator import RequestState, SchedulerDefect
 LAYER = "draft"  # the one KV-cache group's layer name (the scheduler reads none of its tensors)
 # vLLM's placeholder draft (``-1``), and the token id the runner clamps it to before the model reads it
 PLACEHOLDER, CLAMPED = -1, 0
+# a decode node's KV connector (its scheduler side), as vLLM's factory finds it by module and name
+REMOTE_PREFILL, REMOTE_PREFILL_MODULE = "RemotePrefill", "sim.impls.kit.remote_prefill"
 
 
 @functools.cache
@@ -118,6 +127,12 @@ def vllm_config(scenario: Scenario):
     config.cache_config.num_gpu_blocks = scenario.num_blocks
     config.cache_config.enable_prefix_caching = scenario.prefix_caching
     config.speculative_config.num_speculative_tokens = scenario.num_spec_tokens
+    if scenario.decode_node:  # every prompt's KV from a prefill node, through the connector's scheduler side
+        transfer = _import("vllm.config").KVTransferConfig
+        config.kv_transfer_config = transfer(
+            kv_connector=REMOTE_PREFILL, kv_role="kv_consumer", kv_connector_module_path=REMOTE_PREFILL_MODULE
+        )
+        config.scheduler_config.disable_hybrid_kv_cache_manager = True  # one KV-cache group
     if scenario.scheduler == "balance":  # its balance queue holds one running count per DP rank
         config.parallel_config = copy.copy(base.parallel_config)
         config.parallel_config.data_parallel_size = scenario.dp
@@ -137,11 +152,14 @@ def _balance():
 
 
 class VllmSchedule:
-    """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling, deciding a serving run's
+    """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (with balance scheduling,
+    vllm-ascend's ``BalanceScheduler`` or vLLM's ``AsyncScheduler`` over it), deciding a serving run's
     schedule (``sim.serving.simulator.Scheduler``). ``events`` counts what it did that the loop's own
     schedule never does: ``preempted`` (a request's KV dropped, computed again from its first token),
     ``counted ahead`` (a request scheduled with its in-flight step's rejected drafts counted as accepted),
-    ``ran after finishing`` (a step scheduled before the one that finished its request)."""
+    ``ran after finishing`` (a step scheduled before the one that finished its request), ``prefix cache
+    hits``, ``last prompt tokens padded with placeholders``, and ``admissions held for balance`` (a step
+    after which a rank with room and waiting requests admits none, a peer having run its maximum)."""
 
     def __init__(self, scenario: Scenario):
         config = vllm_config(scenario)
@@ -169,6 +187,11 @@ class VllmSchedule:
         # what the engine runs for a step with nothing scheduled: nothing on one rank; on a DP rank a dummy
         # batch beside its peers' step (the DP rank sets it)
         self.idle = lambda: None
+        # a decode node: ``receive(request, blocks)`` writes a request's prompt KV into the blocks vLLM loads it
+        # into (the serving loop sets it); loads done since the last output, and those not yet scheduled
+        self.receive = None
+        self.loaded_now: set[str] = set()
+        self.loaded_unscheduled: set[str] = set()
         self._request = _import("vllm.v1.request").Request
         self._hasher = _block_hasher(config) if scenario.prefix_caching else None
         self.block_size = scenario.block_size
@@ -222,10 +245,11 @@ class VllmSchedule:
         if self.ahead is None:  # scheduled now, after every output it was told: nothing counted ahead
             self.ahead, self.rejected = self._scheduled(), {}
         (out, blocks), self.ahead = self.ahead, None
+        self._receive(running)
         ran = set(self.last.num_scheduled_tokens) if self.last is not None else set()  # the step before
         self.last = out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
-            self.scheduler.update_from_output(out, self._outputs.EMPTY_MODEL_RUNNER_OUTPUT)
+            self.scheduler.update_from_output(out, self._output([], []))
             self.idle()
             self.between_steps()
             return []
@@ -238,6 +262,9 @@ class VllmSchedule:
         picked = []
         for name, n in out.num_scheduled_tokens.items():
             req = running[int(name[1:])]
+            if name in self.loaded_unscheduled:  # its prompt's KV loaded: it starts past it (its last token again)
+                self.loaded_unscheduled.discard(name)
+                req.num_computed = computed[name]
             ahead = self.rejected.get(name, 0)  # vLLM took the step in flight's drafts as accepted
             if computed[name] - ahead < req.num_computed:
                 req.preempted()
@@ -335,15 +362,7 @@ class VllmSchedule:
         names = [f"r{rid}" for rid in rids]
         if self.asynchronous and self.scheduler.has_requests():
             self.ahead = self._scheduled()
-        # vLLM 0.13's output has no defaults for what a step without logprobs or pooling leaves empty
-        empty = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
-        takes = inspect.signature(self._outputs.ModelRunnerOutput).parameters
-        output = self._outputs.ModelRunnerOutput(
-            req_ids=names,
-            req_id_to_index={n: i for i, n in enumerate(names)},
-            sampled_token_ids=[list(s) for s in sampled],  # a copy, as the engine core receives: vLLM trims it
-            **{k: v for k, v in empty.items() if k in takes and takes[k].default is inspect.Parameter.empty},
-        )
+        output = self._output(names, sampled)
         if self.asynchronous:  # the drafts stay on the runner's device; vLLM counted them all as accepted
             verified = self.last.scheduled_spec_decode_tokens
             self.rejected = {n: len(verified[n]) + 1 - len(s) for n, s in zip(names, sampled) if verified.get(n)}
@@ -354,6 +373,36 @@ class VllmSchedule:
                 self.scheduler.update_draft_token_ids(self._outputs.DraftTokenIds(*map(list, zip(*live))))
         self.between_steps()
         return {rid for rid, n in zip(rids, names) if n not in self.scheduler.requests}
+
+    def _output(self, names: list[str], sampled: list[list[int]]):
+        """The runner's output of a step: its requests' sampled tokens, and the prompts loaded since the last."""
+        # vLLM 0.13's output has no defaults for what a step without logprobs or pooling leaves empty
+        empty = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
+        takes = inspect.signature(self._outputs.ModelRunnerOutput).parameters
+        loaded = {}
+        if self.loaded_now:
+            loaded = {"kv_connector_output": self._outputs.KVConnectorOutput(finished_recving=set(self.loaded_now))}
+            self.loaded_now.clear()
+        return self._outputs.ModelRunnerOutput(
+            req_ids=names,
+            req_id_to_index={n: i for i, n in enumerate(names)},
+            sampled_token_ids=[list(s) for s in sampled],  # a copy, as the engine core receives: vLLM trims it
+            **{k: v for k, v in empty.items() if k in takes and takes[k].default is inspect.Parameter.empty},
+            **loaded,
+        )
+
+    def _receive(self, running: dict[int, RequestState]) -> None:
+        """The prompts vLLM's connector asked to load (``remote_prefill``): written into their blocks by the
+        serving loop (``receive``), reported loaded in the next output."""
+        connector = self.scheduler.connector
+        if connector is None:
+            return
+        for name, blocks in connector.pending.items():
+            self.receive(running[int(name[1:])], blocks)
+            self.loaded_now.add(name)
+            self.loaded_unscheduled.add(name)
+            self.events["prompts received"] += 1
+        connector.pending.clear()
 
     def between_steps(self) -> None:
         """What the engine does between two steps besides: with balance scheduling on DP ranks, the DP ranks'

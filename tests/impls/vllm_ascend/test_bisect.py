@@ -77,6 +77,10 @@ def _state(repo: Path) -> tuple[str, str, str, str]:
     )
 
 
+# The session's longest test (about a minute of one worker): started with the paths' first cases, so it runs
+# beside the rest of the session, not alone at its end (skipped in a pull request's verdict, so no first
+# failure waits on it there)
+@pytest.mark.order(1)
 def test_bisect_names_the_commit_that_broke_the_step_update(repo, case, envs, capsys):
     path, hashes = repo
     before = _state(path)
