@@ -62,16 +62,20 @@ def scheduled_by_vllm(draw, asynchronous: bool = False):
     """A drawn scenario whose steps vLLM's scheduler decides (its ``AsyncScheduler`` if ``asynchronous``:
     padded then, as vLLM requires), on a KV cache of one request at full length up to enough for every
     request (the fewer blocks, the more it preempts), with or without its prefix caching, the prompts
-    sharing a drawn prefix."""
+    sharing a drawn prefix, on a decode node (every prompt's KV loaded through its KV connector) or not."""
     scenario = draw(scenarios(padded=True if asynchronous else None))
     least, most = scenario.kv_blocks_bounds
+    # A decode node's cache holds every request: on fewer blocks vLLM can hold them all for prompts it loaded
+    # and waits on (it preempts running requests only), and no step runs again (DECODE_NODE preempts on 13)
+    decode_node = draw(st.booleans())
     return dataclasses.replace(
         scenario,
         scheduler="vllm",
-        kv_blocks=draw(st.integers(least, most)),
+        kv_blocks=0 if decode_node else draw(st.integers(least, most)),
         async_scheduling=asynchronous,
         prefix_caching=draw(st.booleans()),
         shared_prefix=draw(st.integers(0, scenario.max_model_len)),
+        decode_node=decode_node,
     )
 
 
