@@ -196,6 +196,7 @@ def run_scenario(
 SCHEDULERS = {
     "vllm": "sim.impls.kit.vllm_schedule:VllmSchedule",
     "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",  # vllm-ascend's, on vLLM's (its scheduler reads both)
+    "recompute": "sim.impls.kit.vllm_schedule:VllmSchedule",
 }
 
 

@@ -14,9 +14,9 @@ from sim.oracle.rules import DRAFT_ATTNS
 
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
-# the serving loop's own schedule, vLLM's Scheduler (sim.impls.kit.vllm_schedule), or vllm-ascend's balance
-# scheduling (its BalanceScheduler on vLLM's: sim.impls.kit.ascend.balance_schedule)
-SCHEDULERS = ("own", "vllm", "balance")
+# the serving loop's own schedule, vLLM's Scheduler (sim.impls.kit.vllm_schedule), or vllm-ascend's own: its
+# balance scheduling and a decode node's recompute scheduler (sim.impls.kit.ascend.schedulers)
+SCHEDULERS = ("own", "vllm", "balance", "recompute")
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -89,9 +89,11 @@ class Scenario:
     scheduled before the last one's output; one per DP rank, as each DP engine has its own; no TP ranks);
     or ``balance``: vllm-ascend's balance scheduling (``enable_balance_scheduling``): its
     ``BalanceScheduler``'s own copy of vLLM's schedule decides, and on DP ranks no rank admits a request
-    while any rank ran its maximum of requests at the step before (``sim.impls.kit.ascend.balance_schedule``;
-    vllm-ascend installed; not a decode node). What the options below say of ``vllm`` holds for ``balance``
-    too.
+    while any rank ran its maximum of requests at the step before (``sim.impls.kit.ascend.schedulers``;
+    vllm-ascend installed; not a decode node); or ``recompute``: a decode node's vllm-ascend
+    ``RecomputeScheduler`` (``recompute_scheduler_enable``): its copy of the schedule, placeholder drafts for a
+    request's first step, and a request it runs out of blocks for sent back to a prefill node
+    (``decode_node=True``). What the options below say of ``vllm`` holds for both too.
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
@@ -203,6 +205,11 @@ class Scenario:
             raise ValueError(
                 f"scheduler={self.scheduler!r} with tp={self.tp!r}: vLLM's scheduler schedules one rank's batch (each"
                 " DP rank's its own; vllm-ascend's TP ranks each serve a scenario of tp=1)"
+            )
+        if self.scheduler == "recompute" and not self.decode_node:
+            raise ValueError(
+                "scheduler='recompute' without decode_node=True: vllm-ascend's recompute scheduler serves a"
+                " decode node of a prefill/decode split (a KV consumer) only"
             )
         if self.scheduler == "balance" and self.decode_node:
             raise ValueError(

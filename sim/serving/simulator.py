@@ -89,7 +89,11 @@ class Scheduler(Protocol):
     iteration's requests and their rows (``schedule``: a running request it preempted is told so,
     ``RequestState.preempted``; each picked one holds its blocks and the drafts it verifies; a request it
     finished may be picked once more, by a step it scheduled before it knew), and takes each iteration's
-    sampled tokens and new drafts (``commit``), returning the requests it has finished."""
+    sampled tokens and new drafts (``commit``), returning the requests it has finished. ``sent_back``: the
+    requests it handed to another node since it was last asked (a decode node's out of blocks, back to a
+    prefill node), which leave this one with the tokens they have."""
+
+    sent_back: set[int]
 
     def add(self, req: RequestState) -> None: ...
 
@@ -162,6 +166,13 @@ class ServingSim:
                 self.scheduler.add(req)
             self.running.append(req)
 
+    def _send_back(self, rids: set[int]) -> None:
+        """The requests another node takes over leave this one, their tokens so far its output."""
+        for req in [r for r in self.running if r.rid in rids]:
+            self.running.remove(req)
+            self.outputs[req.rid] = list(req.tokens)
+        rids.clear()
+
     def _receive(self, req: RequestState, blocks: list[int]) -> None:
         """Another scheduler's decode node: ``req``'s prompt KV, as the prefill node wrote it (its draft KV at the
         last position from the token it sampled), loaded into ``blocks``; the request computes its last prompt
@@ -223,6 +234,7 @@ class ServingSim:
         if self.scheduler is not None:
             picked = self.scheduler.schedule(self.leaving | {req.rid: req for req in self.running})
             self.leaving = {req.rid: req for req, _ in picked if req.rid in self.leaving}  # run once more, or gone
+            self._send_back(self.scheduler.sent_back)
         else:
             picked = self._schedule()
         if not picked:

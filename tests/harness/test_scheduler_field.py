@@ -19,10 +19,11 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm', 'balance'\)"),
+        ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm', 'balance', 'recompute'\)"),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"scheduler": "balance", "decode_node": True}, r"scheduler='balance' with decode_node=True: a decode node"),
+        ({"scheduler": "recompute"}, r"scheduler='recompute' without decode_node=True: vllm-ascend's recompute"),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
         ({"scheduler": "balance", "tp": 2, "lmhead_tp": True}, r"scheduler='balance' with tp=2"),
         ({"scheduler": "balance", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
@@ -61,10 +62,12 @@ def test_every_prompt_begins_with_the_shared_prefix_and_none_changes_nothing():
     assert [p[6:] for p in after] == [p[6:] for p in before]  # past the prefix, the prompts drawn before
 
 
-def test_balance_scheduling_without_vllm_ascend_is_refused_naming_what_it_needs(monkeypatch):
-    """vllm-ascend's balance scheduler is the installed vllm-ascend's: an env without it says so by name."""
+@pytest.mark.parametrize("name", ["balance", "recompute"])
+def test_vllm_ascends_own_scheduler_without_vllm_ascend_is_refused_naming_what_it_needs(monkeypatch, name):
+    """vllm-ascend's own schedulers are the installed vllm-ascend's: an env without it says so by name."""
     from sim.impls.kit import vllm_schedule
 
     monkeypatch.setattr(vllm_schedule, "_under_vllm_ascend", lambda: False)
-    with pytest.raises(ValueError, match=r"^scheduler='balance': vllm-ascend's balance scheduling needs vllm-ascend"):
-        vllm_schedule._balance()
+    with pytest.raises(ValueError, match=rf"^scheduler='{name}': vllm-ascend's own scheduler needs vllm-ascend"):
+        vllm_schedule._ascend(name)
+    assert vllm_schedule._ascend("vllm") is None  # vLLM's own, as vLLM ships it

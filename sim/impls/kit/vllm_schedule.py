@@ -27,7 +27,9 @@ configuration is the kit's tiny
 platform replaces vLLM's ``Scheduler`` in a deployment by its ``BalanceScheduler``
 (``patch_balance_schedule``), which schedules as vLLM's unless its balance scheduling across DP ranks is
 on or a PD prefill node turns preemption off: ``Scenario.scheduler = "balance"`` drives the first
-(``sim.impls.kit.ascend.balance_schedule``), the second is not driven.
+(``sim.impls.kit.ascend.schedulers``, which applies the platform's patches of vLLM's scheduler to every run
+under vllm-ascend, and drives its recompute scheduler of decode nodes: ``recompute``), the second is not
+driven.
 
 Every step's blocks must hold every position its drafts write the draft layer's KV at; a scheduler that
 hands fewer (a first scheduling given no lookahead slots, vLLM's rule before #43733) stops the run naming it.
@@ -139,16 +141,22 @@ def vllm_config(scenario: Scenario):
     return config
 
 
-def _balance():
-    """vllm-ascend's balance scheduling (``sim.impls.kit.ascend.balance_schedule``); ``ValueError`` where
-    vllm-ascend is not installed."""
-    if not _under_vllm_ascend():
-        raise ValueError(
-            "scheduler='balance': vllm-ascend's balance scheduling needs vllm-ascend installed (tox -e vllm_ascend)"
-        )
-    from sim.impls.kit.ascend import balance_schedule
+ASCENDS = ("balance", "recompute")  # vllm-ascend's own schedulers (Scenario.scheduler)
 
-    return balance_schedule
+
+def _ascend(name: str):
+    """vLLM's scheduler as vllm-ascend deploys it, and its own (``sim.impls.kit.ascend.schedulers``), where
+    vllm-ascend is installed; None elsewhere, and ``ValueError`` for one of vllm-ascend's own schedulers."""
+    if not _under_vllm_ascend():
+        if name in ASCENDS:
+            raise ValueError(
+                f"scheduler={name!r}: vllm-ascend's own scheduler needs vllm-ascend installed (tox -e vllm_ascend)"
+            )
+        return None
+    from sim.impls.kit.ascend import schedulers
+
+    schedulers.deploy()
+    return schedulers
 
 
 class VllmSchedule:
@@ -170,15 +178,17 @@ class VllmSchedule:
         )
         outputs = _import("vllm.v1.structured_output")
         self.asynchronous = scenario.async_scheduling
-        self.balance = _balance() if scenario.scheduler == "balance" else None
-        with self.balance.enabled(config) if self.balance else contextlib.nullcontext():
+        self.name = scenario.scheduler
+        self.ascend = _ascend(self.name)
+        own = self.name in ASCENDS
+        with self.ascend.enabled(self.name, config) if own else contextlib.nullcontext():
             self.scheduler = self._class()(
                 config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
             )
         # balance scheduling on DP ranks: the engines' per-step all-gather of their running counts
         self.dp_group = (
             _import("vllm.distributed.parallel_state").get_dp_group().cpu_group
-            if self.balance and scenario.dp > 1
+            if self.name == "balance" and scenario.dp > 1
             else None
         )
         self.spec_tokens = scenario.num_spec_tokens
@@ -192,6 +202,7 @@ class VllmSchedule:
         self.receive = None
         self.loaded_now: set[str] = set()
         self.loaded_unscheduled: set[str] = set()
+        self.sent_back: set[int] = set()  # the requests a decode node's recompute scheduler sent back
         self._request = _import("vllm.v1.request").Request
         self._hasher = _block_hasher(config) if scenario.prefix_caching else None
         self.block_size = scenario.block_size
@@ -207,9 +218,9 @@ class VllmSchedule:
         self.events: Counter = Counter()
 
     def _class(self):
-        """vLLM's ``Scheduler`` or ``AsyncScheduler``; with balance scheduling, the checkout's."""
-        if self.balance:
-            return self.balance.scheduler_class(self.asynchronous)
+        """vLLM's ``Scheduler`` or ``AsyncScheduler``; vllm-ascend's own, the checkout's."""
+        if self.name in ASCENDS:
+            return self.ascend.scheduler_class(self.name, self.asynchronous)
         if self.asynchronous:
             return _import("vllm.v1.core.sched.async_scheduler").AsyncScheduler
         return _import("vllm.v1.core.sched.scheduler").Scheduler
@@ -217,7 +228,9 @@ class VllmSchedule:
     @property
     def label(self) -> str:
         """The scheduler, as a message names it."""
-        if not self.balance:
+        if self.name == "recompute":
+            return f"vllm-ascend's {type(self.scheduler).__name__}"
+        if self.name != "balance":
             return f"vLLM's {type(self.scheduler).__name__}"
         over = "vLLM's AsyncScheduler over " if self.asynchronous else ""
         return f"{over}vllm-ascend's BalanceScheduler (balance scheduling)"
@@ -246,6 +259,9 @@ class VllmSchedule:
             self.ahead, self.rejected = self._scheduled(), {}
         (out, blocks), self.ahead = self.ahead, None
         self._receive(running)
+        sent = {int(r.request_id[1:]) for r in getattr(out, "recomputed_reqs", None) or ()}
+        self.sent_back |= sent
+        self.events["sent back to a prefill node"] += len(sent)
         ran = set(self.last.num_scheduled_tokens) if self.last is not None else set()  # the step before
         self.last = out
         if not out.num_scheduled_tokens:  # nothing to run: the step's empty output goes back at once
@@ -409,5 +425,5 @@ class VllmSchedule:
         running counts all-gathered (once per DP step on every rank, an idle one's dummy step included: the
         DP rank calls this after each of those)."""
         if self.dp_group is not None:
-            self.balance.gather(self.scheduler, self.dp_group)
-            self.events["admissions held for balance"] += self.balance.holds_admissions(self.scheduler)
+            self.ascend.gather(self.scheduler, self.dp_group)
+            self.events["admissions held for balance"] += self.ascend.holds_admissions(self.scheduler)

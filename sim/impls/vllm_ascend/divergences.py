@@ -289,7 +289,7 @@ GROUPS_EAGER = (
 )
 MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
 # vllm-ascend's balance scheduling (its scheduler, not its drafter's: a defect that stops a run, pinned by
-# tests/impls/vllm_ascend/test_balance_scheduling.py), through 0.23.0; main's BalanceScheduler copies vLLM 0.24's
+# tests/impls/vllm_ascend/test_ascend_schedulers.py), through 0.23.0; main's BalanceScheduler copies vLLM 0.24's
 BALANCE_WITHOUT_LOOKAHEAD = (
     "balance-scheduler-first-scheduling-without-lookahead: vllm-ascend's BalanceScheduler schedules by a copy of "
     "vLLM's Scheduler.schedule from before vLLM #43733, which gives a request's first scheduling from the waiting "

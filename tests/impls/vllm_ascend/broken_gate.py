@@ -52,7 +52,7 @@ DEVICE_CORRECTION = "update_num_computed_tokens_for_batch_change"  # vllm_ascend
 REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_ascend.sample.rejection_sampler)
 RUNNER_SAMPLE = "NPUModelRunner._sample"  # the runner's, preparing its samplers (sim.impls.vllm_ascend.rejection)
 TORCH_TOP_K = "sampler._apply_top_k_top_p_pytorch"  # the sampler's torch path (device_paths: devices but A2/A3)
-BALANCE = "BalanceScheduler.schedule"  # the checkout's balance scheduler (sim.impls.kit.ascend.balance_schedule)
+BALANCE = "BalanceScheduler.schedule"  # the checkout's balance scheduler (sim.impls.kit.ascend.schedulers)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
@@ -257,9 +257,9 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         breaking(monkeypatch)
         return
     if target == BALANCE:  # the asynchronous scheduler over it schedules by it too
-        from sim.impls.kit.ascend import balance_schedule
+        from sim.impls.kit.ascend import schedulers
 
-        cls = balance_schedule.scheduler_class(asynchronous=False)
+        cls = schedulers.scheduler_class("balance", asynchronous=False)
         monkeypatch.setattr(cls, "schedule", breaking(cls.schedule))
         return
     if target in MODULE_FUNCTIONS:

@@ -389,7 +389,7 @@ def test_an_idle_ranks_dummy_batch_is_the_workers():
 # maximum of two requests from the first step, so rank 1's requests wait (its steps dummy batches beside rank
 # 0's) until a gather finds rank 0 below it. The prompts' lengths leave a first scheduling's drafts within
 # its blocks (1 or 2 past a multiple of the block size, K = 3), where 0.23.0's BalanceScheduler gives no
-# lookahead slots (pinned in test_balance_scheduling.py)
+# lookahead slots (pinned in test_ascend_schedulers.py)
 BALANCE_BUSY = Scenario(
     num_spec_tokens=3,
     max_model_len=40,

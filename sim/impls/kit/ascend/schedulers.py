@@ -1,0 +1,147 @@
+"""vLLM's scheduler as vllm-ascend's platform deploys it, and vllm-ascend's own schedulers
+(``Scenario.scheduler``: ``vllm`` under vllm-ascend, ``balance``, ``recompute``).
+
+vllm-ascend's platform patches vLLM's scheduler and KV cache manager in every deployment
+(``patch/platform``): the KV cache's free-block order, the KV cache coordinator, and on 0.23.0 the blocks of
+in-flight tokens under asynchronous scheduling (which adds ``Request.num_in_flight_tokens``, read by its
+recompute scheduler). ``deploy`` applies the checkout's patches of them once per process, each module loaded
+from its file alone (their package imports every platform patch, tool parsers included).
+
+Balance scheduling (``enable_balance_scheduling``; production DeepSeek and GLM deployments set it beside MTP,
+vllm-ascend #9675): the platform replaces vLLM's ``Scheduler`` by its ``BalanceScheduler``, which then schedules
+by a copy of vLLM's ``Scheduler.schedule`` of its own, in which no rank admits a waiting request while any DP
+rank ran its maximum of requests at the last step: each DP engine all-gathers its scheduler's running count
+once per step (``balance_gather``, after the engines' all-reduce of whether any has work). Its module's
+replacement of vLLM's globals is undone, so vLLM's own scheduler stays vLLM's (with balance scheduling off the
+replacement schedules as vLLM's). Asynchronously a deployment's scheduler is vLLM's ``AsyncScheduler`` over
+``BalanceScheduler`` (vLLM imports ``async_scheduler`` when the engine asks for its scheduler class, after the
+patch): that module is executed afresh over it.
+
+The recompute scheduler of a PD decode node (``recompute_scheduler_enable``, a KV consumer): its
+``RecomputeScheduler`` (``AsyncRecomputeScheduler`` asynchronously) gives a new MTP request placeholder drafts
+for its first step, and, out of blocks, sends a running request back to a prefill node (its outputs so far,
+stop reason ``recomputed``) where vLLM's would preempt it here. Each is a copy of vLLM's schedule kept apart
+from vLLM's: a fix in vLLM's reaches it only when it is copied again, the reason to drive them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import inspect
+from pathlib import Path
+
+PLATFORM = "vllm_ascend/patch/platform"
+# the platform's patches of vLLM's scheduler and KV cache manager, in the order its package imports them
+SCHEDULER_PATCHES = ("patch_kv_cache_utils", "patch_async_swa_kv_lifetime", "patch_kv_cache_coordinator")
+CONFIGS = {  # additional_config selecting each (0.23.0's keys; main also reads them, deprecated)
+    "balance": {"enable_balance_scheduling": True},
+    "recompute": {"recompute_scheduler_enable": True},
+}
+
+
+def _import(module: str):
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    return import_ascend(module)
+
+
+def _platform(name: str) -> Path:
+    return Path(_import("vllm_ascend").__file__).parent.parent / PLATFORM / f"{name}.py"
+
+
+def _execute(name: str, path: Path, replaced: dict):
+    """The module at ``path`` executed under ``name``, with ``replaced`` (object -> attribute names) as
+    they were before it ran: what it assigns there at import is undone."""
+    saved = {(owner, attr): owner.__dict__[attr] for owner, attrs in replaced.items() for attr in attrs}
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for (owner, attr), value in saved.items():
+            setattr(owner, attr, value)
+    return module
+
+
+@functools.cache
+def deploy() -> tuple[str, ...]:
+    """The checkout's patches of vLLM's scheduler and KV cache manager applied, as in a deployment; their names."""
+    applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists())
+    for name in applied:
+        _execute(f"vllm_ascend.patch.platform.{name}", _platform(name), {})
+    return applied
+
+
+@functools.cache
+def _balance_module():
+    """The checkout's ``patch_balance_schedule``; ``ValueError`` where the checkout has none."""
+    path = _platform("patch_balance_schedule")
+    if not path.exists():
+        raise ValueError(f"scheduler='balance': this vllm-ascend has no balance scheduling ({path.name} is absent)")
+    scheduler, core = _import("vllm.v1.core.sched.scheduler"), _import("vllm.v1.engine.core")
+    return _execute(
+        "vllm_ascend.patch.platform.patch_balance_schedule",
+        path,
+        {scheduler: ["Scheduler"], core: ["DPEngineCoreProc"], core.EngineCoreProc: ["run_engine_core"]},
+    )
+
+
+@functools.cache
+def _async_over_balance():
+    """vLLM's ``AsyncScheduler`` as a deployment with balance scheduling has it: over ``BalanceScheduler``."""
+    scheduler = _import("vllm.v1.core.sched.scheduler")
+    path = Path(inspect.getfile(_import("vllm.v1.core.sched.async_scheduler")))
+    original = scheduler.Scheduler
+    scheduler.Scheduler = _balance_module().BalanceScheduler
+    try:
+        return _execute("vllm_ascend_balance_async_scheduler", path, {}).AsyncScheduler
+    finally:
+        scheduler.Scheduler = original
+
+
+def scheduler_class(name: str, asynchronous: bool):
+    """The class a deployment builds for vllm-ascend's scheduler ``name`` (``balance``, ``recompute``)."""
+    if name == "balance":
+        return _async_over_balance() if asynchronous else _balance_module().BalanceScheduler
+    module = _import("vllm_ascend.core.recompute_scheduler")
+    return module.AsyncRecomputeScheduler if asynchronous else module.RecomputeScheduler
+
+
+@contextlib.contextmanager
+def enabled(name: str, vllm_config):
+    """Inside, vllm-ascend's config selects its scheduler ``name`` (``vllm_config``'s ``additional_config``
+    and the config singleton its schedulers read); the singleton is put back after."""
+    configs = _import("vllm_ascend.ascend_config")
+    before = configs._ASCEND_CONFIG
+    vllm_config.additional_config = {**(vllm_config.additional_config or {}), **CONFIGS[name]}
+    try:
+        configs._ASCEND_CONFIG = None
+        configs.init_ascend_config(vllm_config)
+        yield
+    finally:
+        configs._ASCEND_CONFIG = before
+
+
+def gather(scheduler, group) -> None:
+    """The engine's per-step all-gather of the DP ranks' running counts into ``scheduler``'s balance queue,
+    as the checkout's engine core calls it: ``balance_gather(dp_group)`` (0.23.0), or the group set on the
+    scheduler first (main)."""
+    if inspect.signature(scheduler.balance_gather).parameters:
+        scheduler.balance_gather(group)
+    else:
+        scheduler.dp_group = group
+        scheduler.balance_gather()
+
+
+def holds_admissions(scheduler) -> bool:
+    """Whether ``scheduler``'s next schedule admits none of its waiting requests for balance alone: it has
+    some and room for them, and a rank ran its maximum of requests at the last gather (the copy's
+    ``balance_flag``)."""
+    cap = scheduler.max_num_running_reqs
+    return (
+        bool(scheduler.waiting)
+        and len(scheduler.running) < cap
+        and max(int(t.item()) for t in scheduler.balance_queue) == cap
+    )

@@ -1,0 +1,64 @@
+"""vllm-ascend's own schedulers (``sim.impls.kit.ascend.schedulers``), each a copy of vLLM's schedule of its own, so
+the steps they make are the checkout's code as much as the drafter is.
+
+Balance scheduling (``Scenario.scheduler = "balance"``), on one rank (its DP hold: ``test_data_parallel.py``): the
+preempting run of vLLM's schedule (``SCHEDULED_BY_VLLM``) under greedy verification. Where the checkout's copy gives
+a request's first scheduling its lookahead slots (main), every call equals the reference and every output is the
+target's own; where it does not (0.23.0 and the releases before it: ``LACKS``'
+``balance-scheduler-first-scheduling-without-lookahead``), the run stops at the first such step, naming it, and
+the day it no longer does this fails, saying to drop the entry.
+
+A decode node's recompute scheduler (``recompute``): ``DECODE_NODE``, each prompt's KV loaded through vLLM's KV
+connector, each request's first step its last prompt token with placeholder drafts, and on 13 blocks requests
+sent back to a prefill node where vLLM's would preempt them here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.impls.features import Feature
+from sim.serving.run import run_scenario
+from sim.serving.simulator import SchedulerDefect
+from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
+from tests.checks.modes import USES_ASYNC_SCHEDULING
+from tests.properties.test_vllm_schedules import DECODE_NODE, GREEDY
+
+BALANCED = dataclasses.replace(GREEDY, scheduler="balance")
+
+
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(device, impl, asynchronous, request):
+    scenario = dataclasses.replace(BALANCED, async_scheduling=asynchronous)
+    known = impl.lacking({Feature.BALANCE_SCHEDULING}, device.name)
+    if known is None:
+        report = check_implementation(impl, scenario, device, request.node.name)
+        assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
+        check_greedy_outputs(scenario, report)
+        return
+    try:
+        run_scenario(scenario, device, impl)
+    except SchedulerDefect as found:
+        assert "its first scheduling from the waiting queue got no lookahead slots" in str(found), found
+        return
+    pytest.fail(
+        f"this vllm-ascend's BalanceScheduler gave every first scheduling its lookahead slots: {known} is fixed, drop"
+        " Feature.BALANCE_SCHEDULING from its LACKS (sim/impls/vllm_ascend/divergences.py)"
+    )
+
+
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_a_decode_nodes_recompute_scheduler_serves_the_drafter(device, impl, asynchronous, request):
+    """Every call equals the reference and every output (a request sent back: its tokens so far) is the
+    target's own; each request's first step carried placeholder drafts, and some were sent back."""
+    scenario = dataclasses.replace(DECODE_NODE, scheduler="recompute", async_scheduling=asynchronous)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    check_greedy_outputs(scenario, report)
+    events, n = report.scheduler_events, len(scenario.requests)
+    assert events["prompts received"] == n == events["last prompt tokens padded with placeholders"], events
+    assert events["sent back to a prefill node"] > 0, events
