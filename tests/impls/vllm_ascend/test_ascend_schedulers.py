@@ -53,10 +53,26 @@ def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(devi
 @pytest.mark.parametrize(
     "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
 )
-def test_a_decode_nodes_recompute_scheduler_serves_the_drafter(device, impl, asynchronous, request):
+def test_a_decode_nodes_recompute_scheduler_serves_the_drafter_or_crashes_at_its_known_defect(
+    device, impl, asynchronous, request
+):
     """Every call equals the reference and every output (a request sent back: its tokens so far) is the
-    target's own; each request's first step carried placeholder drafts, and some were sent back."""
+    target's own; each request's first step carried placeholder drafts, and some were sent back. Where the
+    checkout's copy reads a request field its vLLM has not (main: ``LACKS_OWN``'
+    ``recompute-scheduler-reads-a-request-field-its-vllm-lacks``), the run raises there, and the day it no
+    longer does this fails, saying to drop the entry."""
     scenario = dataclasses.replace(DECODE_NODE, scheduler="recompute", async_scheduling=asynchronous)
+    known = impl.lacking({Feature.RECOMPUTE_SCHEDULER}, device.name)
+    if known is not None:
+        try:
+            run_scenario(scenario, device, impl)
+        except AttributeError as found:
+            assert "'Request' object has no attribute 'async_tokens_to_discard'" in str(found), found
+            return
+        pytest.fail(
+            f"this vllm-ascend's RecomputeScheduler served the decode node: {known} is fixed, drop"
+            " Feature.RECOMPUTE_SCHEDULER from its LACKS_OWN (sim/impls/vllm_ascend/branch_divergences.py)"
+        )
     report = check_implementation(impl, scenario, device, request.node.name)
     check_greedy_outputs(scenario, report)
     events, n = report.scheduler_events, len(scenario.requests)
