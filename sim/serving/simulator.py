@@ -89,13 +89,16 @@ class Scheduler(Protocol):
     iteration's requests and their rows (``schedule``: a running request it preempted is told so,
     ``RequestState.preempted``; each picked one holds its blocks and the drafts it verifies; a request it
     finished may be picked once more, by a step it scheduled before it knew), and takes each iteration's
-    sampled tokens and new drafts (``commit``), returning the requests it has finished. ``sent_back``: the
-    requests it handed to another node since it was last asked (a decode node's out of blocks, back to a
-    prefill node), which leave this one with the tokens they have."""
+    sampled tokens and new drafts (``commit``), returning the requests it has finished; on a decode node it
+    asks the loop to load a request's prompt KV into the blocks it allocated (``receive``, which the loop
+    sets), and hands requests it runs out of blocks for to a prefill node (``sent_back``)."""
 
-    sent_back: set[int]
+    receive: object  # (request, blocks) -> None: its prompt's KV loaded into those blocks
 
     def add(self, req: RequestState) -> None: ...
+
+    def sent_back(self) -> set[int]:
+        """The requests handed to another node since it was last asked: they leave this one with their tokens."""
 
     def schedule(self, running: dict[int, RequestState]) -> list[tuple[RequestState, list[int]]]: ...
 
@@ -155,9 +158,9 @@ class ServingSim:
             prompt[:shared] = self.shared[:shared]
             prompt = prompt.tolist()
             req = RequestState(rid, prompt, spec.prompt_len, spec.max_new_tokens)
-            if (
-                self.sc.decode_node and self.scheduler is None
-            ):  # prefilled elsewhere: its KV and the token sampled after it arrive
+            # prefilled elsewhere: its KV and the token sampled after it arrive (another scheduler's: its connector
+            # asks for the KV once it allocated the blocks, ``_receive``)
+            if self.sc.decode_node and self.scheduler is None:
                 req.tokens = prompt + [self.target.greedy(self._prompt_hidden(prompt))[-1].item()]
                 req.num_computed = spec.prompt_len
                 self._ensure_blocks(req, spec.prompt_len)
@@ -171,7 +174,6 @@ class ServingSim:
         for req in [r for r in self.running if r.rid in rids]:
             self.running.remove(req)
             self.outputs[req.rid] = list(req.tokens)
-        rids.clear()
 
     def _receive(self, req: RequestState, blocks: list[int]) -> None:
         """Another scheduler's decode node: ``req``'s prompt KV, as the prefill node wrote it (its draft KV at the
@@ -234,7 +236,7 @@ class ServingSim:
         if self.scheduler is not None:
             picked = self.scheduler.schedule(self.leaving | {req.rid: req for req in self.running})
             self.leaving = {req.rid: req for req, _ in picked if req.rid in self.leaving}  # run once more, or gone
-            self._send_back(self.scheduler.sent_back)
+            self._send_back(self.scheduler.sent_back())
         else:
             picked = self._schedule()
         if not picked:

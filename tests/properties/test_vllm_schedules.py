@@ -133,8 +133,8 @@ def test_a_last_prompt_token_padded_with_placeholder_drafts_matches_reference(de
 
 # The decode node of a prefill/decode split on vLLM's scheduler: every prompt's KV loaded from a prefill node
 # through the KV connector's scheduler side (sim.impls.kit.remote_prefill), each request held until its load is
-# reported, then its last prompt token computed again to sample its first token; 13 blocks, so vLLM preempts
-# too (a preempted request computes its prompt here, the connector asked again)
+# reported, then its last prompt token computed again to sample its first token; on 13 blocks (vLLM 0.23 and
+# 0.27 preempt there: a preempted request computes its prompt on the node, the connector asked again)
 DECODE_NODE = Scenario(
     num_spec_tokens=3,
     max_model_len=32,
@@ -163,12 +163,13 @@ DECODE_NODE = Scenario(
 def test_a_decode_node_on_vllms_scheduler_matches_reference(device, impl, asynchronous, request):
     """``DECODE_NODE``: each request drafts, from its first step on, from the draft KV the prefill node wrote
     for its prompt (loaded into the blocks vLLM allocated) and its own last prompt token computed again
-    (vLLM 0.27 on: padded with placeholder drafts beside running decodes); its outputs are the target's own."""
+    (vLLM 0.27 on: padded with placeholder drafts beside running decodes); its outputs are the target's own.
+    vLLM 0.23 and 0.27 preempt there (2 and 4 requests in the two orders); 0.33 admits no more than its
+    blocks hold."""
     scenario = dataclasses.replace(DECODE_NODE, async_scheduling=asynchronous)
     report = check_implementation(impl, scenario, device, request.node.name)
     check_greedy_outputs(scenario, report)
-    events = report.scheduler_events
-    assert events["prompts received"] == len(scenario.requests) and events["preempted"] > 0, events
+    assert report.scheduler_events["prompts received"] == len(scenario.requests), report.scheduler_events
 
 
 # Requests sharing a 20-token prefix (five blocks of 4) on vLLM's prefix cache: three of them start past

@@ -160,14 +160,15 @@ def _ascend(name: str):
 
 
 class VllmSchedule:
-    """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (with balance scheduling,
-    vllm-ascend's ``BalanceScheduler`` or vLLM's ``AsyncScheduler`` over it), deciding a serving run's
-    schedule (``sim.serving.simulator.Scheduler``). ``events`` counts what it did that the loop's own
-    schedule never does: ``preempted`` (a request's KV dropped, computed again from its first token),
-    ``counted ahead`` (a request scheduled with its in-flight step's rejected drafts counted as accepted),
-    ``ran after finishing`` (a step scheduled before the one that finished its request), ``prefix cache
-    hits``, ``last prompt tokens padded with placeholders``, and ``admissions held for balance`` (a step
-    after which a rank with room and waiting requests admits none, a peer having run its maximum)."""
+    """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (vllm-ascend's own where the
+    scenario names one: its ``BalanceScheduler``, or vLLM's ``AsyncScheduler`` over it; a decode node's
+    ``RecomputeScheduler``), deciding a serving run's schedule (``sim.serving.simulator.Scheduler``).
+    ``events`` counts what it did that the loop's own schedule never does: ``preempted`` (a request's KV
+    dropped, computed again from its first token), ``counted ahead`` (a request scheduled with its in-flight
+    step's rejected drafts counted as accepted), ``ran after finishing`` (a step scheduled before the one that
+    finished its request), ``prefix cache hits``, ``last prompt tokens padded with placeholders``, ``admissions
+    held for balance`` (a step after which a rank with room and waiting requests admits none, a peer having
+    run its maximum), ``prompts received`` (a decode node's loads) and ``sent back to a prefill node``."""
 
     def __init__(self, scenario: Scenario):
         config = vllm_config(scenario)
@@ -202,7 +203,7 @@ class VllmSchedule:
         self.receive = None
         self.loaded_now: set[str] = set()
         self.loaded_unscheduled: set[str] = set()
-        self.sent_back: set[int] = set()  # the requests a decode node's recompute scheduler sent back
+        self._sent_back: set[int] = set()  # the requests a decode node's recompute scheduler sent back
         self._request = _import("vllm.v1.request").Request
         self._hasher = _block_hasher(config) if scenario.prefix_caching else None
         self.block_size = scenario.block_size
@@ -216,6 +217,11 @@ class VllmSchedule:
         self.ahead = None  # asynchronous: the next step, scheduled before the last one's output (and its blocks)
         self.rejected: dict[str, int] = {}  # asynchronous: the drafts each request's step in flight rejects
         self.events: Counter = Counter()
+
+    def sent_back(self) -> set[int]:
+        """The requests a decode node's recompute scheduler sent back to a prefill node since last asked."""
+        sent, self._sent_back = self._sent_back, set()
+        return sent
 
     def _class(self):
         """vLLM's ``Scheduler`` or ``AsyncScheduler``; vllm-ascend's own, the checkout's."""
@@ -260,7 +266,7 @@ class VllmSchedule:
         (out, blocks), self.ahead = self.ahead, None
         self._receive(running)
         sent = {int(r.request_id[1:]) for r in getattr(out, "recomputed_reqs", None) or ()}
-        self.sent_back |= sent
+        self._sent_back |= sent
         self.events["sent back to a prefill node"] += len(sent)
         ran = set(self.last.num_scheduled_tokens) if self.last is not None else set()  # the step before
         self.last = out
