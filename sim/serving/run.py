@@ -195,15 +195,16 @@ def run_scenario(
 # Another scheduler than the loop's own, by name (an adapter kit's: found by name, as implementations are)
 SCHEDULERS = {
     "vllm": "sim.impls.kit.vllm_schedule:VllmSchedule",
-    "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",  # vllm-ascend's, on vLLM's (its scheduler reads both)
+    # vllm-ascend's own, driven as vLLM's is (sim.impls.kit.ascend.schedulers)
+    "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",
     "recompute": "sim.impls.kit.vllm_schedule:VllmSchedule",
 }
 
 
 def scheduler_of(scenario: Scenario):
     """The scheduler deciding the scenario's schedule other than the serving loop's own: vLLM's
-    (``scheduler="vllm"``), which needs vLLM installed, or vllm-ascend's balance scheduling
-    (``scheduler="balance"``), which needs vllm-ascend; None for the loop's own."""
+    (``scheduler="vllm"``), which needs vLLM installed, or vllm-ascend's own (``balance``, ``recompute``),
+    which need vllm-ascend; None for the loop's own."""
     if scenario.scheduler == "own":
         return None
     if importlib.util.find_spec("vllm") is None:

@@ -72,13 +72,19 @@ def print_sweep(reports: list[RunReport]) -> None:
     console.print(f"[{colour}]{len(failing)} of {len(reports)} seeds differ from the reference[/]")
 
 
+# Scenario.scheduler (another than the loop's own), synchronous or not -> the scheduler that decides
+SCHEDULER_NAMES = {
+    ("vllm", False): "vLLM's Scheduler",
+    ("vllm", True): "vLLM's AsyncScheduler",
+    ("balance", False): "vllm-ascend's balance scheduling (its BalanceScheduler)",
+    ("balance", True): "vllm-ascend's balance scheduling (vLLM's AsyncScheduler over its BalanceScheduler)",
+    ("recompute", False): "vllm-ascend's RecomputeScheduler",
+    ("recompute", True): "vllm-ascend's AsyncRecomputeScheduler",
+}
+
+
 def _scheduler(report: RunReport) -> str:
-    """The scheduler that decided the run (vLLM's, or vllm-ascend's balance scheduling on it), and what it did
-    the loop's own never does."""
-    asynchronous = report.scenario.async_scheduling
-    name = "vLLM's " + ("AsyncScheduler" if asynchronous else "Scheduler")
-    if report.scenario.scheduler == "balance":
-        mine = "vLLM's AsyncScheduler over its BalanceScheduler" if asynchronous else "its BalanceScheduler"
-        name = f"vllm-ascend's balance scheduling ({mine})"
+    """The scheduler that decided the run, and what it did the loop's own never does."""
+    name = SCHEDULER_NAMES[report.scenario.scheduler, report.scenario.async_scheduling]
     events = ", ".join(f"{event} {n}" for event, n in sorted(report.scheduler_events.items()) if n) or "nothing else"
     return f"{name}: {events}"

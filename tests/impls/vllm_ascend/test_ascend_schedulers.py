@@ -32,6 +32,8 @@ BALANCED = dataclasses.replace(GREEDY, scheduler="balance")
     "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
 )
 def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(device, impl, asynchronous, request):
+    """Every call equals the reference, every output is the target's own, and the case still preempts; where
+    the checkout's copy gives a first scheduling no lookahead slots, the run stops at that step instead."""
     scenario = dataclasses.replace(BALANCED, async_scheduling=asynchronous)
     known = impl.lacking({Feature.BALANCE_SCHEDULING}, device.name)
     if known is None:
@@ -39,15 +41,9 @@ def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(devi
         assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
         check_greedy_outputs(scenario, report)
         return
-    try:
-        run_scenario(scenario, device, impl)
-    except SchedulerDefect as found:
-        assert "its first scheduling from the waiting queue got no lookahead slots" in str(found), found
-        return
-    pytest.fail(
-        f"this vllm-ascend's BalanceScheduler gave every first scheduling its lookahead slots: {known} is fixed, drop"
-        " Feature.BALANCE_SCHEDULING from its LACKS (sim/impls/vllm_ascend/divergences.py)"
-    )
+    where = "Feature.BALANCE_SCHEDULING from its LACKS (sim/impls/vllm_ascend/divergences.py)"
+    said = "its first scheduling from the waiting queue got no lookahead slots"
+    _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
 
 
 @pytest.mark.parametrize(
@@ -64,17 +60,23 @@ def test_a_decode_nodes_recompute_scheduler_serves_the_drafter_or_crashes_at_its
     scenario = dataclasses.replace(DECODE_NODE, scheduler="recompute", async_scheduling=asynchronous)
     known = impl.lacking({Feature.RECOMPUTE_SCHEDULER}, device.name)
     if known is not None:
-        try:
-            run_scenario(scenario, device, impl)
-        except AttributeError as found:
-            assert "'Request' object has no attribute 'async_tokens_to_discard'" in str(found), found
-            return
-        pytest.fail(
-            f"this vllm-ascend's RecomputeScheduler served the decode node: {known} is fixed, drop"
-            " Feature.RECOMPUTE_SCHEDULER from its LACKS_OWN (sim/impls/vllm_ascend/branch_divergences.py)"
-        )
+        where = "Feature.RECOMPUTE_SCHEDULER from its LACKS_OWN (sim/impls/vllm_ascend/branch_divergences.py)"
+        said = "'Request' object has no attribute 'async_tokens_to_discard'"
+        _stops_at(known, where, AttributeError, said, scenario, device, impl)
+        return
     report = check_implementation(impl, scenario, device, request.node.name)
     check_greedy_outputs(scenario, report)
     events, n = report.scheduler_events, len(scenario.requests)
     assert events["prompts received"] == n == events["last prompt tokens padded with placeholders"], events
     assert events["sent back to a prefill node"] > 0, events
+
+
+def _stops_at(known: str, where: str, error: type, said: str, scenario, device, impl) -> None:
+    """The run stops at the known defect ``known``, an ``error`` saying ``said``; the day it does not, a failure
+    saying to drop ``where``."""
+    try:
+        run_scenario(scenario, device, impl)
+    except error as found:
+        assert said in str(found), found
+        return
+    pytest.fail(f"the run went through: {known} is fixed, drop {where}")
