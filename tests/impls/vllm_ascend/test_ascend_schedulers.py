@@ -20,6 +20,7 @@ import pytest
 
 from sim.impls.features import Feature
 from sim.serving.run import run_scenario
+from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
 from tests.checks.modes import USES_ASYNC_SCHEDULING
@@ -69,6 +70,43 @@ def test_a_decode_nodes_recompute_scheduler_serves_the_drafter_or_crashes_at_its
     events, n = report.scheduler_events, len(scenario.requests)
     assert events["prompts received"] == n == events["last prompt tokens padded with placeholders"], events
     assert events["sent back to a prefill node"] > 0, events
+
+
+# One one-token prompt on a decode node: after its load vLLM computes that token again, so the request is scheduled
+# from the waiting queue with nothing computed, and a copy that gives such a first scheduling no lookahead slots
+# leaves its drafts' KV past its blocks (0.23.0's RecomputeScheduler, vLLM's rule before #43733; main's copies
+# vLLM's later rule)
+ONE_TOKEN_PROMPT = Scenario(
+    num_spec_tokens=2,
+    block_size=1,
+    max_model_len=12,
+    token_budget=3,
+    max_num_reqs=1,
+    accept="greedy",
+    vocab_size=32,
+    decode_node=True,
+    scheduler="recompute",
+    requests=(RequestSpec(0, 1, 1),),
+)
+
+
+def test_a_one_token_prompt_on_the_recompute_scheduler_stops_at_its_known_defect(device, impl):
+    """``recompute-scheduler-first-scheduling-without-lookahead`` (0.23.0): the run stops at the request's step,
+    naming the rule; the day it goes through this fails, saying to drop the entry."""
+    crash = impl.lacking({Feature.RECOMPUTE_SCHEDULER}, device.name)
+    if crash is not None:
+        pytest.skip(f"the run raises first (pinned above): {crash}")
+    where = "recompute-scheduler-first-scheduling-without-lookahead from docs/DIVERGENCES-vllm-ascend.md and this pin"
+    said = "its first scheduling from the waiting queue got no lookahead slots"
+    _stops_at(
+        "recompute-scheduler-first-scheduling-without-lookahead",
+        where,
+        SchedulerDefect,
+        said,
+        ONE_TOKEN_PROMPT,
+        device,
+        impl,
+    )
 
 
 def _stops_at(known: str, where: str, error: type, said: str, scenario, device, impl) -> None:
