@@ -206,6 +206,11 @@ class Scenario:
                 f"scheduler={self.scheduler!r} with tp={self.tp!r}: vLLM's scheduler schedules one rank's batch (each"
                 " DP rank's its own; vllm-ascend's TP ranks each serve a scenario of tp=1)"
             )
+        if self.decode_node and self.prefix_caching:
+            raise ValueError(
+                "prefix_caching=True with decode_node=True: a decode node's prompts come through its KV connector;"
+                " the prefix cache's hits beside those loads are not modelled"
+            )
         if self.scheduler == "recompute" and not self.decode_node:
             raise ValueError(
                 "scheduler='recompute' without decode_node=True: vllm-ascend's recompute scheduler serves a"

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"scheduler": "balance", "decode_node": True}, r"scheduler='balance' with decode_node=True: a decode node"),
         ({"scheduler": "recompute"}, r"scheduler='recompute' without decode_node=True: vllm-ascend's recompute"),
+        (
+            {"scheduler": "vllm", "decode_node": True, "prefix_caching": True},
+            r"prefix_caching=True with decode_node=True: a decode node's prompts come through its KV connector",
+        ),
         ({"scheduler": "vllm", "tp": 2, "lmhead_tp": True}, r"scheduler='vllm' with tp=2"),
         ({"scheduler": "balance", "tp": 2, "lmhead_tp": True}, r"scheduler='balance' with tp=2"),
         ({"scheduler": "balance", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),

@@ -73,7 +73,7 @@ def scheduled_by_vllm(draw, asynchronous: bool = False):
         scheduler="vllm",
         kv_blocks=0 if decode_node else draw(st.integers(least, most)),
         async_scheduling=asynchronous,
-        prefix_caching=draw(st.booleans()),
+        prefix_caching=not decode_node and draw(st.booleans()),  # a decode node's hits beside its loads: not modelled
         shared_prefix=draw(st.integers(0, scenario.max_model_len)),
         decode_node=decode_node,
     )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import assume, event, given
+from hypothesis import strategies as st
 
 from sim.impls.features import Feature
 from sim.serving.run import run_scenario
@@ -24,7 +26,9 @@ from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
 from tests.checks.modes import USES_ASYNC_SCHEDULING
-from tests.properties.test_vllm_schedules import DECODE_NODE, GREEDY
+from tests.properties.test_propose_loop import _check
+from tests.properties.test_vllm_schedules import DECODE_NODE, GREEDY, SCHEDULED
+from tests.strategies.scenarios import scheduled_by_vllm
 
 BALANCED = dataclasses.replace(GREEDY, scheduler="balance")
 
@@ -107,6 +111,34 @@ def test_a_one_token_prompt_on_the_recompute_scheduler_stops_at_its_known_defect
         device,
         impl,
     )
+
+
+OWN = {"balance": Feature.BALANCE_SCHEDULING, "recompute": Feature.RECOMPUTE_SCHEDULER}
+
+
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+@SCHEDULED
+@given(scenario=scheduled_by_vllm(asynchronous=True), name=st.sampled_from(sorted(OWN)))
+def test_vllm_ascends_own_schedulers_schedules_match_reference(device, impl, asynchronous, scenario, name, request):
+    """Drawn requests on vllm-ascend's own schedulers, each the checkout does not lack (one it lacks: its pin
+    above): balance scheduling on one rank, the recompute scheduler on a decode node. A run reaching a known
+    defect of the scheduler (``SchedulerDefect``) is compared up to that step."""
+    assume(impl.lacking({OWN[name]}, device.name) is None)
+    node = name == "recompute"  # a decode node's cache holds every request (scenarios.scheduled_by_vllm says why)
+    scenario = dataclasses.replace(
+        scenario,
+        scheduler=name,
+        decode_node=node,
+        kv_blocks=0 if node else scenario.kv_blocks,
+        prefix_caching=scenario.prefix_caching and not node,
+        async_scheduling=asynchronous,
+    )
+    try:
+        _check(device, impl, scenario, True, "eager", request.node.name)
+    except SchedulerDefect:
+        event("stopped at a defect of the scheduler")
 
 
 def _stops_at(known: str, where: str, error: type, said: str, scenario, device, impl) -> None:
