@@ -161,7 +161,7 @@ class ServingSim:
             # prefilled elsewhere: its KV and the token sampled after it arrive (another scheduler's: its connector
             # asks for the KV once it allocated the blocks, ``_receive``)
             if self.sc.decode_node and self.scheduler is None:
-                req.tokens = prompt + [self.target.greedy(self._prompt_hidden(prompt))[-1].item()]
+                req.tokens = prompt + [self._first_token(prompt)]
                 req.num_computed = spec.prompt_len
                 self._ensure_blocks(req, spec.prompt_len)
                 self.transfer(req)
@@ -180,12 +180,15 @@ class ServingSim:
         last position from the token it sampled), loaded into ``blocks``; the request computes its last prompt
         token again, to sample its first output token."""
         prompt = req.tokens[: req.prompt_len]
-        first = self.target.greedy(self._prompt_hidden(prompt))[-1].item()
-        self.transfer(dataclasses.replace(req, tokens=prompt + [first], blocks=list(blocks)))
+        self.transfer(dataclasses.replace(req, tokens=prompt + [self._first_token(prompt)], blocks=list(blocks)))
 
     def _room(self) -> bool:
         """Whether an arriving request is taken now: another scheduler queues every one itself."""
         return self.scheduler is not None or len(self.running) < self.sc.max_num_reqs
+
+    def _first_token(self, prompt: list[int]) -> int:
+        """The token a prefill node samples after ``prompt`` (the target's greedy choice)."""
+        return self.target.greedy(self._prompt_hidden(prompt))[-1].item()
 
     def _prompt_hidden(self, prompt: list[int]) -> torch.Tensor:
         """The target's hidden states over a whole prompt (its last layer's)."""

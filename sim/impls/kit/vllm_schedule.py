@@ -201,8 +201,8 @@ class VllmSchedule:
         # a decode node: ``receive(request, blocks)`` writes a request's prompt KV into the blocks vLLM loads it
         # into (the serving loop sets it); loads done since the last output, and those not yet scheduled
         self.receive = None
-        self.loaded_now: set[str] = set()
-        self.loaded_unscheduled: set[str] = set()
+        self._loaded_now: set[str] = set()
+        self._loaded_unscheduled: set[str] = set()
         self._sent_back: set[int] = set()  # the requests a decode node's recompute scheduler sent back
         self._request = _import("vllm.v1.request").Request
         self._hasher = _block_hasher(config) if scenario.prefix_caching else None
@@ -284,8 +284,8 @@ class VllmSchedule:
         picked = []
         for name, n in out.num_scheduled_tokens.items():
             req = running[int(name[1:])]
-            if name in self.loaded_unscheduled:  # its prompt's KV loaded: it starts past it (its last token again)
-                self.loaded_unscheduled.discard(name)
+            if name in self._loaded_unscheduled:  # its prompt's KV loaded: it starts past it (its last token again)
+                self._loaded_unscheduled.discard(name)
                 req.num_computed = computed[name]
             ahead = self.rejected.get(name, 0)  # vLLM took the step in flight's drafts as accepted
             if computed[name] - ahead < req.num_computed:
@@ -297,7 +297,7 @@ class VllmSchedule:
                 self.events["prefix cache hits"] += 1
             elif computed[name] - ahead != req.num_computed:
                 raise RuntimeError(
-                    f"{name}: vLLM's scheduler computed {computed[name]} tokens ({ahead} counted ahead), the loop"
+                    f"{name}: {self.label} computed {computed[name]} tokens ({ahead} counted ahead), the loop"
                     f" {req.num_computed}"
                 )
             else:
@@ -311,7 +311,7 @@ class VllmSchedule:
             elif self.asynchronous:  # placeholders: the runner verifies the first of the drafts it kept
                 if verified and name not in ran:
                     raise SchedulerDefect(
-                        f"{name}: vLLM's AsyncScheduler scheduled {verified} placeholder drafts for a request the"
+                        f"{name}: {self.label} scheduled {verified} placeholder drafts for a request the"
                         " step before did not run: the runner keeps drafts for the next step only, so the"
                         " model would be handed the placeholders (-1) as tokens: on an NPU a GatherV2"
                         " out-of-range fault (placeholders outliving their step: vLLM #46899, vllm-ascend #10305)"
@@ -402,9 +402,9 @@ class VllmSchedule:
         empty = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
         takes = inspect.signature(self._outputs.ModelRunnerOutput).parameters
         loaded = {}
-        if self.loaded_now:
-            loaded = {"kv_connector_output": self._outputs.KVConnectorOutput(finished_recving=set(self.loaded_now))}
-            self.loaded_now.clear()
+        if self._loaded_now:
+            loaded = {"kv_connector_output": self._outputs.KVConnectorOutput(finished_recving=set(self._loaded_now))}
+            self._loaded_now.clear()
         return self._outputs.ModelRunnerOutput(
             req_ids=names,
             req_id_to_index={n: i for i, n in enumerate(names)},
@@ -421,8 +421,8 @@ class VllmSchedule:
             return
         for name, blocks in connector.pending.items():
             self.receive(running[int(name[1:])], blocks)
-            self.loaded_now.add(name)
-            self.loaded_unscheduled.add(name)
+            self._loaded_now.add(name)
+            self._loaded_unscheduled.add(name)
             self.events["prompts received"] += 1
         connector.pending.clear()
 
