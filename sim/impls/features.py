@@ -36,6 +36,9 @@ class Feature(enum.Enum):
         "vllm-ascend's balance scheduling: its BalanceScheduler's own copy of vLLM's schedule (Scenario.scheduler)"
     )
     RECOMPUTE_SCHEDULER = "vllm-ascend's recompute scheduler of a PD decode node (Scenario.scheduler)"
+    DYNAMIC_BATCH = (
+        "vllm-ascend's dynamic batch: its SchedulerDynamicBatch's own copy of vLLM's schedule (Scenario.scheduler)"
+    )
     REDUCE_SAMPLE = "reduce sampling on TP ranks: each rank samples its slice of the vocabulary (enable_reduce_sample)"
 
 

@@ -198,6 +198,7 @@ SCHEDULERS = {
     # vllm-ascend's own, driven as vLLM's is (sim.impls.kit.ascend.schedulers)
     "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",
     "recompute": "sim.impls.kit.vllm_schedule:VllmSchedule",
+    "dynamic_batch": "sim.impls.kit.vllm_schedule:VllmSchedule",
 }
 
 

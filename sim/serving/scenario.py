@@ -15,8 +15,9 @@ from sim.oracle.rules import DRAFT_ATTNS
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
 # the serving loop's own schedule, vLLM's Scheduler (sim.impls.kit.vllm_schedule), or vllm-ascend's own: its
-# balance scheduling and a decode node's recompute scheduler (sim.impls.kit.ascend.schedulers)
-SCHEDULERS = ("own", "vllm", "balance", "recompute")
+# balance scheduling, a decode node's recompute scheduler and the dynamic batch of releases up to 0.23.0
+# (sim.impls.kit.ascend.schedulers)
+SCHEDULERS = ("own", "vllm", "balance", "recompute", "dynamic_batch")
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -93,7 +94,11 @@ class Scenario:
     vllm-ascend installed; not a decode node); or ``recompute``: a decode node's vllm-ascend
     ``RecomputeScheduler`` (``recompute_scheduler_enable``): its copy of the schedule, placeholder drafts for a
     request's first step, and a request it runs out of blocks for sent back to a prefill node
-    (``decode_node=True``). What the options below say of ``vllm`` holds for both too.
+    (``decode_node=True``); or ``dynamic_batch``: vllm-ascend's ``SchedulerDynamicBatch``
+    (``SLO_limits_for_dynamic_batch``, releases up to 0.23.0): its decode-first copy of the schedule, without
+    the latency table its budget refiner reads (a deployment downloads it: without it the budget is the
+    configured one); synchronous only, not a decode node. What the options below say of ``vllm`` holds for
+    them too.
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
@@ -221,6 +226,12 @@ class Scenario:
                 "scheduler='balance' with decode_node=True: a decode node runs on vLLM's own scheduler"
                 " (scheduler='vllm'), its prompts' KV loaded through its KV connector; balance scheduling there is"
                 " not driven"
+            )
+        if self.scheduler == "dynamic_batch" and (self.async_scheduling or self.decode_node):
+            raise ValueError(
+                "scheduler='dynamic_batch' with async_scheduling or decode_node: vllm-ascend's SchedulerDynamicBatch"
+                " is a synchronous scheduler (under an asynchronous engine a deployment still builds it; not"
+                " driven), on a node that computes its prompts"
             )
         least, most = self.kv_blocks_bounds
         if self.kv_blocks and not least <= self.kv_blocks <= most:

@@ -80,6 +80,7 @@ SCHEDULER_NAMES = {
     ("balance", True): "vllm-ascend's balance scheduling (vLLM's AsyncScheduler over its BalanceScheduler)",
     ("recompute", False): "vllm-ascend's RecomputeScheduler",
     ("recompute", True): "vllm-ascend's AsyncRecomputeScheduler",
+    ("dynamic_batch", False): "vllm-ascend's dynamic batch (its SchedulerDynamicBatch)",
 }
 
 

@@ -19,11 +19,22 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"scheduler": "fifo"}, r"scheduler='fifo': expected one of \('own', 'vllm', 'balance', 'recompute'\)"),
+        (
+            {"scheduler": "fifo"},
+            (r"scheduler='fifo': expected one of \('own', 'vllm', 'balance', 'recompute', 'dynamic_batch'\)"),
+        ),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
         ({"scheduler": "balance", "decode_node": True}, r"scheduler='balance' with decode_node=True: a decode node"),
         ({"scheduler": "recompute"}, r"scheduler='recompute' without decode_node=True: vllm-ascend's recompute"),
+        (
+            {"scheduler": "dynamic_batch", "async_scheduling": True},
+            r"scheduler='dynamic_batch' with async_scheduling or decode_node: vllm-ascend's SchedulerDynamicBatch is",
+        ),
+        (
+            {"scheduler": "dynamic_batch", "decode_node": True},
+            r"scheduler='dynamic_batch' with async_scheduling or decode_node: vllm-ascend's SchedulerDynamicBatch is",
+        ),
         (
             {"scheduler": "vllm", "decode_node": True, "prefix_caching": True},
             r"prefix_caching=True with decode_node=True: a decode node's prompts come through its KV connector",
@@ -66,7 +77,7 @@ def test_every_prompt_begins_with_the_shared_prefix_and_none_changes_nothing():
     assert [p[6:] for p in after] == [p[6:] for p in before]  # past the prefix, the prompts drawn before
 
 
-@pytest.mark.parametrize("name", ["balance", "recompute"])
+@pytest.mark.parametrize("name", ["balance", "recompute", "dynamic_batch"])
 def test_vllm_ascends_own_scheduler_without_vllm_ascend_is_refused_naming_what_it_needs(monkeypatch, name):
     """vllm-ascend's own schedulers are the installed vllm-ascend's: an env without it says so by name."""
     from sim.impls.kit import vllm_schedule

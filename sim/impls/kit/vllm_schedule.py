@@ -141,7 +141,7 @@ def vllm_config(scenario: Scenario):
     return config
 
 
-ASCENDS = ("balance", "recompute")  # vllm-ascend's own schedulers (Scenario.scheduler)
+ASCENDS = ("balance", "recompute", "dynamic_batch")  # vllm-ascend's own schedulers (Scenario.scheduler)
 
 
 def _ascend(name: str):
@@ -162,7 +162,7 @@ def _ascend(name: str):
 class VllmSchedule:
     """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (vllm-ascend's own where the
     scenario names one: its ``BalanceScheduler``, or vLLM's ``AsyncScheduler`` over it; a decode node's
-    ``RecomputeScheduler``), deciding a serving run's schedule (``sim.serving.simulator.Scheduler``).
+    ``RecomputeScheduler``; the dynamic batch's ``SchedulerDynamicBatch``), deciding a serving run's schedule (``sim.serving.simulator.Scheduler``).
     ``events`` counts what it did that the loop's own schedule never does: ``preempted`` (a request's KV
     dropped, computed again from its first token), ``counted ahead`` (a request scheduled with its in-flight
     step's rejected drafts counted as accepted), ``ran after finishing`` (a step scheduled before the one that
@@ -234,7 +234,7 @@ class VllmSchedule:
     @property
     def label(self) -> str:
         """The scheduler, as a message names it."""
-        if self.name == "recompute":
+        if self.name in ("recompute", "dynamic_batch"):
             return f"vllm-ascend's {type(self.scheduler).__name__}"
         if self.name != "balance":
             return f"vLLM's {type(self.scheduler).__name__}"

@@ -251,6 +251,10 @@ LACKS_OWN = {
             "recompute scheduler and MTP raises AttributeError at its first step's output. A crash, not modelled; "
             "test_ascend_schedulers.py pins it"
         ),
+        Feature.DYNAMIC_BATCH: Skip(
+            "main has no dynamic batch: vllm-ascend #11933 removed SchedulerDynamicBatch and its "
+            "SLO_limits_for_dynamic_batch"
+        ),
     },
     "0.18.0": {
         Feature.ASYNC_SCHEDULING: Skip(

@@ -297,6 +297,14 @@ BALANCE_WITHOUT_LOOKAHEAD = (
     "write the draft layer's KV past the request's blocks, where the runner's block-table row holds another "
     "request's block or the null block (the copy of vLLM 0.24's on main gives them)"
 )
+# its dynamic batch (SLO_limits_for_dynamic_batch) through 0.23.0, the same copy of the rule; main has none (#11933)
+DYNAMIC_BATCH_WITHOUT_LOOKAHEAD = (
+    "dynamic-batch-scheduler-first-scheduling-without-lookahead: vllm-ascend's SchedulerDynamicBatch schedules by a "
+    "decode-first copy of vLLM's Scheduler.schedule from before vLLM #43733, which gives a request's first scheduling "
+    "from the waiting queue no lookahead slots (effective_lookahead_tokens = 0 while num_computed_tokens == 0): that "
+    "step's drafts write the draft layer's KV past the request's blocks, where the runner's block-table row holds "
+    "another request's block or the null block"
+)
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
     Feature.MROPE: Skip("the adapter's target is the tiny DeepSeek-V3, text-only: its positions are one row"),
@@ -307,6 +315,7 @@ LACKS = {
         "(vllm-ascend #14510) drafts eagerly there"
     ),
     Feature.BALANCE_SCHEDULING: Skip(BALANCE_WITHOUT_LOOKAHEAD),
+    Feature.DYNAMIC_BATCH: Skip(DYNAMIC_BATCH_WITHOUT_LOOKAHEAD),
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the

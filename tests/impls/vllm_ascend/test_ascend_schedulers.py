@@ -8,6 +8,10 @@ target's own; where it does not (0.23.0 and the releases before it: ``LACKS``'
 ``balance-scheduler-first-scheduling-without-lookahead``), the run stops at the first such step, naming it, and
 the day it no longer does this fails, saying to drop the entry.
 
+The dynamic batch of releases up to 0.23.0 (``dynamic_batch``, synchronous): the same run, on its
+``SchedulerDynamicBatch``; the same rule in its copy (``LACKS``' ``dynamic-batch-scheduler-first-scheduling-without-
+lookahead``) stops it; main has none (``LACKS_OWN``).
+
 A decode node's recompute scheduler (``recompute``): ``DECODE_NODE``, each prompt's KV loaded through vLLM's KV
 connector, each request's first step its last prompt token with placeholder drafts, and on 13 blocks requests
 sent back to a prefill node where vLLM's would preempt them here."""
@@ -31,6 +35,12 @@ from tests.properties.test_vllm_schedules import DECODE_NODE, GREEDY, SCHEDULED
 from tests.strategies.scenarios import scheduled_by_vllm
 
 BALANCED = dataclasses.replace(GREEDY, scheduler="balance")
+# the known defects of vllm-ascend's own schedulers that stop a run at a step (SchedulerDefect): a drawn run is
+# compared up to it
+STOPS_A_RUN = (
+    "balance-scheduler-first-scheduling-without-lookahead",
+    "dynamic-batch-scheduler-first-scheduling-without-lookahead",
+)
 
 
 @pytest.mark.parametrize(
@@ -47,6 +57,23 @@ def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(devi
         check_greedy_outputs(scenario, report)
         return
     where = "Feature.BALANCE_SCHEDULING from its LACKS (sim/impls/vllm_ascend/divergences.py)"
+    said = "its first scheduling from the waiting queue got no lookahead slots"
+    _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
+
+
+def test_the_dynamic_batch_serves_the_drafter_or_stops_at_its_known_defect(device, impl, request):
+    """The same as balance scheduling's, on the dynamic batch's ``SchedulerDynamicBatch`` (synchronous: a
+    deployment builds no other); a checkout without it (main) says so and runs nothing."""
+    scenario = dataclasses.replace(GREEDY, scheduler="dynamic_batch")
+    known = impl.lacking({Feature.DYNAMIC_BATCH}, device.name)
+    if known is None:
+        report = check_implementation(impl, scenario, device, request.node.name)
+        assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
+        check_greedy_outputs(scenario, report)
+        return
+    if not _stops_a_run(known):
+        pytest.skip(known)
+    where = "Feature.DYNAMIC_BATCH from its LACKS (sim/impls/vllm_ascend/divergences.py)"
     said = "its first scheduling from the waiting queue got no lookahead slots"
     _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
 
@@ -113,7 +140,11 @@ def test_a_one_token_prompt_on_the_recompute_scheduler_stops_at_its_known_defect
     )
 
 
-OWN = {"balance": Feature.BALANCE_SCHEDULING, "recompute": Feature.RECOMPUTE_SCHEDULER}
+OWN = {
+    "balance": Feature.BALANCE_SCHEDULING,
+    "recompute": Feature.RECOMPUTE_SCHEDULER,
+    "dynamic_batch": Feature.DYNAMIC_BATCH,
+}
 
 
 @pytest.mark.parametrize(
@@ -122,10 +153,13 @@ OWN = {"balance": Feature.BALANCE_SCHEDULING, "recompute": Feature.RECOMPUTE_SCH
 @SCHEDULED
 @given(scenario=scheduled_by_vllm(asynchronous=True), name=st.sampled_from(sorted(OWN)))
 def test_vllm_ascends_own_schedulers_schedules_match_reference(device, impl, asynchronous, scenario, name, request):
-    """Drawn requests on vllm-ascend's own schedulers, each the checkout does not lack (one it lacks: its pin
-    above): balance scheduling on one rank, the recompute scheduler on a decode node. A run reaching a known
-    defect of the scheduler (``SchedulerDefect``) is compared up to that step."""
-    assume(impl.lacking({OWN[name]}, device.name) is None)
+    """Drawn requests on vllm-ascend's own schedulers, each the checkout has (one it lacks: its pin above):
+    balance scheduling on one rank, the recompute scheduler on a decode node, the dynamic batch synchronously.
+    A run reaching a defect of the scheduler (``SchedulerDefect``: one of ``STOPS_A_RUN``, the pins', or
+    another) is compared up to that step."""
+    known = impl.lacking({OWN[name]}, device.name)
+    assume(known is None or _stops_a_run(known))
+    assume(name != "dynamic_batch" or not asynchronous)
     node = name == "recompute"  # a decode node's cache holds every request (scenarios.scheduled_by_vllm says why)
     scenario = dataclasses.replace(
         scenario,
@@ -139,6 +173,11 @@ def test_vllm_ascends_own_schedulers_schedules_match_reference(device, impl, asy
         _check(device, impl, scenario, True, "eager", request.node.name)
     except SchedulerDefect:
         event("stopped at a defect of the scheduler")
+
+
+def _stops_a_run(known: str) -> bool:
+    """Whether the lack ``known`` is a known defect of a scheduler that stops a run at a step."""
+    return any(defect in known for defect in STOPS_A_RUN)
 
 
 def _stops_at(known: str, where: str, error: type, said: str, scenario, device, impl) -> None:

@@ -1,5 +1,5 @@
 """vLLM's scheduler as vllm-ascend's platform deploys it, and vllm-ascend's own schedulers
-(``Scenario.scheduler``: ``vllm`` under vllm-ascend, ``balance``, ``recompute``).
+(``Scenario.scheduler``: ``vllm`` under vllm-ascend, ``balance``, ``recompute``, ``dynamic_batch``).
 
 vllm-ascend's platform patches vLLM's scheduler and KV cache manager in every deployment
 (``patch/platform``): the KV cache's free-block order, the KV cache coordinator, and on 0.23.0 the blocks of
@@ -22,6 +22,12 @@ The recompute scheduler of a PD decode node (``recompute_scheduler_enable``, a K
 for its first step, and, out of blocks, sends a running request back to a prefill node (its outputs so far,
 stop reason ``recomputed``) where vLLM's would preempt it here. Each is a copy of vLLM's schedule kept apart
 from vLLM's: a fix in vLLM's reaches it only when it is copied again, the reason to drive them.
+
+The dynamic batch of releases up to 0.23.0 (``SLO_limits_for_dynamic_batch``; main removed it, #11933): the
+platform replaces the scheduler class by its ``SchedulerDynamicBatch``, a decode-first copy of the schedule whose
+token budget a refiner sets from a latency table the deployment downloads; without the table (none here: it is
+measured on an NPU) the refiner keeps the configured budget and the copy schedules alone. A deployment under
+asynchronous scheduling still builds this synchronous class (vLLM takes a configured class as it is): not driven.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ SCHEDULER_PATCHES = ("patch_kv_cache_utils", "patch_async_swa_kv_lifetime", "pat
 CONFIGS = {  # additional_config selecting each (0.23.0's keys; main also reads them, deprecated)
     "balance": {"enable_balance_scheduling": True},
     "recompute": {"recompute_scheduler_enable": True},
+    "dynamic_batch": {"SLO_limits_for_dynamic_batch": 50},  # a latency limit in ms: any positive one enables it
+}
+# each scheduler's module in the checkout, where vllm-ascend's own (balance scheduling's: a platform patch)
+MODULES = {
+    "recompute": "vllm_ascend.core.recompute_scheduler",
+    "dynamic_batch": "vllm_ascend.core.scheduler_dynamic_batch",
 }
 
 
@@ -102,10 +114,16 @@ def _async_over_balance():
 
 
 def scheduler_class(name: str, asynchronous: bool):
-    """The class a deployment builds for vllm-ascend's scheduler ``name`` (``balance``, ``recompute``)."""
+    """The class a deployment builds for vllm-ascend's scheduler ``name`` (``balance``, ``recompute``,
+    ``dynamic_batch``); ``ValueError`` where the checkout has none."""
     if name == "balance":
         return _async_over_balance() if asynchronous else _balance_module().BalanceScheduler
-    module = _import("vllm_ascend.core.recompute_scheduler")
+    path = Path(_import("vllm_ascend").__file__).parent.parent / (MODULES[name].replace(".", "/") + ".py")
+    if not path.exists():
+        raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({path.name} is absent)")
+    module = _import(MODULES[name])
+    if name == "dynamic_batch":
+        return module.SchedulerDynamicBatch
     return module.AsyncRecomputeScheduler if asynchronous else module.RecomputeScheduler
 
 
@@ -116,6 +134,9 @@ def enabled(name: str, vllm_config):
     configs = _import("vllm_ascend.ascend_config")
     before = configs._ASCEND_CONFIG
     vllm_config.additional_config = {**(vllm_config.additional_config or {}), **CONFIGS[name]}
+    if name == "dynamic_batch":  # what the platform sets beside the class (chunked prefill it relies on)
+        vllm_config.scheduler_config.SLO_limits_for_dynamic_batch = CONFIGS[name]["SLO_limits_for_dynamic_batch"]
+        vllm_config.scheduler_config.enable_chunked_prefill = True
     try:
         configs._ASCEND_CONFIG = None
         configs.init_ascend_config(vllm_config)
