@@ -131,6 +131,7 @@ def cmd_run(args) -> int:
             kv_blocks=args.kv_blocks,
             prefix_caching=args.prefix_caching,
             shared_prefix=args.shared_prefix,
+            kernel_block_size=args.kernel_block_size,
             async_scheduling=args.async_scheduling,
             runner_samples=args.runner_samples,
             **ranks.tp_fields(args),

@@ -109,6 +109,13 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         help="the first tokens every prompt shares (a prefix cache's hits; 0: none)",
     )
     run.add_argument(
+        "--kernel-block-size",
+        type=int,
+        default=0,
+        help="a hybrid target's layout (Qwen3.5's): each block split into kernel blocks of this many tokens, the"
+        " runner's table of them handed on (--impl vllm_ascend; 0: none)",
+    )
+    run.add_argument(
         "--async-scheduling",
         action="store_true",
         help="the model runner's asynchronous scheduling (--impl vllm_ascend): what it hands the next step checked",

@@ -132,6 +132,7 @@ class Implementation:
             Feature.MROPE: scenario.mrope and "mrope=True",
             Feature.ASYNC_SCHEDULING: scenario.async_scheduling and "async_scheduling=True",
             Feature.RUNNER_SAMPLES: scenario.runner_samples and "runner_samples=True",
+            Feature.KERNEL_BLOCKS: scenario.kernel_block_size and f"kernel_block_size={scenario.kernel_block_size}",
             Feature.VLLM_SCHEDULER: scenario.scheduler != "own" and f"scheduler={scenario.scheduler!r}",
         }
         if scenario.draft_attn in DRAFT_ATTN_FEATURES:
@@ -188,6 +189,7 @@ def core() -> Implementation:
             Feature.SFA_DRAFT: "the core's draft model rotates by its rows' positions (mtp.model.DraftModel)",
             Feature.ASYNC_SCHEDULING: "the core is the proposer alone: asynchronous scheduling is a model runner's",
             Feature.RUNNER_SAMPLES: "the core is the proposer alone: sampling the target's tokens is a model runner's",
+            Feature.KERNEL_BLOCKS: "the core is the proposer alone: a runner's table of kernel blocks is a model runner's",
         },
     )
 

@@ -39,6 +39,10 @@ class Feature(enum.Enum):
     DYNAMIC_BATCH = (
         "vllm-ascend's dynamic batch: its SchedulerDynamicBatch's own copy of vLLM's schedule (Scenario.scheduler)"
     )
+    KERNEL_BLOCKS = (
+        "a hybrid target's attention blocks split into kernel blocks, the runner's table of them"
+        " (Scenario.kernel_block_size)"
+    )
     REDUCE_SAMPLE = "reduce sampling on TP ranks: each rank samples its slice of the vocabulary (enable_reduce_sample)"
 
 

@@ -118,6 +118,11 @@ def run_scenario(
         refusal = f"draft_attn={scenario.draft_attn!r}: the core's draft model rotates by its rows' positions"
     if refusal is None and impl is None and scenario.async_scheduling:
         refusal = "async_scheduling=True: the core is the proposer alone: asynchronous scheduling is a model runner's"
+    if refusal is None and impl is None and scenario.kernel_block_size:
+        refusal = (
+            f"kernel_block_size={scenario.kernel_block_size}: the core is the proposer alone: a table of kernel"
+            " blocks is a model runner's"
+        )
     if refusal is None and impl is None and scenario.runner_samples:
         refusal = (
             "runner_samples=True: the core is the proposer alone: sampling the target's tokens is a model runner's"
@@ -161,6 +166,8 @@ def run_scenario(
         sizes["async_scheduling"] = True
     if scenario.runner_samples:
         sizes["runner_samples"] = True
+    if scenario.kernel_block_size:
+        sizes["kernel_block_size"] = scenario.kernel_block_size
     proposer = proposer_cls(sim.config, model, device, ops=ops, mode=scenario.graph_mode, **sizes)
     checker = None
     if check:

@@ -106,6 +106,10 @@ class Scenario:
     layer's KV that request wrote (vLLM gives an EAGLE/MTP drafter's requests one block fewer, so the
     token after the hit is shared too).
     shared_prefix: the first tokens every prompt shares (up to its length), drawn from the seed; 0: none.
+    kernel_block_size: a hybrid target's layout (linear-attention layers beside full attention, as Qwen3.5
+    and Qwen3.6's): its attention blocks of ``block_size`` tokens, which vLLM makes as large as a mamba
+    state's page, each split into kernel blocks of this many tokens, the attention kernels' block (the
+    runner's block table holds kernel blocks); 0: the block size (no split).
     capture_sizes: the batch sizes graph modes capture at, in any order (a
     batch past the largest runs eagerly), at least one of them a step's
     ``max_num_reqs`` can use; None: the proposer's default, vLLM's list.
@@ -140,6 +144,7 @@ class Scenario:
     kv_blocks: int = 0
     prefix_caching: bool = False
     shared_prefix: int = 0
+    kernel_block_size: int = 0
 
     def __post_init__(self):
         if self.accept not in ACCEPT_POLICIES:
@@ -177,6 +182,7 @@ class Scenario:
                 f"decode_node=True with mrope={self.mrope!r}, draft_attn_groups={self.draft_attn_groups!r}: a"
                 " transferred prompt's KV is written for one draft layer at one position per row"
             )
+        self._check_kernel_blocks()
         if self.async_scheduling and not self.padded:
             raise ValueError(
                 "async_scheduling=True with padded=False: asynchronous scheduling needs the padded drafter"
@@ -238,6 +244,20 @@ class Scenario:
             raise ValueError(
                 f"kv_blocks={self.kv_blocks!r}: expected 0 or a number in [{least}, {most}] (one request"
                 " at max_model_len and the null block, up to enough for every request)"
+            )
+
+    def _check_kernel_blocks(self) -> None:
+        k = self.kernel_block_size
+        if k and not (0 < k < self.block_size and self.block_size % k == 0):
+            raise ValueError(
+                f"kernel_block_size={k!r}: expected 0 or a divisor of block_size={self.block_size} below it (a"
+                " hybrid target's attention block split into kernel blocks)"
+            )
+        if k and (self.draft_attn != "gqa" or self.draft_attn_groups > 1 or self.graph_mode != "eager"):
+            raise ValueError(
+                f"kernel_block_size={k!r} with draft_attn={self.draft_attn!r}, draft_attn_groups="
+                f"{self.draft_attn_groups!r}, graph_mode={self.graph_mode!r}: a hybrid target's MTP layer is one"
+                " GQA attention layer (Qwen3.5's); its kernel blocks are driven eagerly"
             )
 
     def _check_capture_sizes(self) -> None:

@@ -28,6 +28,7 @@ USES_MROPE = pytest.mark.uses(Feature.MROPE)
 USES_ASYNC_SCHEDULING = pytest.mark.uses(Feature.ASYNC_SCHEDULING)
 USES_RUNNER_SAMPLES = pytest.mark.uses(Feature.RUNNER_SAMPLES)
 USES_VLLM_SCHEDULER = pytest.mark.uses(Feature.VLLM_SCHEDULER)
+USES_KERNEL_BLOCKS = pytest.mark.uses(Feature.KERNEL_BLOCKS)
 USES_REDUCE_SAMPLE = pytest.mark.uses(Feature.REDUCE_SAMPLE)  # vllm-ascend's TP suites
 
 # One parameter per mode, for a test that runs a fixed case in each.

@@ -29,6 +29,7 @@ from tests.checks.modes import (
     PADDING,
     USES_DRAFT_ATTN_GROUPS,
     USES_FULL_GRAPHS,
+    USES_KERNEL_BLOCKS,
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
 )
@@ -248,6 +249,17 @@ def test_a_typical_serving_run_of_each_family_matches_reference(device, impl, at
     seconds into the gate."""
     sizes = None if mode == "eager" else (2, 8)
     scenario = dataclasses.replace(TYPICAL, graph_mode=mode, capture_sizes=sizes, **FAMILY_FIELDS[attn])
+    check_implementation(impl, scenario, device, request.node.name)
+
+
+@pytest.mark.order(0)
+@USES_KERNEL_BLOCKS
+@pytest.mark.parametrize("padded", PADDING)
+def test_a_typical_serving_run_of_a_hybrid_targets_kernel_blocks_matches_reference(device, impl, padded, request):
+    """``TYPICAL`` on a hybrid target's layout (Qwen3.5's MTP): its blocks of 8 tokens split into kernel blocks
+    of 2, the runner's table of them handed on; every slot and every block attention reads must be what the
+    blocks give (a drafter that indexes the table by the scheduler's block writes other slots, #7019)."""
+    scenario = dataclasses.replace(TYPICAL, block_size=8, kernel_block_size=2, padded=padded)
     check_implementation(impl, scenario, device, request.node.name)
 
 

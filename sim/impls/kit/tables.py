@@ -32,6 +32,7 @@ NO_DRAFT_MODEL = Skip(
 )
 TEXT_ONLY = Skip("the adapter's target is a text-only model: its positions are one row")
 SYNC_RUNNER = Skip("the adapter drives its proposer as a synchronous runner does: nothing is counted ahead")
+WHOLE_BLOCKS = Skip("the adapter hands its proposer the batch's block table as it is: no runner splits its blocks")
 HANDED_SAMPLES = Skip("the adapter hands its proposer the sampled tokens; no runner of the implementation samples them")
 
 
@@ -39,8 +40,9 @@ def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Sk
     """``LACKS``: ``more``, the host-sync count if ``host_sync`` is given, every graph mode on every
     device with the reason ``eager_only``, and, unless ``more`` says otherwise or ``has`` names them, a
     draft of several attention groups, an MLA or SFA draft, an EAGLE-1 or EAGLE-3 drafter, a draft model,
-    M-RoPE, asynchronous scheduling and the runner's own sampling (``ONE_DRAFT_LAYER``, ``GQA_DRAFT``,
-    ``MTP_ONLY``, ``NO_DRAFT_MODEL``, ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``)."""
+    M-RoPE, asynchronous scheduling, the runner's own sampling and its kernel blocks (``ONE_DRAFT_LAYER``,
+    ``GQA_DRAFT``, ``MTP_ONLY``, ``NO_DRAFT_MODEL``, ``TEXT_ONLY``, ``SYNC_RUNNER``, ``HANDED_SAMPLES``,
+    ``WHOLE_BLOCKS``)."""
     lacking = {
         Feature.DRAFT_ATTN_GROUPS: ONE_DRAFT_LAYER,
         Feature.MLA_DRAFT: GQA_DRAFT,
@@ -51,6 +53,7 @@ def lacks(eager_only: str, host_sync: Skip | None = None, more: dict[Feature, Sk
         Feature.MROPE: TEXT_ONLY,
         Feature.ASYNC_SCHEDULING: SYNC_RUNNER,
         Feature.RUNNER_SAMPLES: HANDED_SAMPLES,
+        Feature.KERNEL_BLOCKS: WHOLE_BLOCKS,
         **(more or {}),
     }
     for feature in has:

@@ -48,6 +48,7 @@ from sim.impls.vllm_ascend import (
     graphs,
     handoff,
     iteration,
+    kernel_blocks,
     rejection,
 )
 from sim.impls.vllm_ascend.build import configured, configured_graph, graphed_model
@@ -181,6 +182,9 @@ class AscendProposer(EagerAdapter):
     ``async_scheduling``: the runner schedules asynchronously (``handoff.scheduling``); after each call
     ``handed_on`` holds what it handed its next step (``handoff.handed_on``).
 
+    ``kernel_block_size``: a hybrid target's layout, its blocks split into kernel blocks of this many tokens
+    (``kernel_blocks``); eager only.
+
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
     vllm-ascend's own ``dummy_run`` for every key of its runner's dispatcher, and each call dispatches,
@@ -203,6 +207,7 @@ class AscendProposer(EagerAdapter):
         draft_attn: str = "gqa",
         async_scheduling: bool = False,
         runner_samples: bool = False,
+        kernel_block_size: int = 0,
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
@@ -219,7 +224,14 @@ class AscendProposer(EagerAdapter):
             raise ValueError(
                 f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: {divergences.MLA_ONE_GROUP}"
             )
+        if kernel_block_size and (self.mode != "eager" or draft_attn != "gqa" or draft_attn_groups > 1):
+            raise ValueError(
+                f"kernel_block_size={kernel_block_size} with mode={self.mode!r}, draft_attn={draft_attn!r},"
+                f" draft_attn_groups={draft_attn_groups}: a hybrid target's kernel blocks are driven eagerly,"
+                " for one GQA draft layer"
+            )
         self.layers, self.attn = DRAFT_LAYERS[draft_attn_groups], draft_attn
+        self.kernel_block_size = kernel_block_size
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")
         super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
@@ -267,6 +279,7 @@ class AscendProposer(EagerAdapter):
         with (
             steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
             handoff.scheduling(p.runner, self.async_scheduling),
+            kernel_blocks.split(p, batch, self.kernel_block_size, self.cfg.block_size) as batch,
         ):
             self.model.call_slots = []
             if self.runner_samples:

@@ -38,7 +38,7 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
-from sim.impls.vllm_ascend import mla, sfa
+from sim.impls.vllm_ascend import kernel_blocks, mla, sfa
 
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
 
@@ -188,7 +188,7 @@ def read_back(meta) -> RecordedMeta:
     return RecordedMeta(
         query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
         seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
-        block_table=meta.block_tables,
+        block_table=kernel_blocks.fold(meta.block_tables, lens),  # a hybrid target's kernel blocks: the blocks read
         slot_mapping=meta.slot_mapping,
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
         built=built,

@@ -57,6 +57,7 @@ BALANCE = "BalanceScheduler.schedule"  # the checkout's balance scheduler (sim.i
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
     "slot-plus-one": (UPDATE, method.slot_plus_one),
+    "kernel-blocks-indexed-by-the-block-size": (UPDATE, method.kernel_blocks_indexed_by_the_block_size),
     "sample-row-off-by-one": ("prepare_inputs_padded", method.sample_row_off_by_one),
     "first-valid-token": ("prepare_next_token_ids_padded", method.first_valid_token),
     "device-sync-in-padded-path": ("prepare_inputs_padded", method.reads_rejected_counts_back),

@@ -24,6 +24,23 @@ def slot_plus_one(original):
     return broken
 
 
+def kernel_blocks_indexed_by_the_block_size(original):
+    """``attn_update_stack_num_spec_norm``: each draft step's slots looked up in the runner's table of kernel
+    blocks by the scheduler's block size, as a drafter that finds no linear-attention layers does (``has_gdn``
+    false) and as every one did before vllm-ascend #7019 (Qwen3.5's MTP)."""
+
+    @functools.wraps(original)
+    def broken(self, *args, **kwargs):
+        kept = self.has_gdn, self.kernel_block_size
+        self.has_gdn, self.kernel_block_size = False, self.block_size
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.has_gdn, self.kernel_block_size = kept
+
+    return broken
+
+
 def sample_row_off_by_one(original):
     """``prepare_inputs_padded``: each sample row one row early."""
 

@@ -9,6 +9,8 @@ divergence could hide a real regression.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.impls.vllm_ascend import generation
@@ -29,6 +31,7 @@ from tests.impls.suites import (
 )
 from tests.impls.vllm_ascend.method_breaks import (
     first_valid_token,
+    kernel_blocks_indexed_by_the_block_size,
     outputs_swapped,
     reads_rejected_counts_back,
     sample_row_off_by_one,
@@ -91,6 +94,19 @@ def test_the_draft_models_two_outputs_swapped_fail_the_gate(monkeypatch, device,
     cls = defining_class(proposer, "maybe_all_gather_and_unpad")
     monkeypatch.setattr(cls, "maybe_all_gather_and_unpad", outputs_swapped(cls.maybe_all_gather_and_unpad))
     assert_serving_runs_fail(impl, device, "broken-outputs-swapped", r"draft 1")
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+def test_kernel_blocks_indexed_by_the_block_size_fail_the_gate(monkeypatch, device, impl, padded):
+    """A hybrid target's runner hands a table of kernel blocks (``kernel_blocks``): a drafter that looks each
+    draft step's slot up in it by the scheduler's block size (``has_gdn`` false, or before vllm-ascend #7019)
+    writes and reads another block's slots, past the cache here."""
+    cls = defining_class(configured(2, 16, 64, 8), "attn_update_stack_num_spec_norm")
+    update = kernel_blocks_indexed_by_the_block_size(cls.attn_update_stack_num_spec_norm)
+    monkeypatch.setattr(cls, "attn_update_stack_num_spec_norm", update)
+    hybrid = dataclasses.replace(TYPICAL, block_size=8, kernel_block_size=2, padded=padded)
+    with pytest.raises((AssertionError, IndexError), match=r"step [2-9]|KV cache slot \d+ is past the cache"):
+        check_implementation(impl, hybrid, device, "broken-kernel-blocks")
 
 
 def test_a_drafter_whose_model_returns_one_state_drafts_the_reference(monkeypatch, device, impl):
