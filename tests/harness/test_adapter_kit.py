@@ -72,13 +72,13 @@ def check_limits(module) -> None:
 
 DRAFT_KINDS = [
     Feature.DRAFT_ATTN_GROUPS, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.EAGLE, Feature.EAGLE3,
-    Feature.DRAFT_MODEL, Feature.MROPE, Feature.ASYNC_SCHEDULING, Feature.RUNNER_SAMPLES,
+    Feature.DRAFT_MODEL, Feature.MROPE, Feature.ASYNC_SCHEDULING, Feature.RUNNER_SAMPLES, Feature.KERNEL_BLOCKS,
 ]  # fmt: skip
 
 
 def check_lacks(module) -> None:
     """``module.lacks``: a draft of several groups, the MLA and SFA families, eagle and eagle3, a draft model, M-RoPE, async
-    scheduling and the runner's own sampling unless given or had,
+    scheduling, the runner's own sampling and its kernel blocks unless given or had,
     the given features, the host-sync count on the simulator only, the graph modes everywhere."""
     host = module.host_copies("X", "a.item()")
     lacking = module.lacks("X runs eagerly only", host, more={Feature.UNPADDED: Skip("no unpadded path")})
@@ -92,6 +92,7 @@ def check_lacks(module) -> None:
     assert lacking[Feature.MROPE] is module.TEXT_ONLY
     assert lacking[Feature.ASYNC_SCHEDULING] is module.SYNC_RUNNER
     assert lacking[Feature.RUNNER_SAMPLES] is module.HANDED_SAMPLES
+    assert lacking[Feature.KERNEL_BLOCKS] is module.WHOLE_BLOCKS
     reason = (
         "X keeps its host copies as torch CPU tensors (a.item()); on a CPU device the simulator counts them as syncs"
     )

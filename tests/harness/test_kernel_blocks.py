@@ -26,10 +26,6 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
             {"block_size": 8, "kernel_block_size": 2, "draft_attn": "mla"},
             r"kernel_block_size=2 with draft_attn='mla', .*: a hybrid target's MTP layer is one GQA attention layer",
         ),
-        (
-            {"block_size": 8, "kernel_block_size": 2, "graph_mode": "full"},
-            r"kernel_block_size=2 with .*graph_mode='full': .* its kernel blocks are driven eagerly",
-        ),
     ],
 )
 def test_a_kernel_block_size_a_run_cannot_have_is_refused_by_name(fields, said):

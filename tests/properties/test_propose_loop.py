@@ -254,12 +254,22 @@ def test_a_typical_serving_run_of_each_family_matches_reference(device, impl, at
 
 @pytest.mark.order(0)
 @USES_KERNEL_BLOCKS
-@pytest.mark.parametrize("padded", PADDING)
-def test_a_typical_serving_run_of_a_hybrid_targets_kernel_blocks_matches_reference(device, impl, padded, request):
+@pytest.mark.parametrize("mode", [pytest.param("eager-unpadded", id="unpadded"), *MODES])
+def test_a_typical_serving_run_of_a_hybrid_targets_kernel_blocks_matches_reference(device, impl, mode, request):
     """``TYPICAL`` on a hybrid target's layout (Qwen3.5's MTP): its blocks of 8 tokens split into kernel blocks
-    of 2, the runner's table of them handed on; every slot and every block attention reads must be what the
-    blocks give (a drafter that indexes the table by the scheduler's block writes other slots, #7019)."""
-    scenario = dataclasses.replace(TYPICAL, block_size=8, kernel_block_size=2, padded=padded)
+    of 2, the runner's table of them handed on, padded in each mode and unpadded; every slot and every block
+    attention reads must be what the blocks give (a drafter that indexes the table by the scheduler's block
+    writes other slots, #7019)."""
+    graph = mode.split("-")[0]
+    sizes = None if graph == "eager" else (2, 8)
+    scenario = dataclasses.replace(
+        TYPICAL,
+        block_size=8,
+        kernel_block_size=2,
+        padded=mode != "eager-unpadded",
+        graph_mode=graph,
+        capture_sizes=sizes,
+    )
     check_implementation(impl, scenario, device, request.node.name)
 
 

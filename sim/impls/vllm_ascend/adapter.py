@@ -183,7 +183,7 @@ class AscendProposer(EagerAdapter):
     ``handed_on`` holds what it handed its next step (``handoff.handed_on``).
 
     ``kernel_block_size``: a hybrid target's layout, its blocks split into kernel blocks of this many tokens
-    (``kernel_blocks``); eager only.
+    (``kernel_blocks``), the full-graph runner's persistent tables as wide as kernel blocks need.
 
     ``mode="full"``: vllm-ascend's full-graph drafting (FULL_DECODE_ONLY, ``build.graph_proposer``),
     its ACL graphs on the simulator's recorder (``fake_npu_graphs``): ``capture_all`` captures through
@@ -224,11 +224,10 @@ class AscendProposer(EagerAdapter):
             raise ValueError(
                 f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: {divergences.MLA_ONE_GROUP}"
             )
-        if kernel_block_size and (self.mode != "eager" or draft_attn != "gqa" or draft_attn_groups > 1):
+        if kernel_block_size and (draft_attn != "gqa" or draft_attn_groups > 1):
             raise ValueError(
-                f"kernel_block_size={kernel_block_size} with mode={self.mode!r}, draft_attn={draft_attn!r},"
-                f" draft_attn_groups={draft_attn_groups}: a hybrid target's kernel blocks are driven eagerly,"
-                " for one GQA draft layer"
+                f"kernel_block_size={kernel_block_size} with draft_attn={draft_attn!r}, draft_attn_groups="
+                f"{draft_attn_groups}: a hybrid target's kernel blocks are driven for one GQA draft layer"
             )
         self.layers, self.attn = DRAFT_LAYERS[draft_attn_groups], draft_attn
         self.kernel_block_size = kernel_block_size
@@ -245,7 +244,7 @@ class AscendProposer(EagerAdapter):
         self.graphed = None
         if self.mode == "full":
             sizes = tuple(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))
-            self.graphed = configured_graph(cfg, sizes, self.attn)
+            self.graphed = configured_graph(cfg, sizes, self.attn, kernel_block_size)
         self._captured = False
         self.dummy_wrote: list[int] = []  # the KV slots the last dummy run wrote (a known defect's, tolerated)
 
@@ -265,11 +264,17 @@ class AscendProposer(EagerAdapter):
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The drafts as vllm-ascend's runner has them drafted: its own ``propose_draft_token_ids``
         (``handoff``) on the runner view, padded or unpadded."""
+        p = self._ascend()
+        with kernel_blocks.split(p, batch, self.kernel_block_size, self.cfg.block_size) as batch:
+            return self._propose_as_split(p, batch, sampled, k)
+
+    def _propose_as_split(self, p, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
+        """``_propose`` with the batch's table the runner's (a hybrid target's kernel blocks: ``kernel_blocks``);
+        full graphs captured at the first call, under it."""
         if self.graphed is not None:
             if not sampled.is_padded:
                 raise NotImplementedError(f"an unpadded call in mode='full': {FULL_UNPADDED}")
             self.capture_all()
-        p = self._ascend()
         if self.graphed is not None:
             graphs.load_runner(p, batch)
         if len(self.layers) > 1:
@@ -279,7 +284,6 @@ class AscendProposer(EagerAdapter):
         with (
             steps.triton_path(base, self.triton, batch.num_reqs),  # prepare_inputs_padded's kernel, or fallback
             handoff.scheduling(p.runner, self.async_scheduling),
-            kernel_blocks.split(p, batch, self.kernel_block_size, self.cfg.block_size) as batch,
         ):
             self.model.call_slots = []
             if self.runner_samples:
@@ -315,7 +319,7 @@ class AscendProposer(EagerAdapter):
         trace, calls, slots = self.model.trace, self.model.calls, self.model.call_slots  # no call's
         self.model.trace = None
         try:
-            with graphs.writes_no_kv(self.model):
+            with graphs.writes_no_kv(self.model), kernel_blocks.splitting(self.kernel_block_size, self.cfg.block_size):
                 graphs.capture_all(self.graphed)
         finally:
             self.model.trace, self.model.calls, self.model.call_slots = trace, calls, slots

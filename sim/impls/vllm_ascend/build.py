@@ -121,15 +121,20 @@ class _BlockTableView:
         return self.table[:rows]
 
 
-def block_tables(device: torch.device, block_size: int, max_model_len: int) -> list[_BlockTableView]:
+def block_tables(
+    device: torch.device, block_size: int, max_model_len: int, kernel_block_size: int = 0
+) -> list[_BlockTableView]:
     """The runner's per-group tables (``input_batch.block_table``) for ``block_size``-token draft blocks:
     each group's as wide as ``max_model_len`` needs at the group's block size (group 0 at the draft's
-    where it holds the draft's blocks too, ``drafts_in_group_0``)."""
+    where it holds the draft's blocks too, ``drafts_in_group_0``), in kernel blocks of
+    ``kernel_block_size`` tokens where given (a hybrid target's: its ``BlockTable``'s
+    ``max_num_blocks_per_req`` times the kernel blocks per block)."""
     groups = attn_setup.kv_cache_config(block_size, 1).kv_cache_groups
     sizes = [g.kv_cache_spec.block_size for g in groups]
     if drafts_in_group_0():
         sizes[0] = block_size
-    return [_BlockTableView(device, -(-max_model_len // size)) for size in sizes]
+    per_block = block_size // (kernel_block_size or block_size)
+    return [_BlockTableView(device, -(-max_model_len // size) * per_block) for size in sizes]
 
 
 def drafts_in_group_0() -> bool:
@@ -299,9 +304,10 @@ def _graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple
     return remember_fresh(graph_proposer(hidden_size, num_spec_tokens, capture_sizes, method))
 
 
-def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
+def configured_graph(cfg, capture_sizes, attn: str = "gqa", kernel_block_size: int = 0):
     """The full-graph proposer for ``cfg``'s hidden size, drafting method and draft count at
-    ``capture_sizes``, its draft layer of the attention family ``attn``, as built: its draft newly wrapped
+    ``capture_sizes``, its draft layer of the attention family ``attn``, its runner's tables of
+    ``kernel_block_size``-token kernel blocks where given (a hybrid target's), as built: its draft newly wrapped
     (no graph captured: a run captures its own), the draft graph params set empty for its capture sizes
     as the runner sets them before capturing, its buffers fresh. One full-graph proposer is in use at a
     time (vllm-ascend's draft graph params are global)."""
@@ -316,7 +322,9 @@ def configured_graph(cfg, capture_sizes, attn: str = "gqa"):
     acl._draft_graph_params = None
     acl.set_draft_graph_params(sizes)
     attn_setup.initialize(proposer, cfg.block_size, attn=attn)
-    proposer.runner.input_batch.block_table = block_tables(proposer.device, cfg.block_size, cfg.max_model_len)
+    proposer.runner.input_batch.block_table = block_tables(
+        proposer.device, cfg.block_size, cfg.max_model_len, kernel_block_size
+    )
     proposer.max_model_len = cfg.max_model_len
     proposer.vllm_config.model_config.max_model_len = cfg.max_model_len
     return proposer

@@ -52,35 +52,58 @@ def _to_kernel_blocks(table: torch.Tensor, m: int) -> torch.Tensor:
 
 
 @contextlib.contextmanager
+def splitting(kernel_block_size: int, block_size: int):
+    """Inside, the recording attention reads tables of ``kernel_block_size``-token kernel blocks of
+    ``block_size``-token blocks (0: whole blocks): a call's, and the captures its graphs replay."""
+    before = list(_split)
+    if kernel_block_size:
+        _split[:] = [block_size // kernel_block_size, kernel_block_size]
+    try:
+        yield
+    finally:
+        _split[:] = before
+
+
+@contextlib.contextmanager
 def split(proposer, batch, kernel_block_size: int, block_size: int):
     """Inside, ``proposer`` drafts for a hybrid target whose ``block_size``-token blocks are split into
     ``kernel_block_size``-token kernel blocks (0: none); yields ``batch`` with the runner's table of them."""
     if not kernel_block_size:
         yield batch
         return
-    m = block_size // kernel_block_size
     saved = {name: getattr(proposer, name, None) for name in ("kernel_block_size", "has_gdn")}
     proposer.kernel_block_size = kernel_block_size
     proposer.has_gdn = import_ascend("vllm_ascend.utils").check_gdn_layer(HYBRID_CONFIG)
-    _split[:] = [m, kernel_block_size]
     try:
-        yield dataclasses.replace(batch, block_table=_to_kernel_blocks(batch.block_table, m))
+        with splitting(kernel_block_size, block_size):
+            yield dataclasses.replace(batch, block_table=_to_kernel_blocks(batch.block_table, _split[0]))
     finally:
-        _split[:] = [1, 0]
         for name, value in saved.items():
             setattr(proposer, name, value)
 
 
 def fold(table: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
     """The scheduler's blocks that ``table`` (kernel blocks, a call under ``split``) reads for each request's
-    first ``seq_lens`` tokens; the table itself outside ``split``. ``MetadataMismatch`` where a kernel block it
-    reads is not its block's own."""
+    first ``seq_lens`` tokens (``check``); the table itself outside ``split``."""
+    check(table, seq_lens)
+    return on_device(table)
+
+
+def on_device(table: torch.Tensor) -> torch.Tensor:
+    """``fold``'s blocks by device ops alone, unchecked (a captured forward's: ``check`` after each replay)."""
+    m = _split[0]
+    return table if m == 1 else torch.div(table[:, ::m], m, rounding_mode="floor")
+
+
+def check(table: torch.Tensor, seq_lens) -> None:
+    """``MetadataMismatch`` where a kernel block ``table`` holds for one of a request's first ``seq_lens``
+    tokens is not its block's own (under ``split``; nothing outside)."""
     m, kernel = _split
     if m == 1:
-        return table
+        return
     rows = table.tolist()
-    for r, n in enumerate(seq_lens):
-        for col in range(-(-n // kernel)):
+    for r, n in enumerate(list(seq_lens)):
+        for col in range(-(-int(n) // kernel)):
             first = rows[r][col - col % m]
             if first % m or rows[r][col] != first + col % m:
                 raise MetadataMismatch(
@@ -88,4 +111,3 @@ def fold(table: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
                     f"{first - first % m + col % m} of its block's ({m} kernel blocks of {kernel} tokens per"
                     f" block): positions {col * kernel}..{col * kernel + kernel - 1} are read from another block"
                 )
-    return torch.div(table[:, ::m], m, rounding_mode="floor")

@@ -43,7 +43,7 @@ from sim.impls.kit.vllm_model import (
     with_padding_rows,
 )
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import builders, lmhead_tp, mla, sfa, tiny_attention
+from sim.impls.vllm_ascend import builders, kernel_blocks, lmhead_tp, mla, sfa, tiny_attention
 
 __all__ = [
     "INDEXER_LAYER",
@@ -284,6 +284,7 @@ class AscendTinyMtp(VllmTinyMtp):
             seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
         slots = rows_of_slots(self.slots(context, attn), n)[:n]
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        live["table"], table = table, kernel_blocks.on_device(table)  # a hybrid target's kernel blocks: checked after
         rotation = attn.decode if mla.is_mla(attn) else attn if sfa.is_sfa(attn) else None
         if rotation is not None:  # MLA and SFA rotate by the captured cos/sin
             live["rope"] = mla.rope_positions(rotation.cos[:n], rotation.sin[:n])
@@ -303,6 +304,7 @@ class AscendTinyMtp(VllmTinyMtp):
                     context = import_vllm("vllm.forward_context").get_forward_context()
                     self.on_forward(context, live["input_ids"].shape[0])
                 self.calls += 1
+                kernel_blocks.check(live["table"], live["seq_lens"][: self.real[0]].tolist())
                 self.call_slots.append(live["slots"].clone())
                 if self.trace is not None:
                     self.trace.append(self._record(self.calls, live))

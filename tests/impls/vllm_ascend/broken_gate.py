@@ -53,11 +53,13 @@ REJECT_SAMPLE = "rejection_sample"  # the rejection sampler's function (vllm_asc
 RUNNER_SAMPLE = "NPUModelRunner._sample"  # the runner's, preparing its samplers (sim.impls.vllm_ascend.rejection)
 TORCH_TOP_K = "sampler._apply_top_k_top_p_pytorch"  # the sampler's torch path (device_paths: devices but A2/A3)
 BALANCE = "BalanceScheduler.schedule"  # the checkout's balance scheduler (sim.impls.kit.ascend.schedulers)
+KERNEL_BLOCKS = "BlockTable._convert_physical_to_logical_blocks"  # the runner's (a hybrid target's kernel blocks)
 
 # name -> (the proposer's method, the break), or (None, a kernel break) for the spec-decode kernel.
 VARIANTS = {
     "slot-plus-one": (UPDATE, method.slot_plus_one),
     "kernel-blocks-indexed-by-the-block-size": (UPDATE, method.kernel_blocks_indexed_by_the_block_size),
+    "kernel-blocks-of-the-next-block": (KERNEL_BLOCKS, handoff.kernel_blocks_of_the_next_block),
     "sample-row-off-by-one": ("prepare_inputs_padded", method.sample_row_off_by_one),
     "first-valid-token": ("prepare_next_token_ids_padded", method.first_valid_token),
     "device-sync-in-padded-path": ("prepare_inputs_padded", method.reads_rejected_counts_back),
@@ -256,6 +258,11 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         return
     if target == REJECT_KERNELS:
         breaking(monkeypatch)
+        return
+    if target == KERNEL_BLOCKS:
+        cls = import_ascend("vllm_ascend.worker.block_table").BlockTable
+        method = target.split(".")[1]
+        monkeypatch.setattr(cls, method, breaking(getattr(cls, method)))
         return
     if target == BALANCE:  # the asynchronous scheduler over it schedules by it too
         from sim.impls.kit.ascend import schedulers

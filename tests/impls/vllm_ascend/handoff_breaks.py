@@ -105,6 +105,16 @@ def never_prefill_no_cache(original):
     return control
 
 
+def kernel_blocks_of_the_next_block(original):
+    """``BlockTable._convert_physical_to_logical_blocks``: each block's kernel blocks taken one further on, the
+    last of them the next block's first."""
+
+    def broken(self, physical_blocks):
+        return original(self, physical_blocks) + 1
+
+    return broken
+
+
 def block_size_from_the_first_group(original):
     """``initialize_attn_backend`` (the drafter's setup from the runner's KV-cache config) that takes
     ``block_size`` from the config's first group, not the draft layers' group; and the kernel block size

@@ -26,6 +26,20 @@ def test_target_positions_off_by_one_fail_the_gate(monkeypatch, device, impl):
     assert_serving_runs_fail(impl, device, "broken-runner-positions", r"positions")
 
 
+@pytest.mark.parametrize("mode", ["eager", "full"])
+def test_kernel_blocks_of_another_block_fail_by_name(monkeypatch, device, impl, mode):
+    """The runner's conversion of a hybrid target's blocks into kernel blocks one off: attention reads a
+    request's tokens from another block's kernel blocks, named at the read (``kernel_blocks.check``), in a
+    captured graph after its replay."""
+    if mode == "full" and not device.supports_graphs:
+        pytest.skip(f"device {device.name} cannot capture graphs")
+    broken_gate.apply("kernel-blocks-of-the-next-block", monkeypatch)
+    sizes = (2, 8) if mode == "full" else None
+    hybrid = dataclasses.replace(TYPICAL, block_size=8, kernel_block_size=2, graph_mode=mode, capture_sizes=sizes)
+    with pytest.raises(AssertionError, match=r"request \d+: kernel block column 0 holds \d+, not kernel block"):
+        check_implementation(impl, hybrid, device, "broken-kernel-blocks-converted")
+
+
 def test_a_scheduled_token_count_one_short_fails_the_gate(monkeypatch, device, impl):
     """``num_scheduled_tokens`` one short: an all-prefill batch hands ``_propose`` one row too few,
     which either drafts from other rows or (a one-token batch: no row) makes ``_propose`` fail."""
