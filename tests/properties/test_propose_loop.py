@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import event, given
+from hypothesis import assume, event, given
+from hypothesis import strategies as st
 
 from mtp.proposer import FIRST, STEP, MtpProposer
 from sim.serving.run import run_scenario
@@ -33,7 +34,7 @@ from tests.checks.modes import (
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
 )
-from tests.strategies.scenarios import scenarios
+from tests.strategies.scenarios import kernel_block_sizes, scenarios
 
 pytestmark = pytest.mark.order(2)  # whole serving runs: after the single-call properties
 
@@ -44,6 +45,7 @@ EAGER = share(2)
 GRAPHS = share(5)
 GROUPS = share(8)  # a configuration of its own: the loop above runs the rest of what it could break
 FAMILY = share(8)  # likewise: an MLA or SFA draft changes the builder and the rotation, the loop is the one above
+KERNEL_BLOCKS = share(16, at_least=4)  # likewise (the table handed differs); over its modes at least 12
 DECODE_NODE = share(16, at_least=4)  # likewise (the arrival differs); over its six parameters at least 24
 # The SFA kernels take 128-token blocks (vllm-ascend's AscendSFABackend): an SFA draft runs at those.
 SFA_BLOCK = 128
@@ -103,6 +105,20 @@ def test_a_draft_of_each_family_matches_reference(device, impl, attn, padded, mo
     eagerly and in each graph mode (padded to captured sizes, what a replay reads of the metadata it
     was captured with)."""
     _check(device, impl, scenario, padded, mode, request.node.name, **FAMILY_FIELDS[attn])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padded", PADDING)
+@USES_KERNEL_BLOCKS
+@KERNEL_BLOCKS
+@given(scenario=scenarios(), data=st.data())
+def test_a_hybrid_targets_kernel_blocks_match_reference(device, impl, padded, mode, scenario, data, request):
+    """A hybrid target's layout (Qwen3.5's): each block split into kernel blocks of a drawn size, the runner's
+    table of them handed on; every slot the drafter computes and every block its attention reads are the
+    blocks' (``Scenario.kernel_block_size``), eagerly and in each graph mode."""
+    assume(scenario.block_size > 1)
+    kernel = data.draw(kernel_block_sizes(scenario.block_size), label="kernel_block_size")
+    _check(device, impl, scenario, padded, mode, request.node.name, kernel_block_size=kernel)
 
 
 @pytest.mark.parametrize("mode", MODES)

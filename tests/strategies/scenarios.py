@@ -87,3 +87,8 @@ def capture_sizes(max_num_tokens: int, max_num_reqs: int) -> st.SearchStrategy[t
     more = st.lists(st.integers(1, max_num_tokens), max_size=2)
     drawn = st.tuples(step, more).map(lambda t: tuple(dict.fromkeys([t[0], *t[1]])))
     return st.none() | drawn
+
+
+def kernel_block_sizes(block_size: int):
+    """The kernel blocks a hybrid target's ``block_size``-token blocks may split into: each divisor below it."""
+    return st.sampled_from([d for d in range(1, block_size) if block_size % d == 0])
