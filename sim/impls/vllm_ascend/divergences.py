@@ -288,22 +288,30 @@ GROUPS_EAGER = (
     "attention's task per layer, and the recording draft captures one layer's"
 )
 MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
-# vllm-ascend's balance scheduling (its scheduler, not its drafter's: a defect that stops a run, pinned by
-# tests/impls/vllm_ascend/test_ascend_schedulers.py), through 0.23.0; main's BalanceScheduler copies vLLM 0.24's
-BALANCE_WITHOUT_LOOKAHEAD = (
-    "balance-scheduler-first-scheduling-without-lookahead: vllm-ascend's BalanceScheduler schedules by a copy of "
-    "vLLM's Scheduler.schedule from before vLLM #43733, which gives a request's first scheduling from the waiting "
-    "queue no lookahead slots (effective_lookahead_tokens = 0 while num_computed_tokens == 0): that step's drafts "
-    "write the draft layer's KV past the request's blocks, where the runner's block-table row holds another "
-    "request's block or the null block (the copy of vLLM 0.24's on main gives them)"
+
+
+def _without_lookahead(defect: str, copy: str, after: str = "") -> str:
+    """The known defect ``defect`` of a scheduler whose ``copy`` of vLLM's schedule keeps the first-scheduling rule
+    from before vLLM #43733: the scheduler's, not the drafter's; it stops a run (pinned by
+    tests/impls/vllm_ascend/test_ascend_schedulers.py)."""
+    return (
+        f"{defect}: vllm-ascend's {copy} of vLLM's Scheduler.schedule from before vLLM #43733, which gives a "
+        "request's first scheduling from the waiting queue no lookahead slots (effective_lookahead_tokens = 0 while "
+        "num_computed_tokens == 0): that step's drafts write the draft layer's KV past the request's blocks, where "
+        f"the runner's block-table row holds another request's block or the null block{after}"
+    )
+
+
+# balance scheduling through 0.23.0 (main's BalanceScheduler copies vLLM 0.24's); the dynamic batch
+# (SLO_limits_for_dynamic_batch) through 0.23.0 (main has none, #11933)
+BALANCE_WITHOUT_LOOKAHEAD = _without_lookahead(
+    "balance-scheduler-first-scheduling-without-lookahead",
+    "BalanceScheduler schedules by a copy",
+    " (the copy of vLLM 0.24's on main gives them)",
 )
-# its dynamic batch (SLO_limits_for_dynamic_batch) through 0.23.0, the same copy of the rule; main has none (#11933)
-DYNAMIC_BATCH_WITHOUT_LOOKAHEAD = (
-    "dynamic-batch-scheduler-first-scheduling-without-lookahead: vllm-ascend's SchedulerDynamicBatch schedules by a "
-    "decode-first copy of vLLM's Scheduler.schedule from before vLLM #43733, which gives a request's first scheduling "
-    "from the waiting queue no lookahead slots (effective_lookahead_tokens = 0 while num_computed_tokens == 0): that "
-    "step's drafts write the draft layer's KV past the request's blocks, where the runner's block-table row holds "
-    "another request's block or the null block"
+DYNAMIC_BATCH_WITHOUT_LOOKAHEAD = _without_lookahead(
+    "dynamic-batch-scheduler-first-scheduling-without-lookahead",
+    "SchedulerDynamicBatch schedules by a decode-first copy",
 )
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
