@@ -19,6 +19,7 @@ class Feature(enum.Enum):
     UNPADDED = "the unpadded path (disable_padded_drafter_batch)"
     UNPADDED_FULL_GRAPHS = "full graphs on the unpadded path"
     DRAFT_MODEL_FULL_GRAPHS = "full graphs for a draft model"
+    DRAFT_MODEL_KERNEL_BLOCKS = "a draft model over a hybrid target's kernel blocks"
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
     MLA_DRAFT = "an MLA draft layer, its metadata (RoPE included) built by the implementation's MLA builder (Scenario.draft_attn)"
@@ -54,11 +55,12 @@ DRAFT_ATTN_FEATURES = {"mla": Feature.MLA_DRAFT, "sfa": Feature.SFA_DRAFT}  # a 
 COMBINED = {
     Feature.UNPADDED_FULL_GRAPHS: frozenset({Feature.UNPADDED, Feature.FULL_GRAPHS}),
     Feature.DRAFT_MODEL_FULL_GRAPHS: frozenset({Feature.DRAFT_MODEL, Feature.FULL_GRAPHS}),
+    Feature.DRAFT_MODEL_KERNEL_BLOCKS: frozenset({Feature.DRAFT_MODEL, Feature.KERNEL_BLOCKS}),
 }
 
 
 def used(features) -> frozenset[Feature]:
     """``features`` with what their combination uses besides (``COMBINED``: unpadded with full graphs, a
-    draft model with full graphs)."""
+    draft model with full graphs or with kernel blocks)."""
     found = frozenset(features)
     return found | {combined for combined, parts in COMBINED.items() if parts <= found}

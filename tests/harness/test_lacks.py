@@ -105,12 +105,13 @@ def _features_used() -> set[Feature]:
     return found
 
 
-# Used otherwise: unpadded with full graphs, and a draft model's full graphs, through ``used``; reduce
+# Used otherwise: unpadded with full graphs, and a draft model's full graphs and kernel blocks, through ``used``; reduce
 # sampling by vllm-ascend's TP suites; its balance, recompute and dynamic batch schedulers by its schedulers'
 # suite (its pins read the lacks).
 OTHERWISE_USED = (
     Feature.UNPADDED_FULL_GRAPHS,
     Feature.DRAFT_MODEL_FULL_GRAPHS,
+    Feature.DRAFT_MODEL_KERNEL_BLOCKS,
     Feature.REDUCE_SAMPLE,
     Feature.BALANCE_SCHEDULING,
     Feature.RECOMPUTE_SCHEDULER,

@@ -259,6 +259,19 @@ DIVERGENCES = table(
         kind=Kind.DEFECT,
     ),
     Divergence(
+        "draft-model-first-pass-slots-by-the-block-size",
+        "set_inputs_first_pass (needs_extra_input_slots: method draft_model, and parallel drafting): vLLM's "
+        "compute_new_slot_mapping(block_size=self.draft_attn_groups[0].kv_cache_spec.block_size)",
+        "a draft model's first pass looks each row's slot up in the runner's block table by the table's block size",
+        "over a hybrid target's kernel blocks (Qwen3.5's layout: the runner's table holds kernel blocks of 128 "
+        "tokens, the KV-cache group's blocks are larger) the first pass indexes the table by the group's block "
+        "size: each row's KV is written to, and read from, another block's slots (past the cache, or another "
+        "request's KV). The step update takes the kernel block size there (has_gdn, #12000); this path does not. "
+        "Not modelled; the pin runs it, and a draft model over kernel blocks is not run (DRAFT_MODEL_KERNEL_BLOCKS)",
+        "test_draft_model.py::test_a_draft_model_over_kernel_blocks_follows_its_known_defect",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
         "full-graphs-need-padded-batch",
         "_raise_if_padded_drafter_batch_disabled_and_full_graph_enabled",
         "full graphs draft padded and unpadded batches",
@@ -321,6 +334,10 @@ LACKS = {
         "draft-model-graph-block-table-of-padded-requests, draft-model-graph-seq-lens-of-the-target: vllm-ascend's "
         "draft-model drafter in full graphs crashes or attends one key short (both pinned); its fix in review "
         "(vllm-ascend #14510) drafts eagerly there"
+    ),
+    Feature.DRAFT_MODEL_KERNEL_BLOCKS: Skip(
+        "draft-model-first-pass-slots-by-the-block-size: vllm-ascend's draft-model first pass looks its slots up "
+        "in a hybrid target's table of kernel blocks by the KV-cache group's block size (pinned)"
     ),
     Feature.BALANCE_SCHEDULING: Skip(BALANCE_WITHOUT_LOOKAHEAD),
     Feature.DYNAMIC_BATCH: Skip(DYNAMIC_BATCH_WITHOUT_LOOKAHEAD),

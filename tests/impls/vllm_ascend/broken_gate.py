@@ -201,6 +201,10 @@ FIXES = {
         "draft-model-graph-block-table-of-padded-requests",
         (("set_inputs_first_pass", fixes.block_table_aligned_with_the_requests),),
     ),
+    "draft-model-slots-by-the-kernel-block": (
+        "draft-model-first-pass-slots-by-the-block-size",
+        (("set_inputs_first_pass", fixes.first_pass_slots_by_the_kernel_block),),
+    ),
     "draft-model-grown-seq-lens-kept": (
         "draft-model-graph-seq-lens-of-the-target",
         (("_propose", fixes.grown_seq_lens_kept_in_full_graphs),),

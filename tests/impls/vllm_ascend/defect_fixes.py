@@ -47,6 +47,8 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   model's slots laid out over as many block-table rows as it has requests (vllm-ascend #14714).
 - ``grown_seq_lens_kept_in_full_graphs``: ``draft-model-graph-seq-lens-of-the-target``: ``_propose``'s
   FULL-graph branch keeps a draft model's grown lengths, as it keeps dflash's.
+- ``first_pass_slots_by_the_kernel_block``: ``draft-model-first-pass-slots-by-the-block-size``: the first pass
+  takes the kernel block size over a hybrid target's kernel blocks, as the step update does (#12000).
 
 ``overflow-seq-len-restart`` has none (``broken_gate.NO_FIX``).
 """
@@ -323,6 +325,18 @@ def block_table_aligned_with_the_requests(set_inputs_first_pass):
         return set_inputs_first_pass(self, *args, **kwargs)
 
     return wrapper
+
+
+def first_pass_slots_by_the_kernel_block(set_inputs_first_pass):
+    """``set_inputs_first_pass`` looking a draft model's slots up by the kernel block size where the drafter found
+    linear-attention layers (``has_gdn``), as its step update does."""
+    return edited(
+        set_inputs_first_pass,
+        (
+            "block_size = self.draft_attn_groups[0].kv_cache_spec.block_size",
+            "block_size = self.kernel_block_size if self.has_gdn else self.draft_attn_groups[0].kv_cache_spec.block_size",
+        ),
+    )
 
 
 def grown_seq_lens_kept_in_full_graphs(propose):

@@ -4,7 +4,8 @@ its full graphs do.
 Eagerly it is held to the spec by the gate's properties (test_core_properties.py's draft-model first
 pass and steps, test_mrope_eagle3.py's serving runs). In full graphs it crashes or attends one key short,
 two known defects pinned here; the gate does not run a draft model's full graphs
-(``Feature.DRAFT_MODEL_FULL_GRAPHS``), so a pin is where each shows, on every run, until it is fixed.
+(``Feature.DRAFT_MODEL_FULL_GRAPHS``), so a pin is where each shows, on every run, until it is fixed. Over
+a hybrid target's kernel blocks its first pass writes other slots, a third (``Feature.DRAFT_MODEL_KERNEL_BLOCKS``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from sim.impls.features import Feature
 from sim.impls.kit.ascend import fake_npu_graphs
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import branch_divergences, build, generation
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.serving.run import run_scenario
@@ -26,6 +28,7 @@ from tests.impls.fixes import defining_class
 from tests.impls.vllm_ascend import broken_gate
 from tests.impls.vllm_ascend.method_breaks import draft_model_host_lengths_not_grown
 from tests.properties.test_mrope_eagle3 import SMALL as PATHS_SMALL
+from tests.properties.test_propose_loop import TYPICAL
 
 # Three requests of K + 1 = 2 tokens after their prompts: 6 rows, which a FULL graph pads to 8 (4 requests).
 BETWEEN_SIZES = Scenario(
@@ -54,6 +57,8 @@ ONE_DECODE = Scenario(
 
 # The gate's early draft-model case (test_mrope_eagle3.py's SMALL), run eagerly: prompts, then decodes.
 EAGER = dataclasses.replace(PATHS_SMALL, method="draft_model")
+# The gate's typical run with a draft model on a hybrid target's layout: blocks of 8 tokens, kernel blocks of 2.
+OVER_KERNEL_BLOCKS = dataclasses.replace(TYPICAL, method="draft_model", block_size=8, kernel_block_size=2)
 
 
 @pytest.fixture(autouse=True)
@@ -147,11 +152,43 @@ def test_a_draft_model_in_a_full_graph_follows_its_known_defect(device, impl):
         assert report.iterations > 1 and all(m.iteration >= 1 for m in report.mismatches), report.mismatches
 
 
+def test_a_draft_model_over_kernel_blocks_follows_its_known_defect(monkeypatch, device, impl):
+    """draft-model-first-pass-slots-by-the-block-size: over a hybrid target's table of kernel blocks the first
+    pass hands ``compute_new_slot_mapping`` the KV-cache group's block size, and the run writes a slot of
+    another block (here past the cache); fixed (the kernel block size handed), the run equals the spec."""
+    module = import_ascend("vllm_ascend.spec_decode.llm_base_proposer")
+    handed: list[int] = []
+
+    def recording(*args, **kwargs):
+        handed.append(kwargs["block_size"])
+        return slot_mapping(*args, **kwargs)
+
+    slot_mapping = module.compute_new_slot_mapping
+    monkeypatch.setattr(module, "compute_new_slot_mapping", recording)
+    lacks = {f: skip for f, skip in impl.lacks.items() if f != Feature.DRAFT_MODEL_KERNEL_BLOCKS}
+    try:  # what the gate does not run (the lack this pins)
+        run_scenario(OVER_KERNEL_BLOCKS, device, dataclasses.replace(impl, lacks=lacks))
+    except (IndexError, AssertionError) as failed:
+        by_block = set(handed) == {OVER_KERNEL_BLOCKS.block_size}
+        pin("draft-model-first-pass-slots-by-the-block-size", by_block, False, f"{failed}; block sizes {handed}")
+        return
+    pin("draft-model-first-pass-slots-by-the-block-size", False, True)
+
+
 def test_the_fix_of_the_padded_block_table_goes_through(monkeypatch, device, impl):
     """With vllm-ascend #14714's fix (``draft-model-block-table-aligned``) the run after a padded target step
     drafts, and equals the spec (its drafter steps run eagerly: 9 rows, past the largest size)."""
     broken_gate.apply("draft-model-block-table-aligned", monkeypatch)
     report = run_scenario(BETWEEN_SIZES, device, proposer_cls=AscendProposer, rules=impl.rules)
+    assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def test_the_fix_of_the_first_pass_slots_over_kernel_blocks_meets_the_spec(monkeypatch, device, impl):
+    """With the first pass taking the kernel block size (``draft-model-slots-by-the-kernel-block``), a draft model
+    over a hybrid target's kernel blocks equals the spec, and the pin says it is fixed."""
+    broken_gate.apply("draft-model-slots-by-the-kernel-block", monkeypatch)
+    lacks = {f: skip for f, skip in impl.lacks.items() if f != Feature.DRAFT_MODEL_KERNEL_BLOCKS}
+    report = run_scenario(OVER_KERNEL_BLOCKS, device, dataclasses.replace(impl, lacks=lacks))
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
 
