@@ -29,6 +29,9 @@ from tests.checks.modes import (
     NEEDS_GRAPHS,
     PADDING,
     USES_DRAFT_ATTN_GROUPS,
+    USES_DRAFT_MODEL,
+    USES_EAGLE,
+    USES_EAGLE3,
     USES_FULL_GRAPHS,
     USES_KERNEL_BLOCKS,
     USES_MLA_DRAFT,
@@ -285,6 +288,26 @@ def test_a_typical_serving_run_of_a_hybrid_targets_kernel_blocks_matches_referen
         padded=mode != "eager-unpadded",
         graph_mode=graph,
         capture_sizes=sizes,
+    )
+    check_implementation(impl, scenario, device, request.node.name)
+
+
+@pytest.mark.order(0)
+@USES_KERNEL_BLOCKS
+@pytest.mark.parametrize("mode", [m for m in MODES if m.values[0] != "piecewise"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        pytest.param("eagle", marks=USES_EAGLE),
+        pytest.param("eagle3", marks=USES_EAGLE3),
+        pytest.param("draft_model", marks=USES_DRAFT_MODEL),
+    ],
+)
+def test_a_typical_serving_run_of_each_method_over_kernel_blocks_matches_reference(device, impl, method, mode, request):
+    """The same layout under the other drafting methods (a draft model's first pass lays its own slots out)."""
+    sizes = None if mode == "eager" else (2, 8)
+    scenario = dataclasses.replace(
+        TYPICAL, block_size=8, kernel_block_size=2, method=method, graph_mode=mode, capture_sizes=sizes
     )
     check_implementation(impl, scenario, device, request.node.name)
 
