@@ -22,6 +22,7 @@ from tests.checks.modes import (
     USES_DRAFT_ATTN_GROUPS,
     USES_DRAFT_MODEL,
     USES_EAGLE3,
+    USES_KERNEL_BLOCKS,
     USES_MLA_DRAFT,
     USES_VLLM_SCHEDULER,
 )
@@ -200,6 +201,28 @@ def test_a_serving_run_on_vllms_prefix_cache_matches_reference(device, impl, asy
     scenario = dataclasses.replace(PREFIX_CACHED, async_scheduling=asynchronous)
     report = check_implementation(impl, scenario, device, request.node.name)
     assert report.scheduler_events["prefix cache hits"] > 0, f"no prefix cache hit: {report.scheduler_events}"
+    check_greedy_outputs(scenario, report)
+
+
+# ``PREFIX_CACHED`` on a hybrid target's layout (Qwen3.5's, whose users serve it with prefix caching and
+# async scheduling under KV pressure, vllm-ascend #13863): blocks of 8 tokens split into kernel blocks of 2,
+# and the fewest blocks the scenario may have, so vLLM preempts besides its hits
+HYBRID_PREFIX_CACHED = dataclasses.replace(PREFIX_CACHED, block_size=8, kernel_block_size=2, kv_blocks=8)
+
+
+@NEEDS_VLLM
+@USES_VLLM_SCHEDULER
+@USES_KERNEL_BLOCKS
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+def test_a_hybrid_targets_kernel_blocks_on_vllms_prefix_cache_match_reference(device, impl, asynchronous, request):
+    """``HYBRID_PREFIX_CACHED``: the runner's table of kernel blocks under vLLM's prefix cache hits and
+    preemption, synchronously and asynchronously; outputs the target's own greedy decoding."""
+    scenario = dataclasses.replace(HYBRID_PREFIX_CACHED, async_scheduling=asynchronous)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    events = report.scheduler_events
+    assert events["prefix cache hits"] > 0 and events["preempted"] > 0, f"no hit or preemption: {events}"
     check_greedy_outputs(scenario, report)
 
 
