@@ -152,6 +152,12 @@ def test_a_draft_model_in_a_full_graph_follows_its_known_defect(device, impl):
         assert report.iterations > 1 and all(m.iteration >= 1 for m in report.mismatches), report.mismatches
 
 
+def _over_kernel_blocks(impl):
+    """``impl`` running what the gate does not: a draft model over kernel blocks (the lack the pin below pins)."""
+    lacks = {f: skip for f, skip in impl.lacks.items() if f != Feature.DRAFT_MODEL_KERNEL_BLOCKS}
+    return dataclasses.replace(impl, lacks=lacks)
+
+
 def test_a_draft_model_over_kernel_blocks_follows_its_known_defect(monkeypatch, device, impl):
     """draft-model-first-pass-slots-by-the-block-size: over a hybrid target's table of kernel blocks the first
     pass hands ``compute_new_slot_mapping`` the KV-cache group's block size, and the run writes a slot of
@@ -165,9 +171,8 @@ def test_a_draft_model_over_kernel_blocks_follows_its_known_defect(monkeypatch, 
 
     slot_mapping = module.compute_new_slot_mapping
     monkeypatch.setattr(module, "compute_new_slot_mapping", recording)
-    lacks = {f: skip for f, skip in impl.lacks.items() if f != Feature.DRAFT_MODEL_KERNEL_BLOCKS}
-    try:  # what the gate does not run (the lack this pins)
-        run_scenario(OVER_KERNEL_BLOCKS, device, dataclasses.replace(impl, lacks=lacks))
+    try:
+        run_scenario(OVER_KERNEL_BLOCKS, device, _over_kernel_blocks(impl))
     except (IndexError, AssertionError) as failed:
         by_block = set(handed) == {OVER_KERNEL_BLOCKS.block_size}
         pin("draft-model-first-pass-slots-by-the-block-size", by_block, False, f"{failed}; block sizes {handed}")
@@ -187,8 +192,7 @@ def test_the_fix_of_the_first_pass_slots_over_kernel_blocks_meets_the_spec(monke
     """With the first pass taking the kernel block size (``draft-model-slots-by-the-kernel-block``), a draft model
     over a hybrid target's kernel blocks equals the spec, and the pin says it is fixed."""
     broken_gate.apply("draft-model-slots-by-the-kernel-block", monkeypatch)
-    lacks = {f: skip for f, skip in impl.lacks.items() if f != Feature.DRAFT_MODEL_KERNEL_BLOCKS}
-    report = run_scenario(OVER_KERNEL_BLOCKS, device, dataclasses.replace(impl, lacks=lacks))
+    report = run_scenario(OVER_KERNEL_BLOCKS, device, _over_kernel_blocks(impl))
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
 
