@@ -50,22 +50,21 @@ def test_balance_scheduling_serves_the_drafter_or_stops_at_its_known_defect(devi
     """Every call equals the reference, every output is the target's own, and the case still preempts; where
     the checkout's copy gives a first scheduling no lookahead slots, the run stops at that step instead."""
     scenario = dataclasses.replace(BALANCED, async_scheduling=asynchronous)
-    known = impl.lacking({Feature.BALANCE_SCHEDULING}, device.name)
-    if known is None:
-        report = check_implementation(impl, scenario, device, request.node.name)
-        assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
-        check_greedy_outputs(scenario, report)
-        return
-    where = "Feature.BALANCE_SCHEDULING from its LACKS (sim/impls/vllm_ascend/divergences.py)"
-    said = "its first scheduling from the waiting queue got no lookahead slots"
-    _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
+    _serves_or_stops_at_a_first_scheduling(scenario, Feature.BALANCE_SCHEDULING, device, impl, request)
 
 
 def test_the_dynamic_batch_serves_the_drafter_or_stops_at_its_known_defect(device, impl, request):
     """The same as balance scheduling's, on the dynamic batch's ``SchedulerDynamicBatch`` (synchronous: a
     deployment builds no other); a checkout without it (main) says so and runs nothing."""
     scenario = dataclasses.replace(GREEDY, scheduler="dynamic_batch")
-    known = impl.lacking({Feature.DYNAMIC_BATCH}, device.name)
+    _serves_or_stops_at_a_first_scheduling(scenario, Feature.DYNAMIC_BATCH, device, impl, request)
+
+
+def _serves_or_stops_at_a_first_scheduling(scenario, feature: Feature, device, impl, request) -> None:
+    """``scenario`` on vllm-ascend's scheduler of ``feature``: the whole run where the checkout has it whole;
+    where its lack is a copy of vLLM's schedule giving a first scheduling no lookahead slots, the run stopping at
+    that step; another lack (no such scheduler) said."""
+    known = impl.lacking({feature}, device.name)
     if known is None:
         report = check_implementation(impl, scenario, device, request.node.name)
         assert report.scheduler_events["preempted"] > 0, f"the case no longer preempts: {report.scheduler_events}"
@@ -73,7 +72,7 @@ def test_the_dynamic_batch_serves_the_drafter_or_stops_at_its_known_defect(devic
         return
     if not _stops_a_run(known):
         pytest.skip(known)
-    where = "Feature.DYNAMIC_BATCH from its LACKS (sim/impls/vllm_ascend/divergences.py)"
+    where = f"Feature.{feature.name} from its LACKS (sim/impls/vllm_ascend/divergences.py)"
     said = "its first scheduling from the waiting queue got no lookahead slots"
     _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
 
