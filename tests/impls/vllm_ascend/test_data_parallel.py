@@ -21,7 +21,7 @@ from sim.impls.vllm_ascend.accepted import accepted_by
 from sim.impls.vllm_ascend.data_parallel import DpCase, DpPool, DpRankResult, DraftForward, check_dp
 from sim.ranks.pool import RankFailure
 from sim.serving.scenario import RequestSpec, Scenario
-from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_VLLM_SCHEDULER
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_KERNEL_BLOCKS, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, dp_breaks
 from tests.impls.vllm_ascend.cases import REST_OF_PATH, SETUP, VLLM_SCHEDULED_ON_RANKS, first_of_path, with_replay
 from tests.properties.test_propose_loop import FAMILY_FIELDS, TYPICAL
@@ -345,6 +345,17 @@ def test_dp_ranks_scheduling_asynchronously(pool, peer, mode):
     ranks = [TYPICAL, SMALL if peer == "busy" else None]
     ranks = (dataclasses.replace(s, async_scheduling=True) if s else None for s in ranks)
     assert _agree(_case(mode, *ranks), pool, f"async-{peer}-{mode}") == []
+
+
+@USES_KERNEL_BLOCKS
+@pytest.mark.parametrize(("peer", "mode"), [("busy", "eager"), ("idle", "full")])  # each about 5 s of a worker
+def test_dp_ranks_of_a_hybrid_target_over_kernel_blocks(pool, peer, mode):
+    """A hybrid target's layout (blocks of 8 tokens, kernel blocks of 2: Qwen3.5's, served on DP ranks) on each
+    rank: two busy ranks' runner tables of kernel blocks, or an idle rank's dummy batches and captures beside a
+    busy one's replays, in lockstep."""
+    ranks = [TYPICAL, SMALL if peer == "busy" else None]
+    ranks = (dataclasses.replace(s, block_size=8, kernel_block_size=2) if s else None for s in ranks)
+    assert _agree(_case(mode, *ranks), pool, f"kernel-blocks-{peer}-{mode}") == []
 
 
 # Each DP rank's steps as its own vLLM scheduler makes them (vLLM's DP engines schedule each their own): one
