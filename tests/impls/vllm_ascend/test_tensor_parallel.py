@@ -34,7 +34,7 @@ from sim.impls.vllm_ascend.tensor_parallel import (
 )
 from sim.ranks.pool import RankFailure
 from tests.checks.known_defects import pin
-from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_REDUCE_SAMPLE, USES_VLLM_SCHEDULER
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_KERNEL_BLOCKS, USES_REDUCE_SAMPLE, USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate, tp_breaks
 from tests.impls.vllm_ascend.cases import (
     REST_OF_PATH,
@@ -104,6 +104,15 @@ def test_tp_ranks_draft_the_reference_and_issue_the_same_collectives(pool, draft
     vocab = {"vocab_size": WHOLE_SLICES} if reduce_sample else {}
     case = _case(mode, reduce_sample, **DRAFTERS[drafter], **vocab)
     assert _agree(case, pool, f"{drafter}-{sampling}-{mode}") == []
+
+
+@USES_KERNEL_BLOCKS
+def test_tp_ranks_of_a_hybrid_target_over_kernel_blocks(pool):
+    """A hybrid target's layout (blocks of 8 tokens, kernel blocks of 2: Qwen3.5's, served on TP ranks) in full
+    graphs: every rank's runner table of kernel blocks, its drafts the reference's, its collectives its peers'
+    (the logits gathered: how a rank samples is the other cases' question)."""
+    case = _case("full", False, block_size=8, kernel_block_size=2, capture_sizes=(2, 8))
+    assert _agree(case, pool, "kernel-blocks") == []
 
 
 @USES_VLLM_SCHEDULER
