@@ -235,12 +235,11 @@ class VllmSchedule:
     @property
     def label(self) -> str:
         """The scheduler, as a message names it."""
-        if self.name in ("recompute", "dynamic_batch"):
-            return f"vllm-ascend's {type(self.scheduler).__name__}"
-        if self.name != "balance":
-            return f"vLLM's {type(self.scheduler).__name__}"
-        over = "vLLM's AsyncScheduler over " if self.asynchronous else ""
-        return f"{over}vllm-ascend's BalanceScheduler (balance scheduling)"
+        if self.name == "balance":
+            over = "vLLM's AsyncScheduler over " if self.asynchronous else ""
+            return f"{over}vllm-ascend's BalanceScheduler (balance scheduling)"
+        whose = "vllm-ascend's" if self.name in ASCENDS else "vLLM's"
+        return f"{whose} {type(self.scheduler).__name__}"
 
     def add(self, req: RequestState) -> None:
         params = self._params(max_tokens=req.max_new_tokens, ignore_eos=True)
