@@ -89,7 +89,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         choices=SCHEDULERS,
         default="own",
         help="whose steps: the serving loop's own, or vLLM's Scheduler (an env with vLLM) with its blocks and"
-        " preemption (its AsyncScheduler with --async-scheduling)",
+        " preemption (its AsyncScheduler with --async-scheduling), or one of vllm-ascend's own (an env with it)",
     )
     run.add_argument(
         "--kv-blocks",

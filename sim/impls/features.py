@@ -40,6 +40,10 @@ class Feature(enum.Enum):
     DYNAMIC_BATCH = (
         "vllm-ascend's dynamic batch: its SchedulerDynamicBatch's own copy of vLLM's schedule (Scenario.scheduler)"
     )
+    SHORT_REQUEST_FIRST = "vllm-ascend's ShortRequestFirst waiting queue over vLLM's schedule (Scenario.scheduler)"
+    BATCH_JOB_AWARE = (
+        "vllm-ascend's batch-job-aware waiting queue and block reserve over vLLM's schedule (Scenario.scheduler)"
+    )
     KERNEL_BLOCKS = (
         "a hybrid target's attention blocks split into kernel blocks, the runner's table of them"
         " (Scenario.kernel_block_size)"

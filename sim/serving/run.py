@@ -206,6 +206,8 @@ SCHEDULERS = {
     "balance": "sim.impls.kit.vllm_schedule:VllmSchedule",
     "recompute": "sim.impls.kit.vllm_schedule:VllmSchedule",
     "dynamic_batch": "sim.impls.kit.vllm_schedule:VllmSchedule",
+    "short_request_first": "sim.impls.kit.vllm_schedule:VllmSchedule",
+    "batch_job_aware": "sim.impls.kit.vllm_schedule:VllmSchedule",
 }
 
 

@@ -15,9 +15,9 @@ from sim.oracle.rules import DRAFT_ATTNS
 ACCEPT_POLICIES = ("greedy", "all", "none", "random", "reference")  # reference: sim/serving/acceptance.py
 METHODS = ("mtp", "eagle", "eagle3", "draft_model")  # mtp.config.METHODS
 # the serving loop's own schedule, vLLM's Scheduler (sim.impls.kit.vllm_schedule), or vllm-ascend's own: its
-# balance scheduling, a decode node's recompute scheduler and the dynamic batch of releases up to 0.23.0
-# (sim.impls.kit.ascend.schedulers)
-SCHEDULERS = ("own", "vllm", "balance", "recompute", "dynamic_batch")
+# balance scheduling, a decode node's recompute scheduler, the dynamic batch of releases up to 0.23.0, and main's
+# waiting-queue orders (sim.impls.kit.ascend.schedulers)
+SCHEDULERS = ("own", "vllm", "balance", "recompute", "dynamic_batch", "short_request_first", "batch_job_aware")
 GRAPH_MODES = ("eager", "piecewise", "full")
 
 
@@ -97,8 +97,11 @@ class Scenario:
     (``decode_node=True``); or ``dynamic_batch``: vllm-ascend's ``SchedulerDynamicBatch``
     (``SLO_limits_for_dynamic_batch``, releases up to 0.23.0): its decode-first copy of the schedule, without
     the latency table its budget refiner reads (a deployment downloads it: without it the budget is the
-    configured one); synchronous only, not a decode node. What the options below say of ``vllm`` holds for
-    them too.
+    configured one); synchronous only, not a decode node; or main's waiting-queue orders over vLLM's schedule,
+    which decide whom it admits next: ``short_request_first`` (``short_request_first_config``: preempted
+    requests, then short prompts, then long ones; not a decode node) or ``batch_job_aware``
+    (``batch_job_sched_config``: by prompt length, within the free blocks its reserve for the running requests
+    leaves). What the options below say of ``vllm`` holds for them too.
     kv_blocks: with ``scheduler="vllm"``, the KV cache's blocks (0: enough for every request at full
     length): fewer make vLLM preempt requests, whose tokens are then computed again as a prefill.
     prefix_caching: with ``scheduler="vllm"``, vLLM's automatic prefix caching: a request whose prompt
@@ -238,6 +241,11 @@ class Scenario:
                 "scheduler='dynamic_batch' with async_scheduling or decode_node: vllm-ascend's SchedulerDynamicBatch"
                 " is a synchronous scheduler (under an asynchronous engine a deployment still builds it; not"
                 " driven), on a node that computes its prompts"
+            )
+        if self.scheduler == "short_request_first" and self.decode_node:
+            raise ValueError(
+                "scheduler='short_request_first' with decode_node=True: vllm-ascend refuses ShortRequestFirst on a"
+                " decode node (kv_role='kv_consumer'); it orders a node that computes its prompts"
             )
         least, most = self.kv_blocks_bounds
         if self.kv_blocks and not least <= self.kv_blocks <= most:

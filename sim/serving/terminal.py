@@ -81,6 +81,10 @@ SCHEDULER_NAMES = {
     ("recompute", False): "vllm-ascend's RecomputeScheduler",
     ("recompute", True): "vllm-ascend's AsyncRecomputeScheduler",
     ("dynamic_batch", False): "vllm-ascend's dynamic batch (its SchedulerDynamicBatch)",
+    ("short_request_first", False): "vllm-ascend's ShortRequestFirst order (its BalanceScheduler, balance off)",
+    ("short_request_first", True): "vllm-ascend's ShortRequestFirst order (its ShortRequestFirstAsyncScheduler)",
+    ("batch_job_aware", False): "vllm-ascend's BatchJobAwareScheduler",
+    ("batch_job_aware", True): "vllm-ascend's BatchJobAwareAsyncScheduler",
 }
 
 

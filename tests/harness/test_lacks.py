@@ -106,8 +106,8 @@ def _features_used() -> set[Feature]:
 
 
 # Used otherwise: unpadded with full graphs, and a draft model's full graphs and kernel blocks, through ``used``; reduce
-# sampling by vllm-ascend's TP suites; its balance, recompute and dynamic batch schedulers by its schedulers'
-# suite (its pins read the lacks).
+# sampling by vllm-ascend's TP suites; its balance, recompute and dynamic batch schedulers and main's waiting-queue
+# orders by its schedulers' suite (its pins read the lacks).
 OTHERWISE_USED = (
     Feature.UNPADDED_FULL_GRAPHS,
     Feature.DRAFT_MODEL_FULL_GRAPHS,
@@ -116,6 +116,8 @@ OTHERWISE_USED = (
     Feature.BALANCE_SCHEDULING,
     Feature.RECOMPUTE_SCHEDULER,
     Feature.DYNAMIC_BATCH,
+    Feature.SHORT_REQUEST_FIRST,
+    Feature.BATCH_JOB_AWARE,
 )
 
 

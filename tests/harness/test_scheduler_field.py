@@ -21,7 +21,8 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
     [
         (
             {"scheduler": "fifo"},
-            (r"scheduler='fifo': expected one of \('own', 'vllm', 'balance', 'recompute', 'dynamic_batch'\)"),
+            r"scheduler='fifo': expected one of \('own', 'vllm', 'balance', 'recompute', 'dynamic_batch', "
+            r"'short_request_first', 'batch_job_aware'\)",
         ),
         ({"kv_blocks": 40}, r"kv_blocks=40 with scheduler='own': the loop's own schedule never preempts"),
         ({"scheduler": "vllm", "kv_blocks": 3}, r"kv_blocks=3: expected 0 or a number in \[26, "),
@@ -34,6 +35,10 @@ pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
         (
             {"scheduler": "dynamic_batch", "decode_node": True},
             r"scheduler='dynamic_batch' with async_scheduling or decode_node: vllm-ascend's SchedulerDynamicBatch is",
+        ),
+        (
+            {"scheduler": "short_request_first", "decode_node": True},
+            r"scheduler='short_request_first' with decode_node=True: vllm-ascend refuses ShortRequestFirst on a",
         ),
         (
             {"scheduler": "vllm", "decode_node": True, "prefix_caching": True},
@@ -77,7 +82,7 @@ def test_every_prompt_begins_with_the_shared_prefix_and_none_changes_nothing():
     assert [p[6:] for p in after] == [p[6:] for p in before]  # past the prefix, the prompts drawn before
 
 
-@pytest.mark.parametrize("name", ["balance", "recompute", "dynamic_batch"])
+@pytest.mark.parametrize("name", ["balance", "recompute", "dynamic_batch", "short_request_first", "batch_job_aware"])
 def test_vllm_ascends_own_scheduler_without_vllm_ascend_is_refused_naming_what_it_needs(monkeypatch, name):
     """vllm-ascend's own schedulers are the installed vllm-ascend's: an env without it says so by name."""
     from sim.impls.kit import vllm_schedule

@@ -22,14 +22,9 @@ model as tokens) stop the run with ``SchedulerDefect``, naming them.
 
 With ``Scenario.prefix_caching``, vLLM's prefix caching (blocks hashed as its engine core hashes them): a
 request starting past the blocks it found cached computes from there, into the blocks it shares. The
-configuration is the kit's tiny
-``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler reads it. vllm-ascend's
-platform replaces vLLM's ``Scheduler`` in a deployment by its ``BalanceScheduler``
-(``patch_balance_schedule``), which schedules as vLLM's unless its balance scheduling across DP ranks is
-on or a PD prefill node turns preemption off: ``Scenario.scheduler = "balance"`` drives the first
-(``sim.impls.kit.ascend.schedulers``, which applies the platform's patches of vLLM's scheduler to every run
-under vllm-ascend, and drives its recompute scheduler of decode nodes: ``recompute``), the second is not
-driven.
+configuration is the kit's tiny ``VllmConfig`` (``tiny_config``) with the scenario's sizes; only the scheduler
+reads it. Under vllm-ascend the platform's patches of vLLM's scheduler apply to every run, and vllm-ascend's own
+schedulers (``ASCENDS``) are driven as vLLM's is (``sim.impls.kit.ascend.schedulers``).
 
 Every step's blocks must hold every position its drafts write the draft layer's KV at; a scheduler that
 hands fewer (a first scheduling given no lookahead slots, vLLM's rule before #43733) stops the run naming it.
@@ -141,7 +136,8 @@ def vllm_config(scenario: Scenario):
     return config
 
 
-ASCENDS = ("balance", "recompute", "dynamic_batch")  # vllm-ascend's own schedulers (Scenario.scheduler)
+# vllm-ascend's own schedulers (Scenario.scheduler)
+ASCENDS = ("balance", "recompute", "dynamic_batch", "short_request_first", "batch_job_aware")
 
 
 def _ascend(name: str):
@@ -162,14 +158,15 @@ def _ascend(name: str):
 class VllmSchedule:
     """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (vllm-ascend's own where the
     scenario names one: its ``BalanceScheduler``, or vLLM's ``AsyncScheduler`` over it; a decode node's
-    ``RecomputeScheduler``; the dynamic batch's ``SchedulerDynamicBatch``), deciding a serving run's schedule
+    ``RecomputeScheduler``; the dynamic batch's ``SchedulerDynamicBatch``; main's waiting-queue orders), deciding a serving run's schedule
     (``sim.serving.simulator.Scheduler``).
     ``events`` counts what it did that the loop's own schedule never does: ``preempted`` (a request's KV
     dropped, computed again from its first token), ``counted ahead`` (a request scheduled with its in-flight
     step's rejected drafts counted as accepted), ``ran after finishing`` (a step scheduled before the one that
     finished its request), ``prefix cache hits``, ``last prompt tokens padded with placeholders``, ``admissions
     held for balance`` (a step after which a rank with room and waiting requests admits none, a peer having
-    run its maximum), ``prompts received`` (a decode node's loads) and ``sent back to a prefill node``."""
+    run its maximum), ``prompts received`` (a decode node's loads), ``sent back to a prefill node`` and
+    ``admitted ahead of an earlier request`` (from the waiting queue, while one added before it waits there)."""
 
     def __init__(self, scenario: Scenario):
         config = vllm_config(scenario)
@@ -187,6 +184,8 @@ class VllmSchedule:
             self.scheduler = self._class()(
                 config, cache, outputs.StructuredOutputManager(config), block_size=scenario.block_size
             )
+        if own:
+            self.ascend.check_built(self.name, self.scheduler)
         # balance scheduling on DP ranks: the engines' per-step all-gather of their running counts
         self.dp_group = (
             _import("vllm.distributed.parallel_state").get_dp_group().cpu_group
@@ -218,6 +217,7 @@ class VllmSchedule:
         self.ahead = None  # asynchronous: the next step, scheduled before the last one's output (and its blocks)
         self.rejected: dict[str, int] = {}  # asynchronous: the drafts each request's step in flight rejects
         self.events: Counter = Counter()
+        self.added: list[str] = []  # the requests, in the order they were added
 
     def sent_back(self) -> set[int]:
         """The requests a decode node's recompute scheduler sent back to a prefill node since last asked."""
@@ -248,13 +248,27 @@ class VllmSchedule:
         prompt = list(req.tokens[: req.prompt_len])
         hashes = {"block_hasher": self._hasher} if self._hasher is not None else {}
         self.scheduler.add_request(self._request(f"r{req.rid}", prompt, params, None, **eos, **hashes))
+        self.added.append(f"r{req.rid}")
 
     def _scheduled(self):
         """vLLM's next step, and each scheduled request's blocks as its KV cache manager holds them now (a
         request finished before the step runs has none by then)."""
         out = self.scheduler.schedule()
+        self._count_admissions_ahead(out)
         blocks = self.scheduler.kv_cache_manager.get_block_ids
         return out, {name: list(blocks(name)[0]) for name in out.num_scheduled_tokens}
+
+    def _count_admissions_ahead(self, out) -> None:
+        """Counts the requests ``out`` schedules from the waiting queue while one added before them still waits
+        there (a waiting-queue order of vllm-ascend's; vLLM's own admits first come, first served)."""
+        waiting = [r.request_id for r in (*self.scheduler.waiting, *getattr(self.scheduler, "skipped_waiting", ()))]
+        if not waiting:
+            return
+        first_waiting = min(map(self.added.index, waiting))
+        admitted = [r.req_id for r in out.scheduled_new_reqs]
+        admitted += getattr(out.scheduled_cached_reqs, "resumed_req_ids", ())
+        ahead = sum(self.added.index(n) > first_waiting for n in admitted)
+        self.events["admitted ahead of an earlier request"] += ahead
 
     def schedule(self, running: dict[int, RequestState]) -> list[tuple[RequestState, list[int]]]:
         """The step vLLM schedules: per request, its rows (a prefill's chunk, or the token it continues

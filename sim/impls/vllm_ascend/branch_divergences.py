@@ -285,8 +285,8 @@ HOST_READS_0_18 = (
 
 
 # What a generation has that 0.23.0's table says it lacks: main's BalanceScheduler copies vLLM 0.24's schedule,
-# which gives a first scheduling its lookahead slots (vLLM #43733).
-HAS_OWN = {"main": (Feature.BALANCE_SCHEDULING,)}
+# which gives a first scheduling its lookahead slots (vLLM #43733); main's waiting-queue orders.
+HAS_OWN = {"main": (Feature.BALANCE_SCHEDULING, Feature.SHORT_REQUEST_FIRST, Feature.BATCH_JOB_AWARE)}
 
 
 @functools.cache

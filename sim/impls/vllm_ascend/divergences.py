@@ -341,6 +341,9 @@ LACKS = {
     ),
     Feature.BALANCE_SCHEDULING: Skip(BALANCE_WITHOUT_LOOKAHEAD),
     Feature.DYNAMIC_BATCH: Skip(DYNAMIC_BATCH_WITHOUT_LOOKAHEAD),
+    # main's waiting-queue orders (branch_divergences.HAS_OWN)
+    Feature.SHORT_REQUEST_FIRST: Skip("0.23.0 has no ShortRequestFirst scheduling (main's, vllm-ascend #11576)"),
+    Feature.BATCH_JOB_AWARE: Skip("0.23.0 has no batch-job-aware scheduler (main's, vllm-ascend #12240)"),
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the

@@ -12,6 +12,10 @@ The dynamic batch of releases up to 0.23.0 (``dynamic_batch``, synchronous): the
 ``SchedulerDynamicBatch``; the same rule in its copy (``LACKS``' ``dynamic-batch-scheduler-first-scheduling-without-
 lookahead``) stops it; main has none (``LACKS_OWN``).
 
+Main's waiting-queue orders over vLLM's schedule (``short_request_first``, ``batch_job_aware``; 0.23.0 has neither:
+``LACKS``): the same preempting run, sync and async, every call the reference's and every output the target's own,
+some request admitted ahead of one that arrived before it.
+
 A decode node's recompute scheduler (``recompute``): ``DECODE_NODE``, each prompt's KV loaded through vLLM's KV
 connector, each request's first step its last prompt token with placeholder drafts, and on 13 blocks requests
 sent back to a prefill node where vLLM's would preempt them here."""
@@ -75,6 +79,42 @@ def _serves_or_stops_at_a_first_scheduling(scenario, feature: Feature, device, i
     where = f"Feature.{feature.name} from its LACKS (sim/impls/vllm_ascend/divergences.py)"
     said = "its first scheduling from the waiting queue got no lookahead slots"
     _stops_at(known, where, SchedulerDefect, said, scenario, device, impl)
+
+
+ORDERS = {"short_request_first": Feature.SHORT_REQUEST_FIRST, "batch_job_aware": Feature.BATCH_JOB_AWARE}
+# Long and short prompts waiting at once for two rows on 13 blocks: an order admits some ahead of earlier ones
+# (ShortRequestFirst the short prompts, of up to 8 tokens; the batch-job-aware queue by prompt length after its
+# first three), and vLLM preempts
+QUEUED = dataclasses.replace(
+    GREEDY,
+    max_num_reqs=2,
+    requests=(
+        RequestSpec(0, 14, 12),
+        RequestSpec(0, 11, 12),
+        RequestSpec(0, 12, 10),
+        RequestSpec(0, 5, 12),
+        RequestSpec(1, 6, 10),
+        RequestSpec(1, 20, 8),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "asynchronous", [False, pytest.param(True, marks=USES_ASYNC_SCHEDULING)], ids=["sync", "async"]
+)
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_mains_waiting_queue_orders_serve_the_drafter(device, impl, name, asynchronous, request):
+    """Every call equals the reference and every output is the target's own, on vLLM's schedule over the order's
+    waiting queue; the case still preempts, and the order admitted a request ahead of an earlier one (vLLM's
+    first come, first served never does here)."""
+    known = impl.lacking({ORDERS[name]}, device.name)
+    if known is not None:
+        pytest.skip(known)
+    scenario = dataclasses.replace(QUEUED, scheduler=name, async_scheduling=asynchronous)
+    report = check_implementation(impl, scenario, device, request.node.name)
+    check_greedy_outputs(scenario, report)
+    events = report.scheduler_events
+    assert events["preempted"] > 0 and events["admitted ahead of an earlier request"] > 0, events
 
 
 @pytest.mark.parametrize(
@@ -143,6 +183,7 @@ OWN = {
     "balance": Feature.BALANCE_SCHEDULING,
     "recompute": Feature.RECOMPUTE_SCHEDULER,
     "dynamic_batch": Feature.DYNAMIC_BATCH,
+    **ORDERS,
 }
 
 
@@ -153,7 +194,8 @@ OWN = {
 @given(scenario=scheduled_by_vllm(asynchronous=True), name=st.sampled_from(sorted(OWN)))
 def test_vllm_ascends_own_schedulers_schedules_match_reference(device, impl, asynchronous, scenario, name, request):
     """Drawn requests on vllm-ascend's own schedulers, each the checkout has (one it lacks: its pin above):
-    balance scheduling on one rank, the recompute scheduler on a decode node, the dynamic batch synchronously.
+    balance scheduling on one rank, the recompute scheduler on a decode node, the dynamic batch synchronously,
+    main's waiting-queue orders.
     A run reaching a defect of the scheduler (``SchedulerDefect``: one of ``STOPS_A_RUN``, the pins', or
     another) is compared up to that step."""
     known = impl.lacking({OWN[name]}, device.name)

@@ -1,5 +1,6 @@
 """vLLM's scheduler as vllm-ascend's platform deploys it, and vllm-ascend's own schedulers
-(``Scenario.scheduler``: ``vllm`` under vllm-ascend, ``balance``, ``recompute``, ``dynamic_batch``).
+(``Scenario.scheduler``: ``vllm`` under vllm-ascend, ``balance``, ``recompute``, ``dynamic_batch``,
+``short_request_first``, ``batch_job_aware``).
 
 vllm-ascend's platform patches vLLM's scheduler and KV cache manager in every deployment
 (``patch/platform``): the KV cache's free-block order, the KV cache coordinator, and on 0.23.0 the blocks of
@@ -13,9 +14,10 @@ by a copy of vLLM's ``Scheduler.schedule`` of its own, in which no rank admits a
 rank ran its maximum of requests at the last step: each DP engine all-gathers its scheduler's running count
 once per step (``balance_gather``, after the engines' all-reduce of whether any has work). Its module's
 replacement of vLLM's globals is undone, so vLLM's own scheduler stays vLLM's (with balance scheduling off the
-replacement schedules as vLLM's). Asynchronously a deployment's scheduler is vLLM's ``AsyncScheduler`` over
-``BalanceScheduler`` (vLLM imports ``async_scheduler`` when the engine asks for its scheduler class, after the
-patch): that module is executed afresh over it.
+replacement schedules as vLLM's; on a PD prefill node, where it turns preemption off, it is not driven).
+Asynchronously a deployment's scheduler is vLLM's ``AsyncScheduler`` over ``BalanceScheduler`` (vLLM imports
+``async_scheduler`` when the engine asks for its scheduler class, after the patch): that module is executed
+afresh over it.
 
 The recompute scheduler of a PD decode node (``recompute_scheduler_enable``, a KV consumer): its
 ``RecomputeScheduler`` (``AsyncRecomputeScheduler`` asynchronously) gives a new MTP request placeholder drafts
@@ -28,6 +30,16 @@ platform replaces the scheduler class by its ``SchedulerDynamicBatch``, a decode
 token budget a refiner sets from a latency table the deployment downloads; without the table (none here: it is
 measured on an NPU) the refiner keeps the configured budget and the copy schedules alone. A deployment under
 asynchronous scheduling still builds this synchronous class (vLLM takes a configured class as it is): not driven.
+
+Main's waiting-queue orders (``short_request_first_config``, #11576; ``batch_job_sched_config``, #12240; not in
+0.23.0): vLLM's own schedule over a waiting queue of vllm-ascend's, which decides whom it admits next, and so
+what lands in a freed row of the runner's batch. ShortRequestFirst: three lanes (preempted requests, prompts of
+up to ``SHORT_PROMPT`` tokens, the rest), its queue installed by main's ``BalanceScheduler`` (the platform's
+replacement of vLLM's ``Scheduler`` in every deployment, balance scheduling off) or, asynchronously, by its
+``ShortRequestFirstAsyncScheduler``; its aging of long prompts by the wall clock is off (``long_max_wait_ms`` 0),
+so that a run replays. BatchJobAware: its ``BatchJobAwareScheduler`` (``BatchJobAwareAsyncScheduler``), admitting
+by prompt length within what its reserve for the running requests' next steps (their drafts' lookahead
+included) leaves of the free blocks; every request here is of one job (no ``#job_name[...]#`` in its id).
 """
 
 from __future__ import annotations
@@ -41,15 +53,36 @@ from pathlib import Path
 PLATFORM = "vllm_ascend/patch/platform"
 # the platform's patches of vLLM's scheduler and KV cache manager, in the order its package imports them
 SCHEDULER_PATCHES = ("patch_kv_cache_utils", "patch_async_swa_kv_lifetime", "patch_kv_cache_coordinator")
-CONFIGS = {  # additional_config selecting each (0.23.0's keys; main also reads them, deprecated)
+SHORT_PROMPT = 8  # ShortRequestFirst's threshold: the tiny scenarios' prompts run from 1 token to the model's length
+CONFIGS = {  # additional_config selecting each (0.23.0's keys, main also reads them, deprecated; then main's)
     "balance": {"enable_balance_scheduling": True},
     "recompute": {"recompute_scheduler_enable": True},
     "dynamic_batch": {"SLO_limits_for_dynamic_batch": 50},  # a latency limit in ms: any positive one enables it
+    "short_request_first": {
+        "scheduler_config": {
+            "short_request_first_config": {"enabled": True, "threshold": SHORT_PROMPT, "long_max_wait_ms": 0}
+        }
+    },
+    "batch_job_aware": {"scheduler_config": {"batch_job_sched_config": {"enabled": True}}},
 }
 # each scheduler's module in the checkout, where vllm-ascend's own (balance scheduling's: a platform patch)
 MODULES = {
     "recompute": "vllm_ascend.core.recompute_scheduler",
     "dynamic_batch": "vllm_ascend.core.scheduler_dynamic_batch",
+    "short_request_first": "vllm_ascend.core.short_request_first_scheduler",
+    "batch_job_aware": "vllm_ascend.core.batch_job_aware_scheduler",
+}
+# each scheduler's class, synchronous and asynchronous (None: the platform's replacement of vLLM's Scheduler,
+# main's BalanceScheduler, which installs the ShortRequestFirst queue itself)
+CLASSES = {
+    "recompute": ("RecomputeScheduler", "AsyncRecomputeScheduler"),
+    "dynamic_batch": ("SchedulerDynamicBatch", "SchedulerDynamicBatch"),
+    "short_request_first": (None, "ShortRequestFirstAsyncScheduler"),
+    "batch_job_aware": ("BatchJobAwareScheduler", "BatchJobAwareAsyncScheduler"),
+}
+QUEUES = {  # the waiting queue each order policy puts in its scheduler
+    "short_request_first": "ShortRequestFirstRequestQueue",
+    "batch_job_aware": "BatchJobAwareRequestQueue",
 }
 
 
@@ -114,17 +147,26 @@ def _async_over_balance():
 
 
 def scheduler_class(name: str, asynchronous: bool):
-    """The class a deployment builds for vllm-ascend's scheduler ``name`` (``balance``, ``recompute``,
-    ``dynamic_batch``); ``ValueError`` where the checkout has none."""
+    """The class a deployment builds for vllm-ascend's scheduler ``name`` (``balance``, or one of ``MODULES``);
+    ``ValueError`` where the checkout has none."""
     if name == "balance":
         return _async_over_balance() if asynchronous else _balance_module().BalanceScheduler
     path = Path(_import("vllm_ascend").__file__).parent.parent / (MODULES[name].replace(".", "/") + ".py")
     if not path.exists():
         raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({path.name} is absent)")
     module = _import(MODULES[name])
-    if name == "dynamic_batch":
-        return module.SchedulerDynamicBatch
-    return module.AsyncRecomputeScheduler if asynchronous else module.RecomputeScheduler
+    cls = CLASSES[name][asynchronous]
+    return _balance_module().BalanceScheduler if cls is None else getattr(module, cls)
+
+
+def check_built(name: str, scheduler) -> None:
+    """``RuntimeError`` where ``scheduler``, built for ``name``, does not wait its requests in that policy's queue
+    (a checkout whose configuration no longer selects it would run vLLM's order unseen)."""
+    if name in QUEUES and type(scheduler.waiting).__name__ != QUEUES[name]:
+        raise RuntimeError(
+            f"scheduler={name!r}: {type(scheduler).__name__} waits its requests in a {type(scheduler.waiting).__name__},"
+            f" not vllm-ascend's {QUEUES[name]}: this checkout's configuration does not select it"
+        )
 
 
 @contextlib.contextmanager
