@@ -17,11 +17,8 @@ context is read, each request's rows attend to its rows of this forward alone
 (``AttentionMeta.own_rows_only``); that state on a forward whose requests have context before their
 rows fails by name (``metadata_checks.check_no_context``), and the drafts show it too.
 
-One stand-in, for plumbing: the build copies ``query_start_loc_cpu`` to the device through
-``pin_memory()``, which needs the NPU's host allocator, and the MLA builder its chunked context's
-lengths through ``Tensor.npu()``, which torch_npu adds; here the host memory is the device's, pinning
-is a copy and ``.npu()`` a copy to the proposer's device (``unpinned_host_memory``; the rejection
-sampler's ``torch.tensor(..., pin_memory=True)`` and the like are unpinned). The kernels (``npu_fused_infer_attention_score``) are
+One stand-in, for plumbing: the build's pinned host copies are plain ones on the simulator
+(``sim.impls.kit.ascend.host_memory``). The kernels (``npu_fused_infer_attention_score``) are
 the tiny attention's, reading exactly those fields.
 """
 
@@ -34,43 +31,13 @@ import torch
 
 from devices.sim import early_reads
 from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.ascend.world import build_device
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
 from sim.impls.vllm_ascend import kernel_blocks, mla, sfa
 
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
-
-
-_FACTORIES = ("tensor", "arange", "empty", "zeros", "ones", "full")
-
-
-def _unpinned(factory):
-    return functools.wraps(factory)(lambda *args, pin_memory=False, **kwargs: factory(*args, **kwargs))
-
-
-@contextlib.contextmanager
-def unpinned_host_memory():
-    """``Tensor.pin_memory`` as a copy, the factories' ``pin_memory=True`` ignored and ``Tensor.npu()`` a
-    copy to the proposer's device, inside the block: on the simulator host memory is the device's."""
-    saved = {name: getattr(torch, name) for name in _FACTORIES}
-    pin, npu = torch.Tensor.pin_memory, vars(torch.Tensor).get("npu")
-    device = build_device()
-    torch.Tensor.pin_memory = lambda self, *args, **kwargs: self.clone()
-    torch.Tensor.npu = lambda self, *args, **kwargs: self.to(device)
-    for name, factory in saved.items():
-        setattr(torch, name, _unpinned(factory))
-    try:
-        yield
-    finally:
-        torch.Tensor.pin_memory = pin
-        if npu is None:
-            del torch.Tensor.npu
-        else:
-            torch.Tensor.npu = npu
-        for name, factory in saved.items():
-            setattr(torch, name, factory)
 
 
 @functools.cache

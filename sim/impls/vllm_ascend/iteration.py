@@ -31,9 +31,9 @@ import torch
 from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import runner_source
+from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import handoff, torch_cuda
-from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.runner_samples import RunnerSampled
 
 PLATFORM_PATCH = "vllm_ascend/patch/platform/patch_pp_mtp.py"

@@ -1,7 +1,7 @@
 """vllm-ascend's rejection sampler (``vllm_ascend.sample.rejection_sampler.rejection_sample``) as
 ``kit.rejection`` runs one: its Triton kernels (triton-ascend's ``get_element`` interpreted,
 ``fake_torch_npu``), or, with ``triton=False``, its torch fallback, what ``HAS_TRITON = False``
-selects in vllm-ascend itself; pinned host buffers as plain ones (``builders.unpinned_host_memory``).
+selects in vllm-ascend itself; pinned host buffers as plain ones (``sim.impls.kit.ascend.host_memory``).
 
 ``prepared_top_k``: the top-k the runner's ``_sample`` hands its rejection sampler under reduce sampling
 (``prepare_sampling``), for a batch's requests' top-ks on a TP rank of some columns (``runner_top_k``: in
@@ -19,9 +19,9 @@ import torch
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit import rejection as kit
 from sim.impls.kit.ascend import runner_source, world
+from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
-from sim.impls.vllm_ascend.builders import unpinned_host_memory
 from sim.oracle.rejection import Verification
 
 MODULE = "vllm_ascend.sample.rejection_sampler"

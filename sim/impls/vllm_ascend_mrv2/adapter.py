@@ -66,7 +66,7 @@ def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None
     """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it."""
     spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     spec.model = model
-    spec.attn_groups = [[group or AscendMetadataGroup()]]
+    spec.attn_groups = [[group or AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size)]]
     spec.kv_cache_config = KV_CACHE_CONFIG
     spec.draft_attn_layer_names = {LAYER}
     spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
@@ -189,8 +189,9 @@ class AscendMrv2Proposer(EagerAdapter):
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
         super().__init__(cfg, model, device, mode)
         self.model = AscendMrv2TinyMtp(model)
-        self.group = AscendMetadataGroup()
-        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
+        spec = build.speculator(cfg.hidden_size, cfg.method)
+        self.group = AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size)
+        mrv2_runner.start_fresh(spec)  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""

@@ -4,12 +4,10 @@ vllm-ascend's MRV2 speculator builds every step's attention metadata through its
 ``build_attn_metadata`` (``worker/v2/attn_utils.py``), which asks each attention group's builder to
 ``build(common_prefix_len=0, common_attn_metadata=AscendCommonAttentionMetadata)``, and then edits
 the built metadata before (0.23.0) or after (main) the step's forward: ``seq_lens_list``,
-``actual_seq_lengths_q``, ``seq_lens_cpu``, ``attn_state``. ``AscendMetadataGroup`` is that group
-and its builder: it returns vllm-ascend's own ``AscendMetadata``, filled as
-``AscendAttentionMetadataBuilder.build`` (attention_v1.py, 0.23.0 and main) fills it: the host
-lengths from ``_seq_lens_cpu``, else ``seq_lens_cpu``, else the device's, taken as a list
-(``seq_lens_list``), ``actual_seq_lengths_q`` from ``query_start_loc_cpu``, the block table and the
-slots (``slot_mapping[:num_actual_tokens]``).
+``actual_seq_lengths_q``, ``seq_lens_cpu``, ``attn_state``. ``AscendMetadataGroup`` is that group, the
+draft layer's KV-cache spec with it, and its builder the checkout's own ``AscendAttentionMetadataBuilder``
+(attention_v1.py), built as the runner's attention setup builds a GQA layer's, its builds on the
+simulator's host memory (``sim.impls.kit.ascend.host_memory``: plumbing); nothing of the build replaced.
 
 ``AscendMrv2TinyMtp`` reads that object at the forward, as the NPU kernels do: the fused attention
 (``npu_fused_infer_attention_score``) takes ``actual_seq_lengths_kv = seq_lens_list`` and
@@ -22,14 +20,16 @@ kernels take the lists). The draft model returns a tuple, as vllm-ascend's DeepS
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import torch
 
 from mtp.model import AttentionMeta
 from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.metadata_checks import host_seq_lens
+from sim.impls.kit.ascend.world import build_device
 from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
 
 __all__ = ["KV_CACHE_CONFIG", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta"]
@@ -40,35 +40,38 @@ KV_CACHE_CONFIG = SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=[
 
 
 class AscendMetadataGroup:
-    """Duck-types vLLM's ``AttentionGroup`` for vllm-ascend's ``build_attn_metadata``: its own builder."""
+    """Duck-types vLLM's ``AttentionGroup`` for vllm-ascend's ``build_attn_metadata``: the draft layer's group,
+    its builder the checkout's own ``AscendAttentionMetadataBuilder`` (``builder``)."""
 
     layer_names = [LAYER]
-    kv_cache_spec = None
     kv_cache_group_id = 0
 
-    def get_metadata_builder(self, ubatch_idx: int = 0):
-        return self
-
-    def build(self, common_prefix_len: int, common_attn_metadata, **_):
-        """vllm-ascend's ``AscendMetadata`` as ``AscendAttentionMetadataBuilder.build`` fills the fields
-        the eager kernels read (the FIA padding of a batch with fewer lengths than queries never arises
-        here: one length per request)."""
-        cad = common_attn_metadata
-        n = cad.num_reqs
-        seq_lens = host_seq_lens(cad)[:n]
-        metadata = import_ascend("vllm_ascend.attention.attention_v1").AscendMetadata
-        return metadata(
-            num_actual_tokens=cad.num_actual_tokens,
-            block_tables=cad.block_table_tensor,
-            query_start_loc=cad.query_start_loc_cpu[: n + 1].clone(),
-            seq_lens=seq_lens,
-            seq_lens_cpu=seq_lens,
-            seq_lens_list=seq_lens.tolist(),
-            max_query_len=cad.max_query_len,
-            actual_seq_lengths_q=cad.query_start_loc_cpu[1 : n + 1].tolist(),
-            slot_mapping=cad.slot_mapping[: cad.num_actual_tokens],
-            attn_state=cad.attn_state,
+    def __init__(self, vllm_config, block_size: int, head_size: int):
+        interface = import_ascend("vllm.v1.kv_cache_interface")
+        self.kv_cache_spec = interface.FullAttentionSpec(
+            block_size=block_size, num_kv_heads=1, head_size=head_size, dtype=torch.float32
         )
+        self.builder = _builder_class()(self.kv_cache_spec, self.layer_names, vllm_config, build_device())
+
+    def get_metadata_builder(self, ubatch_idx: int = 0):
+        return self.builder
+
+    def build(self, common_prefix_len: int, common_attn_metadata, **kwargs):
+        return self.builder.build(common_prefix_len, common_attn_metadata, **kwargs)
+
+
+@functools.cache
+def _builder_class() -> type:
+    """The checkout's ``AscendAttentionMetadataBuilder``, its builds on the simulator's host memory
+    (``unpinned_host_memory``: plumbing)."""
+    real = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder
+
+    class OnTheSimulator(real):
+        def build(self, *args, **kwargs):
+            with unpinned_host_memory():
+                return super().build(*args, **kwargs)
+
+    return OnTheSimulator
 
 
 def attention_meta(meta) -> AttentionMeta:

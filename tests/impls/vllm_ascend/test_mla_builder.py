@@ -13,9 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import Built, MetadataMismatch, check_unchanged
-from sim.impls.vllm_ascend import builders, mla
+from sim.impls.vllm_ascend import mla
 from sim.impls.vllm_ascend.build import configured
 
 PROBE = "mtp.mla_attn"  # an MLA draft layer, as the builder finds it in the static forward context
@@ -72,7 +73,7 @@ def test_draft_steps_share_the_mla_cos_sin_buffer(mla_builder):
     """Step 2's decode cos/sin, right at its build, are the next build's by its forward: both steps'
     are views of the one global ``_cos_mla`` / ``_sin_mla`` buffer (``use_cache=True``), which the
     SFA builder stopped using for drafts in #10878 (``use_cache=(draft_index is None)``)."""
-    with builders.unpinned_host_memory():
+    with unpinned_host_memory():
         two = mla_builder.build_for_drafting(_step([5, 9]), 1)
         assert torch.equal(two.decode.cos.flatten(1), torch.cos(torch.tensor([5.0, 9.0])[:, None] * FREQS))
         built = Built(2, {"decode.cos": two.decode.cos, "decode.sin": two.decode.sin})
@@ -85,7 +86,7 @@ def test_draft_steps_share_the_mla_cos_sin_buffer(mla_builder):
 
 def test_the_rest_of_a_steps_mla_metadata_is_its_own(mla_builder):
     """The lengths, query offsets and table of step 2's decode metadata are still its own after step 3's build."""
-    with builders.unpinned_host_memory():
+    with unpinned_host_memory():
         two = mla_builder.build_for_drafting(_step([5, 9]), 1)
         held = {"seq_lens_list": two.decode.seq_lens_list, "actual_seq_lengths_q": two.decode.actual_seq_lengths_q}
         built = Built(2, {**held, "block_table": two.decode.block_table})

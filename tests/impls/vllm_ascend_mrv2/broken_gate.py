@@ -17,8 +17,9 @@ from tests.impls.vllm_ascend_mrv2 import speculator_breaks as breaks
 ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
-# name -> (where: "module" (the AR speculator module) or "block-tables" or "speculator", the attribute, the
-# break, the speculator it applies to (generation.speculator_name) or None for both)
+# name -> (where: "module" (the AR speculator module), "block-tables", "speculator" or "builder" (the checkout's
+# attention metadata builder), the attribute, the break, the speculator it applies to
+# (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
@@ -40,6 +41,7 @@ VARIANTS = {
         breaks.decode_steps_labelled_prefill_no_cache,
         "main",
     ),
+    "builder-query-starts-as-ends": ("builder", "build", breaks.query_starts_as_ends, None),
 }
 
 
@@ -83,6 +85,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "module": lambda: import_ascend(AR),
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
+        "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
     }[where]()
     monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
 

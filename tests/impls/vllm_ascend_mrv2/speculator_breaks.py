@@ -1,7 +1,8 @@
 """The code vllm-ascend's MRV2 speculator runs, broken as a regression there would break it, for
 ``test_gate_catches`` and the whole-gate runs of ``broken_gate`` (``broken_gate.VARIANTS``): each takes
 the original function or method and returns the broken one. vLLM's MRV2 kernels' wrappers and
-``BlockTables`` (what vllm-ascend's speculator runs), or vllm-ascend's own host-length update.
+``BlockTables`` (what vllm-ascend's speculator runs), vllm-ascend's own host-length update, or the checkout's
+attention metadata builder its ``build_attn_metadata`` asks.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from sim.impls.kit.ascend.importing import import_ascend
+from tests.impls.fixes import edited
 
 
 def positions_not_advanced(update_draft_inputs):
@@ -65,3 +67,15 @@ def decode_steps_labelled_prefill_no_cache(label_decode_steps):
         return built
 
     return broken
+
+
+def query_starts_as_ends(build):
+    """``AscendAttentionMetadataBuilder.build`` handing the kernels each request's query start where its end
+    belongs (``actual_seq_lengths_q`` one request back): every request attends with the rows of the one before."""
+    return edited(
+        build,
+        (
+            "actual_seq_lengths_q = query_start_loc_cpu[1:].tolist()",
+            "actual_seq_lengths_q = query_start_loc_cpu[:-1].tolist()",
+        ),
+    )

@@ -4,7 +4,8 @@ Each case breaks one function (``broken_gate.VARIANTS``: a step's position not a
 position back, 0.23.0's host lengths not advanced) and runs the gate's step check under the
 generation's rules: it must fail. Without these, a modelled divergence could hide a real regression.
 The draft steps labelled ``PrefillNoCache`` (what the step check does not compare: the attention
-state) fail a serving run by name, at the forward that reads no cached context.
+state) fail a serving run by name, at the forward that reads no cached context; a broken metadata builder
+(the checkout's, which the speculator's ``build_attn_metadata`` asks) fails a serving run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def _applied(name: str, monkeypatch) -> None:
 def test_a_broken_speculator_fails_the_gate(monkeypatch, device, name):
     _applied(name, monkeypatch)
     assert_gate_fails(OPS.__class__(), core_checks.check_steps, rules(), device, padded=True, match=MATCH[name])
+
+
+def test_a_broken_builder_fails_a_serving_run(monkeypatch, device, impl):
+    """The speculator's metadata is the checkout's builder's: a builder handing each request's query start as
+    its end changes what the first pass attends with, and so its drafts."""
+    _applied("builder-query-starts-as-ends", monkeypatch)
+    assert_serving_runs_fail(impl, device, "builder-query-starts-as-ends", r"mismatch", padded=True)
 
 
 @pytest.mark.parametrize("name", STATES)

@@ -1,0 +1,45 @@
+"""Pinned host memory on the simulator: a plain copy (plumbing for vllm-ascend's builds and samplers).
+
+vllm-ascend's metadata builders copy host lengths to the device through ``pin_memory()``, which needs the NPU's
+host allocator, its MLA builder its chunked context's lengths through ``Tensor.npu()``, which torch_npu adds, and
+its rejection sampler makes ``torch.tensor(..., pin_memory=True)`` buffers. On the simulator host memory is the
+device's: pinning is a copy and ``.npu()`` a copy to the proposer's device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+from sim.impls.kit.ascend.world import build_device
+
+_FACTORIES = ("tensor", "arange", "empty", "zeros", "ones", "full")
+
+
+def _unpinned(factory):
+    return functools.wraps(factory)(lambda *args, pin_memory=False, **kwargs: factory(*args, **kwargs))
+
+
+@contextlib.contextmanager
+def unpinned_host_memory():
+    """``Tensor.pin_memory`` as a copy, the factories' ``pin_memory=True`` ignored and ``Tensor.npu()`` a
+    copy to the proposer's device, inside the block: on the simulator host memory is the device's."""
+    saved = {name: getattr(torch, name) for name in _FACTORIES}
+    pin, npu = torch.Tensor.pin_memory, vars(torch.Tensor).get("npu")
+    device = build_device()
+    torch.Tensor.pin_memory = lambda self, *args, **kwargs: self.clone()
+    torch.Tensor.npu = lambda self, *args, **kwargs: self.to(device)
+    for name, factory in saved.items():
+        setattr(torch, name, _unpinned(factory))
+    try:
+        yield
+    finally:
+        torch.Tensor.pin_memory = pin
+        if npu is None:
+            del torch.Tensor.npu
+        else:
+            torch.Tensor.npu = npu
+        for name, factory in saved.items():
+            setattr(torch, name, factory)
