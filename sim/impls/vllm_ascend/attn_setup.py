@@ -40,9 +40,9 @@ import functools
 
 import torch
 
+from sim.impls.kit.ascend import mla
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
-from sim.impls.vllm_ascend import mla
 from sim.impls.vllm_ascend.model import (
     INDEXER_LAYER,
     TinyAttentionBackend,

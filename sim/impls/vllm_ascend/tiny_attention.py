@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from sim.impls.kit.ascend import mla
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend import mla
 
 _lib = torch.library.Library("ascend_sim", "DEF")
 _lib.define(

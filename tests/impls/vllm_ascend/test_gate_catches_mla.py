@@ -2,7 +2,7 @@
 
 An MLA draft (``Scenario.draft_attn='mla'``) has its metadata built by the checkout's
 ``AscendMLAMetadataBuilder``, and the tiny attention reads what the MLA kernels read of it
-(``sim.impls.vllm_ascend.mla``): the decode part's host lengths and table, the prefill part's query
+(``sim.impls.kit.ascend.mla``): the decode part's host lengths and table, the prefill part's query
 offsets and chunked context, the slots, and the RoPE its cos and sin carry. Each break
 (``mla_breaks``) must fail the serving runs by name (the trace comparison: step, field, both values).
 A correct builder written otherwise passes: the checkout's with ``mla-draft-cos-sin-shared`` fixed

@@ -2,7 +2,7 @@
 ``_propose`` builds them: every step's metadata before the first forward.
 
 The gate drives the MLA builder in whole serving runs of an MLA draft (``Scenario.draft_attn='mla'``,
-``sim.impls.vllm_ascend.mla``); here it runs on its own, the checkout's code on the common metadata of
+``sim.impls.kit.ascend.mla``); here it runs on its own, the checkout's code on the common metadata of
 two consecutive draft steps, with vllm-ascend's rotary caches holding the tiny model's RoPE (cos and
 sin of ``position * 50 ** (-i / 8)``). What the decode attention of a step is handed must still be its
 own at its forward: it is not (``mla-draft-cos-sin-shared``).
@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sim.impls.kit.ascend import mla
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import Built, MetadataMismatch, check_unchanged
-from sim.impls.vllm_ascend import mla
 from sim.impls.vllm_ascend.build import configured
 
 PROBE = "mtp.mla_attn"  # an MLA draft layer, as the builder finds it in the static forward context

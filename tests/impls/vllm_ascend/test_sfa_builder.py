@@ -1,6 +1,6 @@
 """An SFA draft (``Scenario.draft_attn='sfa'``, a DeepSeek V3.2 / GLM-5 MTP layer's) through the checkout's
 ``AscendSFAMetadataBuilder``: its kernels read device tensors (lengths, table, slots, cos and sin), so what
-a step's forward reads is what the tensors it was handed hold then (``sim.impls.vllm_ascend.sfa``).
+a step's forward reads is what the tensors it was handed hold then (``sim.impls.kit.ascend.sfa``).
 
 - Under full graphs the checkout's draft steps replay the first pass's metadata
   (``sfa-graph-steps-replay-the-first-pass``: its rotation; on main its query offsets and key lengths

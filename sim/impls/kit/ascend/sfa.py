@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from sim.impls.kit.ascend import mla
 from sim.impls.kit.metadata_checks import COMPUTED, RecordedMeta
-from sim.impls.vllm_ascend import mla
 
 HELD = ("slot_mapping", "block_table", "seq_lens", "cum_query_lens")
 
