@@ -176,7 +176,7 @@ class VllmTinyMtp(nn.Module):
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **_):
         context = import_vllm("vllm.forward_context").get_forward_context()
         attn = self.attention(context)
-        if isinstance(attn, RecordedMeta):
+        if isinstance(attn, RecordedMeta) and attn.built is not None:
             check_unchanged(attn.built, self.calls + 1)
         check_no_context(self.calls + 1, attn)
         n = input_ids.shape[0]

@@ -34,13 +34,9 @@ as 128 whatever the blocks).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 
-import torch
-
-from sim.impls.kit.ascend import mla
+from sim.impls.kit.ascend import draft_layers, mla
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.vllm_model import LAYER
 from sim.impls.vllm_ascend.model import (
@@ -56,13 +52,6 @@ KV_CACHE_GROUPS = 2  # the target's, the draft's
 TARGET_BLOCKS_PER_DRAFT_BLOCK = 2  # the target group's block size: this many times the draft's
 
 
-def _spec(block_size: int, hidden_size: int):
-    interface = import_ascend("vllm.v1.kv_cache_interface")
-    return interface.FullAttentionSpec(
-        block_size=block_size, num_kv_heads=1, head_size=hidden_size, dtype=torch.float32
-    )
-
-
 BACKENDS = {LAYER: TinyAttentionBackend, INDEXER_LAYER: TinyIndexerBackend}  # each draft layer's backend (GQA)
 # the backend of ``LAYER`` per attention family
 FAMILIES = {"gqa": TinyAttentionBackend, "mla": TinyMlaBackend, "sfa": TinySfaBackend}
@@ -75,57 +64,22 @@ def backends(attn: str = "gqa") -> dict:
     return {**BACKENDS, LAYER: FAMILIES[attn]}
 
 
-class UnusedPrefillBackend:
-    """What vLLM's MLA builder keeps of an MLA layer's prefill kernels (from 0.27 on a clone of it per
-    builder); vllm-ascend's MLA builder never calls it."""
-
-    def clone(self):
-        return self
-
-
-@functools.cache
-def _layer_class(backend):
-    base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
-
-    class DraftAttention(base):
-        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec,
-        and its ``impl`` (the backend's) with the layer's head count, which vLLM's MLA builder reads
-        from 0.27 on (``get_num_attention_heads_from_layers``), and the ``prefill_backend`` it keeps."""
-
-        prefill_backend = UnusedPrefillBackend()
-
-        def __init__(self, num_heads: int):
-            super().__init__()
-            self.impl = backend.get_impl_cls()(num_heads)
-
-        def get_attn_backend(self):
-            return backend
-
-        def get_kv_cache_spec(self, vllm_config):
-            return _spec(vllm_config.cache_config.block_size, vllm_config.model_config.get_head_size())
-
-    return DraftAttention
-
-
 def register_draft_layers(vllm_config, layers=(LAYER,), attn: str = "gqa") -> None:
     """The draft's attention layers in ``vllm_config``'s static forward context (once each), ``LAYER``
     of the attention family ``attn``."""
-    context = vllm_config.compilation_config.static_forward_context
-    num_heads = vllm_config.model_config.get_num_attention_heads(vllm_config.parallel_config)
-    for name in layers:
-        cls = _layer_class(backends(attn)[name])
-        if not isinstance(context.get(name), cls):
-            context[name] = cls(num_heads)
+    draft_layers.register(vllm_config, {name: backends(attn)[name] for name in layers})
 
 
 def kv_cache_config(block_size: int, hidden_size: int, layers=(LAYER,)):
     """vLLM's ``KVCacheConfig``: the target's group, then the draft's (its ``layers``) at ``block_size``."""
     interface = import_ascend("vllm.v1.kv_cache_interface")
-    target = interface.KVCacheGroupSpec([TARGET_LAYER], _spec(TARGET_BLOCKS_PER_DRAFT_BLOCK * block_size, hidden_size))
+    target = interface.KVCacheGroupSpec(
+        [TARGET_LAYER], draft_layers.kv_cache_spec(TARGET_BLOCKS_PER_DRAFT_BLOCK * block_size, hidden_size)
+    )
     # vLLM 0.18's groups have no is_eagle_group: its drafter finds its group by its layers' names.
     fields = {f.name for f in dataclasses.fields(interface.KVCacheGroupSpec)}
     eagle = {"is_eagle_group": True} if "is_eagle_group" in fields else {}
-    draft = interface.KVCacheGroupSpec(list(layers), _spec(block_size, hidden_size), **eagle)
+    draft = interface.KVCacheGroupSpec(list(layers), draft_layers.kv_cache_spec(block_size, hidden_size), **eagle)
     return interface.KVCacheConfig(num_blocks=0, kv_cache_tensors=[], kv_cache_groups=[target, draft])
 
 
@@ -162,20 +116,5 @@ def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") ->
     kernel = kernel_block_sizes(config, attn)
     (gid,) = [g for g, group in enumerate(config.kv_cache_groups) if LAYER in group.layer_names]
     proposer.kernel_block_size = kernel[gid][0]  # load_model's (it runs first), for the draft's group
-    with drafting(proposer.vllm_config, proposer.num_speculative_tokens), current(proposer.vllm_config):
+    with draft_layers.drafting(proposer.vllm_config, proposer.num_speculative_tokens), current(proposer.vllm_config):
         proposer.initialize_attn_backend(config, kernel[0])
-
-
-@contextlib.contextmanager
-def drafting(vllm_config, num_speculative_tokens: int):
-    """``vllm_config``'s speculative config drafting ``num_speculative_tokens`` inside the block: the
-    metadata builders read it when built (their ``decode_threshold``, ``num_speculative_tokens + 1``),
-    as a runner's are built for the configuration it serves. The proposer is built once, for the most
-    drafts any call takes (``world.MAX_SPEC_TOKENS``, its per-step buffers)."""
-    spec = vllm_config.speculative_config
-    built_for = spec.num_speculative_tokens
-    spec.num_speculative_tokens = num_speculative_tokens
-    try:
-        yield
-    finally:
-        spec.num_speculative_tokens = built_for

@@ -63,10 +63,13 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
 
 
 def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None):
-    """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it."""
+    """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it (``group``:
+    the draft layer's; None: a GQA layer's)."""
     spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     spec.model = model
-    spec.attn_groups = [[group or AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size)]]
+    group = group or AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens)
+    generation.set_attn_architecture(spec, group.attn)
+    spec.attn_groups = [[group]]
     spec.kv_cache_config = KV_CACHE_CONFIG
     spec.draft_attn_layer_names = {LAYER}
     spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
@@ -186,11 +189,13 @@ class AscendMrv2Proposer(EagerAdapter):
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager"):
+    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa"):
         super().__init__(cfg, model, device, mode)
         self.model = AscendMrv2TinyMtp(model)
         spec = build.speculator(cfg.hidden_size, cfg.method)
-        self.group = AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size)
+        self.group = AscendMetadataGroup(
+            spec.vllm_config, cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, draft_attn
+        )
         mrv2_runner.start_fresh(spec)  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:

@@ -6,7 +6,8 @@ rank); ``init_speculator`` picks the class as the NPU model runner does. One spe
 size serves every case, its per-call sizes set by the kit (``mrv2_runner.resize``). What ``load_model``
 and ``set_attn`` would wire from a loaded model and a KV-cache config is set by the adapter: the draft
 model, the attention group, the KV-cache config, the runner's block tables (the kit's
-``mrv2_runner.block_tables``), the flat attention handling (``generation.as_flat_attention``).
+``mrv2_runner.block_tables``), the per-step metadata handling of the draft layer's family
+(``generation.set_attn_architecture``, set by the adapter per call).
 No CUDA/ACL-graph manager is made (eager only: ``propose(is_profile=True)``).
 """
 
@@ -35,7 +36,6 @@ def _speculator(hidden_size: int, method: str):
     vllm_config = world.vllm_config(hidden_size, method)
     world.single_rank_world(vllm_config)
     spec = init(vllm_config, world.build_device())
-    generation.as_flat_attention(spec)
     return spec
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
 from sim.impls.kit import mrv2_loop, tables
@@ -122,15 +123,23 @@ LACKS = tables.lacks(
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE, Feature.EAGLE3),
+    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT),
 )
+# 0.23.0's speculator has one per-step metadata handling, the flat one (main's picks it by the draft layer's backend)
+FLAT_ONLY = {
+    Feature.MLA_DRAFT: Skip(
+        "0.23.0's MRV2 speculator updates each draft step's flat AscendMetadata lists only (no attn_architecture): "
+        "an MLA draft layer's decode part is main's"
+    )
+}
 
 
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0``, ``0.26.0``
     or ``main``): its entries only, and the rules that model them."""
     kept = {i: d for i, d in DIVERGENCES.items() if generation in GENERATION.get(i, (generation,))}
-    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=LACKS)
+    lacks = {**LACKS, **FLAT_ONLY} if generation == "0.23.0" else LACKS
+    return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks)
 
 
 RULES = rules_of(d for i, d in DIVERGENCES.items() if i not in GENERATION)  # the entries of both generations

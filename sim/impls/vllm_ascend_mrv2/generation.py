@@ -14,8 +14,8 @@ by what their modules and classes hold, not by version.
   kernel: the generation ``0.26.0``.
 - ``_multi_step_decode``: main's takes the batch's host upper bound of ``seq_lens`` (vLLM 0.27), 0.23.0's not.
 - main picks its per-step metadata handling by ``attn_architecture`` (``set_attn`` derives it from the
-  draft layer's backend class); the adapter's attention is the flat one (``GQA``, ``AscendAttentionBackend``).
-  0.23.0 has one handling, the flat one.
+  draft layer's backend class): the flat one (``GQA``) or MLA's (its decode part's lists). 0.23.0 has one
+  handling, the flat one.
 
 What differs at import (main's ``sfa_v1`` imports SciPy) is absorbed by ``importing``.
 """
@@ -33,7 +33,8 @@ from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend_mrv2 import importing
 
-FLAT = "GQA"  # main's name for the flat (AscendAttentionBackend) per-step metadata
+# main's names for the per-step metadata handling of each draft attention family (``attn_architecture``)
+ARCHITECTURES = {"gqa": "GQA", "mla": "MLA"}
 # vLLM's half of the speculator the adapter drives (its prefill and decode input kernels), vLLM 0.23 on
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 
@@ -47,10 +48,11 @@ def init_speculator():
     return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle").init_speculator
 
 
-def as_flat_attention(spec) -> None:
-    """What ``set_attn`` derives from the draft layer's backend on main: the flat handling (0.23.0 has no choice)."""
+def set_attn_architecture(spec, attn: str = "gqa") -> None:
+    """What ``set_attn`` derives from the draft layer's backend of family ``attn`` on main (``attn_architecture``:
+    the flat handling for GQA, ``MLA`` for MLA); 0.23.0 has one handling, the flat one."""
     if "attn_architecture" in vars(spec):
-        spec.attn_architecture = FLAT
+        spec.attn_architecture = ARCHITECTURES[attn]
 
 
 def speculator_class() -> type:

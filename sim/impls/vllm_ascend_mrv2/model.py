@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
-from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend import draft_layers, interop, mla
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
@@ -39,19 +39,34 @@ __all__ = ["KV_CACHE_CONFIG", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp
 KV_CACHE_CONFIG = SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=[LAYER])])
 
 
+# each draft attention family's builder in the checkout (module, class)
+BUILDERS = {
+    "gqa": ("vllm_ascend.attention.attention_v1", "AscendAttentionMetadataBuilder"),
+    "mla": ("vllm_ascend.attention.mla_v1", "AscendMLAMetadataBuilder"),
+}
+
+
 class AscendMetadataGroup:
     """Duck-types vLLM's ``AttentionGroup`` for vllm-ascend's ``build_attn_metadata``: the draft layer's group,
-    its builder the checkout's own ``AscendAttentionMetadataBuilder`` (``builder``)."""
+    its builder the checkout's own of the layer's attention family ``attn`` (``builder``), built as the
+    runner's attention setup builds it: the layer registered (``draft_layers``), for the call's draft count;
+    an MLA layer's rotation from vllm-ascend's tables, which hold the tiny model's RoPE (``mla.install_rotary``)."""
 
     layer_names = [LAYER]
     kv_cache_group_id = 0
 
-    def __init__(self, vllm_config, block_size: int, head_size: int):
-        interface = import_ascend("vllm.v1.kv_cache_interface")
-        self.kv_cache_spec = interface.FullAttentionSpec(
-            block_size=block_size, num_kv_heads=1, head_size=head_size, dtype=torch.float32
-        )
-        self.builder = _builder_class()(self.kv_cache_spec, self.layer_names, vllm_config, build_device())
+    def __init__(self, vllm_config, block_size: int, head_size: int, num_spec_tokens: int, attn: str = "gqa"):
+        if attn not in BUILDERS:
+            raise ValueError(f"draft_attn={attn!r}: expected one of {sorted(BUILDERS)}")
+        self.attn = attn
+        self.kv_cache_spec = draft_layers.kv_cache_spec(block_size, head_size)
+        backend = _backend(attn)
+        draft_layers.register(vllm_config, {LAYER: backend})
+        if attn != "gqa":
+            mla.install_rotary(vllm_config, build_device())
+        current = import_ascend("vllm.config").set_current_vllm_config
+        with draft_layers.drafting(vllm_config, num_spec_tokens), current(vllm_config):
+            self.builder = backend.get_builder_cls()(self.kv_cache_spec, self.layer_names, vllm_config, build_device())
 
     def get_metadata_builder(self, ubatch_idx: int = 0):
         return self.builder
@@ -60,18 +75,31 @@ class AscendMetadataGroup:
         return self.builder.build(common_prefix_len, common_attn_metadata, **kwargs)
 
 
+class _Impl:
+    """A draft layer's ``impl`` as the MLA builder reads it: its head count."""
+
+    def __init__(self, num_heads: int):
+        self.num_heads = num_heads
+
+
 @functools.cache
-def _builder_class() -> type:
-    """The checkout's ``AscendAttentionMetadataBuilder``, its builds on the simulator's host memory
-    (``unpinned_host_memory``: plumbing)."""
-    real = import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder
+def _backend(attn: str) -> type:
+    """The draft layer's backend of family ``attn``: the checkout's builder, its builds on the simulator's host
+    memory (``unpinned_host_memory``: plumbing)."""
+    module, name = BUILDERS[attn]
+    real = getattr(import_ascend(module), name)
 
     class OnTheSimulator(real):
         def build(self, *args, **kwargs):
             with unpinned_host_memory():
                 return super().build(*args, **kwargs)
 
-    return OnTheSimulator
+    class TinyMrv2Backend:
+        get_builder_cls = staticmethod(lambda: OnTheSimulator)
+        get_impl_cls = staticmethod(lambda: _Impl)
+        get_name = staticmethod(lambda: f"TINY_MRV2_{attn.upper()}")
+
+    return TinyMrv2Backend
 
 
 def attention_meta(meta) -> AttentionMeta:
@@ -92,10 +120,12 @@ def attention_meta(meta) -> AttentionMeta:
 
 
 class AscendMrv2TinyMtp(VllmTinyMtp):
-    """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the ``AscendMetadata`` it was handed."""
+    """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the metadata it was handed, as the kernels
+    of its family read it (an MLA layer's: ``mla.read_back``, its rotation included)."""
 
     def attention(self, context) -> AttentionMeta:
-        return attention_meta(context.attn_metadata[LAYER])
+        meta = context.attn_metadata[LAYER]
+        return mla.read_back(meta) if mla.is_mla(meta) else attention_meta(meta)
 
     def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)  # reshape_and_cache takes the metadata's slots

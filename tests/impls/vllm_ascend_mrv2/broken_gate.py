@@ -16,10 +16,11 @@ from tests.impls.vllm_ascend_mrv2 import speculator_breaks as breaks
 
 ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
+ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
-# name -> (where: "module" (the AR speculator module), "block-tables", "speculator" or "builder" (the checkout's
-# attention metadata builder), the attribute, the break, the speculator it applies to
-# (generation.speculator_name) or None for both)
+# name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
+# "speculator" or "builder" (the checkout's attention metadata builder), the attribute, the break, the speculator
+# it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
@@ -42,6 +43,12 @@ VARIANTS = {
         "main",
     ),
     "builder-query-starts-as-ends": ("builder", "build", breaks.query_starts_as_ends, None),
+    "draft-rope-of-the-step-before": (
+        "ascend-module",
+        "build_draft_attn_metadata_factory",
+        breaks.draft_rope_of_the_step_before,
+        "main",
+    ),
 }
 
 
@@ -86,6 +93,7 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
         "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
+        "ascend-module": lambda: import_ascend(ASCEND_AR),
     }[where]()
     monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
 

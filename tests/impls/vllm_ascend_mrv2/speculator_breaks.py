@@ -7,6 +7,7 @@ attention metadata builder its ``build_attn_metadata`` asks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from sim.impls.kit.ascend.importing import import_ascend
@@ -79,3 +80,15 @@ def query_starts_as_ends(build):
             "actual_seq_lengths_q = query_start_loc_cpu[:-1].tolist()",
         ),
     )
+
+
+def draft_rope_of_the_step_before(factory):
+    """Main's ``build_draft_attn_metadata_factory`` forwarding each draft step's rotary positions one back: an MLA
+    draft's builder gathers the cos/sin of the position before, and the step rotates by it."""
+
+    @contextlib.contextmanager
+    def broken(positions, pad, is_prefilling):
+        with factory(positions - 1, pad, is_prefilling):
+            yield
+
+    return broken

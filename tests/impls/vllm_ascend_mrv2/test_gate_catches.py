@@ -5,17 +5,22 @@ position back, 0.23.0's host lengths not advanced) and runs the gate's step chec
 generation's rules: it must fail. Without these, a modelled divergence could hide a real regression.
 The draft steps labelled ``PrefillNoCache`` (what the step check does not compare: the attention
 state) fail a serving run by name, at the forward that reads no cached context; a broken metadata builder
-(the checkout's, which the speculator's ``build_attn_metadata`` asks) fails a serving run.
+(the checkout's, which the speculator's ``build_attn_metadata`` asks) fails a serving run, and main's
+speculator handing an MLA draft's builder the rotary positions of the step before fails its run by name.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.checks import core_checks
+from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_gate_fails, assert_serving_runs_fail
 from tests.impls.vllm_ascend_mrv2 import broken_gate
 from tests.impls.vllm_ascend_mrv2.cases import OPS, rules
+from tests.properties.test_propose_loop import TYPICAL
 
 MATCH = {
     "positions-not-advanced": "positions",
@@ -44,6 +49,14 @@ def test_a_broken_builder_fails_a_serving_run(monkeypatch, device, impl):
     its end changes what the first pass attends with, and so its drafts."""
     _applied("builder-query-starts-as-ends", monkeypatch)
     assert_serving_runs_fail(impl, device, "builder-query-starts-as-ends", r"mismatch", padded=True)
+
+
+def test_an_mla_draft_rotated_at_the_step_before_fails_by_name(monkeypatch, device, impl):
+    """Main's speculator hands each draft step's builder the step's positions, which an MLA draft's builder
+    gathers its cos/sin at: positions one back rotate every step by the position before, named."""
+    _applied("draft-rope-of-the-step-before", monkeypatch)
+    with pytest.raises(AssertionError, match=r"step \d rope positions\[\d+:\].*: got \["):
+        check_implementation(impl, dataclasses.replace(TYPICAL, draft_attn="mla"), device, "draft-rope-step-before")
 
 
 @pytest.mark.parametrize("name", STATES)

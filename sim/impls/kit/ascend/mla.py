@@ -24,7 +24,7 @@ step's decode cos/sin is a view of one global buffer, and ``_propose`` builds ev
 first forward) rotates by the other step's positions, and the record says which.
 
 Stubbed, for plumbing only: the MLA layer's ``prefill_backend`` (vLLM's builder keeps it, or a clone;
-vllm-ascend's never calls it), ``attn_setup.UnusedPrefillBackend``.
+vllm-ascend's never calls it), ``draft_layers.UnusedPrefillBackend``.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def read_back(meta) -> RecordedMeta:
         tables.append(prefill.block_table)
         cos.append(prefill.cos)
         sin.append(prefill.sin)
-    built = meta.recorded
+    built = getattr(meta, "recorded", None)  # a recording builder's record (none: MRV2's, edited in place)
     return RecordedMeta(
         query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
         seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
@@ -152,7 +152,7 @@ def read_back(meta) -> RecordedMeta:
         slot_mapping=meta.slot_mapping,
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
         built=built,
-        num_computed_tokens=built.views.get(COMPUTED),
+        num_computed_tokens=built.views.get(COMPUTED) if built is not None else None,
         own_rows_only=False,  # MLA's kernels read the cached context whatever the attention state
         rope_positions=rope_positions(torch.cat(cos), torch.cat(sin)),
     )

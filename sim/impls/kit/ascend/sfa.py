@@ -59,7 +59,7 @@ def read_back(meta) -> RecordedMeta:
     (``cum_query_lens``) and keys (``seq_lens``), the table, the slots, the positions each row is
     rotated at."""
     lens, qsl = _lengths(meta)
-    built = meta.recorded
+    built = getattr(meta, "recorded", None)  # a recording builder's record (none: MRV2's, edited in place)
     return RecordedMeta(
         query_start_loc=qsl,
         seq_lens=lens,
@@ -67,7 +67,7 @@ def read_back(meta) -> RecordedMeta:
         slot_mapping=meta.slot_mapping,
         seq_len_bound=lens.amax().reshape(1).to(torch.int64) if lens.numel() else lens.new_zeros(1, dtype=torch.int64),
         built=built,
-        num_computed_tokens=built.views.get(COMPUTED),
+        num_computed_tokens=built.views.get(COMPUTED) if built is not None else None,
         own_rows_only=False,  # the sparse kernels read the cached context whatever the attention state
         rope_positions=mla.rope_positions(meta.cos, meta.sin),
     )

@@ -1,0 +1,82 @@
+"""The draft's attention layers as a vllm-ascend runner's attention setup finds them, for its metadata builders.
+
+vllm-ascend's builders are built by the runner's attention setup for the layers of a KV-cache group, and read
+the layers back from the config's static forward context: vLLM's MLA builder (0.27 on) the layer's head count
+(``get_num_attention_heads_from_layers``) and the prefill backend it keeps. ``register`` puts each draft layer
+there as vLLM's layers describe themselves (its backend, KV spec and ``impl``), as a model's attention layers
+register themselves when built; ``drafting`` sets the speculative config's draft count a builder reads when
+built (its ``decode_threshold``), as a runner's builders are built for the configuration it serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+from sim.impls.kit.ascend.importing import import_ascend
+
+
+def kv_cache_spec(block_size: int, head_size: int):
+    """The tiny draft layer's KV-cache spec: vLLM's ``FullAttentionSpec``, one KV head of ``head_size``."""
+    interface = import_ascend("vllm.v1.kv_cache_interface")
+    return interface.FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=head_size, dtype=torch.float32)
+
+
+class UnusedPrefillBackend:
+    """What vLLM's MLA builder keeps of an MLA layer's prefill kernels (from 0.27 on a clone of it per
+    builder); vllm-ascend's MLA builder never calls it."""
+
+    def clone(self):
+        return self
+
+
+@functools.cache
+def layer_class(backend):
+    """A tiny draft attention layer of ``backend`` as vLLM's layers describe themselves."""
+    base = import_ascend("vllm.model_executor.layers.attention_layer_base").AttentionLayerBase
+
+    class DraftAttention(base):
+        """A tiny draft attention layer as vLLM's layers describe themselves: its backend and KV spec,
+        and its ``impl`` (the backend's) with the layer's head count, which vLLM's MLA builder reads
+        from 0.27 on (``get_num_attention_heads_from_layers``), and the ``prefill_backend`` it keeps."""
+
+        prefill_backend = UnusedPrefillBackend()
+
+        def __init__(self, num_heads: int):
+            super().__init__()
+            self.impl = backend.get_impl_cls()(num_heads)
+
+        def get_attn_backend(self):
+            return backend
+
+        def get_kv_cache_spec(self, vllm_config):
+            return kv_cache_spec(vllm_config.cache_config.block_size, vllm_config.model_config.get_head_size())
+
+    return DraftAttention
+
+
+def register(vllm_config, backends: dict) -> None:
+    """Each draft layer (name -> its backend) in ``vllm_config``'s static forward context, once each."""
+    context = vllm_config.compilation_config.static_forward_context
+    num_heads = vllm_config.model_config.get_num_attention_heads(vllm_config.parallel_config)
+    for name, backend in backends.items():
+        cls = layer_class(backend)
+        if not isinstance(context.get(name), cls):
+            context[name] = cls(num_heads)
+
+
+@contextlib.contextmanager
+def drafting(vllm_config, num_speculative_tokens: int):
+    """``vllm_config``'s speculative config drafting ``num_speculative_tokens`` inside the block: the
+    metadata builders read it when built (their ``decode_threshold``, ``num_speculative_tokens + 1``),
+    as a runner's are built for the configuration it serves. The proposer is built once, for the most
+    drafts any call takes (``world.MAX_SPEC_TOKENS``, its per-step buffers)."""
+    spec = vllm_config.speculative_config
+    built_for = spec.num_speculative_tokens
+    spec.num_speculative_tokens = num_speculative_tokens
+    try:
+        yield
+    finally:
+        spec.num_speculative_tokens = built_for
