@@ -51,6 +51,9 @@ class Divergence:
     rule: dict = field(default_factory=dict)
     devices: tuple[str, ...] | None = None  # an artifact's devices; None: every device
     setting: dict = field(default_factory=dict)  # Scenario fields it needs to show, where the default hides it
+    # the draft attention families (Scenario.draft_attn) it holds for, where its kernels read what it changes;
+    # None: every family
+    families: tuple[str, ...] | None = None
     # FILE:LINE of the table naming it (where a fixed defect is dropped from the list); found, not given
     declared_at: str = field(default="", compare=False)
 
@@ -63,6 +66,10 @@ class Divergence:
 
     def label(self) -> str:
         return f"{self.id} ({self.kind})"
+
+    def holds_for(self, scenario) -> bool:
+        """Whether it holds in a serving run of ``scenario``: of a draft attention family it names (``families``)."""
+        return self.families is None or scenario.draft_attn in self.families
 
 
 def _declared_at(ident: str) -> str:
@@ -105,6 +112,4 @@ def rules_of(divergences) -> Rules:
 
 def spec_for(rules: Rules, defect: Divergence) -> Rules:
     """``rules`` with ``defect`` no longer modelled: what the spec demands of that one behaviour."""
-    if defect.id in dict(rules.defects):
-        return rules.without(defect.id)
-    return dataclasses.replace(rules, **{name: getattr(CORE, name) for name in defect.rule})
+    return rules.unmodelled(defect.id, defect.rule)

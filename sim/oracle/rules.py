@@ -169,6 +169,12 @@ class Rules:
         if self.draft_attn_groups < 1:
             raise ValueError(f"draft_attn_groups={self.draft_attn_groups}: expected at least 1")
 
+    def unmodelled(self, ident: str, fields) -> Rules:
+        """These rules with the divergence ``ident`` (its rule's ``fields``) no longer modelled: the spec for it."""
+        if ident in dict(self.defects):
+            return self.without(ident)
+        return dataclasses.replace(self, **{name: getattr(CORE, name) for name in fields})
+
     def without(self, defect: str) -> Rules:
         """These rules with the known defect ``defect`` no longer modelled: the spec for that one behaviour."""
         fields = dict(self.defects)[defect]

@@ -21,7 +21,7 @@ def print_report(report: RunReport, device, impl=None) -> None:
         f"[bold]device[/] {device.describe()}  [bold]mode[/] {mode}  [bold]K[/] {sc.num_spec_tokens}  "
         f"[bold]block size[/] {sc.block_size}  [bold]accept[/] {sc.accept}  [bold]seed[/] {sc.seed}"
     )
-    in_force = impl.in_force(device.name) if impl is not None else []
+    in_force = [d for d in impl.in_force(device.name) if d.holds_for(sc)] if impl is not None else []
     if in_force:
         console.print(f"[bold]{impl.name}[/], divergences in force: " + ", ".join(d.label() for d in in_force))
     console.print(

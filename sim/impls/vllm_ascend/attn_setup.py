@@ -99,13 +99,7 @@ def initialize(proposer, block_size: int, layers=(LAYER,), attn: str = "gqa") ->
     after the draft's layer names ``load_model`` would have found (the layers the tiny draft adds:
     ``layers``, sorted as ``load_model`` sorts them), ``LAYER`` of the attention family ``attn`` (MLA and
     SFA: vllm-ascend's rotary tables hold the tiny model's RoPE, ``mla.install_rotary``)."""
-    if attn == "sfa":
-        kernel = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFABackend.get_supported_kernel_block_sizes()
-        if not any(block_size % k == 0 for k in kernel):
-            raise ValueError(
-                f"draft_attn='sfa' with block_size={block_size}: the checkout's SFA kernels take blocks of {kernel}"
-                " tokens (AscendSFABackend.get_supported_kernel_block_sizes)"
-            )
+    draft_layers.check_block_size(attn, block_size)
     register_draft_layers(proposer.vllm_config, layers, attn)
     if attn != "gqa":  # MLA and SFA rotate by vllm-ascend's tables
         mla.install_rotary(proposer.vllm_config, proposer.device)

@@ -40,6 +40,11 @@ def _inherited(divergence_id: str, **changes) -> Divergence:
                       kind=d.kind, rule=fields["rule"])  # fmt: skip
 
 
+# The draft attention families whose kernels read each step's host lengths (the FIA kernel's seq_lens_list, MLA's
+# decode part's): an SFA draft's kernels read the device lengths, which vLLM's MRV2 kernels lower by the rejected
+# drafts and advance each step (its builder keeps the per-step state: main's speculator leaves SFA to it)
+HOST_LIST_FAMILIES = ("gqa", "mla")
+
 DIVERGENCES = table(
     _inherited(
         "overflow-clamp",
@@ -61,10 +66,12 @@ DIVERGENCES = table(
         "main: the bound seq_lens_cpu_upper_bound), the target's seq_len, never lowered by num_rejected "
         "(vllm-ascend's NOTE: 'to avoid extra sync overhead'); vLLM's kernel lowers only the device "
         "seq_lens, which the Ascend kernels do not read: step j attends to the n_rej rejected rows' KV, "
-        "written by the first pass from stale ids and positions (stale-rejected-rows)",
+        "written by the first pass from stale ids and positions (stale-rejected-rows); an SFA draft's "
+        "kernels read the device lengths (HOST_LIST_FAMILIES)",
         "test_steps.py::test_host_seq_lens_not_lowered",
         kind=Kind.DEFECT,
         rule={"padded_seq_lens_lowered": False},
+        families=HOST_LIST_FAMILIES,
     ),
     Divergence(
         "host-seq-lens-advanced-twice",
@@ -85,10 +92,12 @@ DIVERGENCES = table(
         "host lengths are draft_max_seq_len for every request (min(max seq_len + K, max_model_len), the max "
         "over the runner's host lengths: not lowered while host-seq-lens-not-lowered stands); "
         "_update_decode_attn_metadata writes the per-request lengths only after the forward, into "
-        "metadata the next step rebuilds: every request attends to the batch's bound at every step",
+        "metadata the next step rebuilds: every request attends to the batch's bound at every step; an SFA "
+        "draft's kernels read the device lengths (HOST_LIST_FAMILIES)",
         "test_steps.py::test_draft_seq_lens_batch_bound",
         kind=Kind.DEFECT,
         rule={"step_seq_lens": "batch-bound"},
+        families=HOST_LIST_FAMILIES,
     ),
     Divergence(
         "random-drafts-always-accepted",
@@ -123,14 +132,18 @@ LACKS = tables.lacks(
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT),
+    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT),
 )
 # 0.23.0's speculator has one per-step metadata handling, the flat one (main's picks it by the draft layer's backend)
 FLAT_ONLY = {
     Feature.MLA_DRAFT: Skip(
         "0.23.0's MRV2 speculator updates each draft step's flat AscendMetadata lists only (no attn_architecture): "
-        "an MLA draft layer's decode part is main's"
-    )
+        "an MLA draft layer's decode part is main's (read, not run)"
+    ),
+    Feature.SFA_DRAFT: Skip(
+        "0.23.0's MRV2 build_attn_metadata hands the SFA builder no num_input_tokens: its first build raises "
+        "TypeError (run; main's hands it, and leaves an SFA draft's per-step state to the builder)"
+    ),
 }
 
 

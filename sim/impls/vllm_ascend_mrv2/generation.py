@@ -34,7 +34,7 @@ from sim.impls.kit.signatures import takes
 from sim.impls.vllm_ascend_mrv2 import importing
 
 # main's names for the per-step metadata handling of each draft attention family (``attn_architecture``)
-ARCHITECTURES = {"gqa": "GQA", "mla": "MLA"}
+ARCHITECTURES = {"gqa": "GQA", "mla": "MLA", "sfa": "SFA"}
 # vLLM's half of the speculator the adapter drives (its prefill and decode input kernels), vLLM 0.23 on
 AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 

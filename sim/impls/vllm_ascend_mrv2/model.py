@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
-from sim.impls.kit.ascend import draft_layers, interop, mla
+from sim.impls.kit.ascend import draft_layers, interop, mla, sfa
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
@@ -43,6 +43,7 @@ KV_CACHE_CONFIG = SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=[
 BUILDERS = {
     "gqa": ("vllm_ascend.attention.attention_v1", "AscendAttentionMetadataBuilder"),
     "mla": ("vllm_ascend.attention.mla_v1", "AscendMLAMetadataBuilder"),
+    "sfa": ("vllm_ascend.attention.sfa_v1", "AscendSFAMetadataBuilder"),
 }
 
 
@@ -58,6 +59,7 @@ class AscendMetadataGroup:
     def __init__(self, vllm_config, block_size: int, head_size: int, num_spec_tokens: int, attn: str = "gqa"):
         if attn not in BUILDERS:
             raise ValueError(f"draft_attn={attn!r}: expected one of {sorted(BUILDERS)}")
+        draft_layers.check_block_size(attn, block_size)
         self.attn = attn
         self.kv_cache_spec = draft_layers.kv_cache_spec(block_size, head_size)
         backend = _backend(attn)
@@ -125,7 +127,9 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
 
     def attention(self, context) -> AttentionMeta:
         meta = context.attn_metadata[LAYER]
-        return mla.read_back(meta) if mla.is_mla(meta) else attention_meta(meta)
+        if mla.is_mla(meta):
+            return mla.read_back(meta)
+        return sfa.read_back(meta) if sfa.is_sfa(meta) else attention_meta(meta)
 
     def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
         return attn.slot_mapping.to(torch.int64)  # reshape_and_cache takes the metadata's slots

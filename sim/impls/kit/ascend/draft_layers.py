@@ -18,6 +18,19 @@ import torch
 from sim.impls.kit.ascend.importing import import_ascend
 
 
+def check_block_size(attn: str, block_size: int) -> None:
+    """``ValueError`` naming the field where the checkout's kernels of the draft attention family ``attn`` take no
+    blocks of ``block_size`` tokens (SFA's: multiples of its kernel block)."""
+    if attn != "sfa":
+        return
+    kernel = import_ascend("vllm_ascend.attention.sfa_v1").AscendSFABackend.get_supported_kernel_block_sizes()
+    if not any(block_size % k == 0 for k in kernel):
+        raise ValueError(
+            f"draft_attn='sfa' with block_size={block_size}: the checkout's SFA kernels take blocks of {kernel}"
+            " tokens (AscendSFABackend.get_supported_kernel_block_sizes)"
+        )
+
+
 def kv_cache_spec(block_size: int, head_size: int):
     """The tiny draft layer's KV-cache spec: vLLM's ``FullAttentionSpec``, one KV head of ``head_size``."""
     interface = import_ascend("vllm.v1.kv_cache_interface")
