@@ -67,13 +67,21 @@ def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None
     the draft layer's; None: a GQA layer's)."""
     spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     spec.model = model
-    group = group or AscendMetadataGroup(spec.vllm_config, cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens)
+    group = group or draft_group(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
     generation.set_attn_architecture(spec, group.attn)
     spec.attn_groups = [[group]]
     spec.kv_cache_config = KV_CACHE_CONFIG
     spec.draft_attn_layer_names = {LAYER}
     spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
     return spec
+
+
+@functools.lru_cache(maxsize=32)
+def draft_group(block_size: int, hidden_size: int, num_spec_tokens: int, method: str = "mtp", attn: str = "gqa"):
+    """The draft layer's attention group at these sizes, its builder the checkout's (``AscendMetadataGroup``),
+    made once, as a runner makes its builders once."""
+    config = build.speculator(hidden_size, method).vllm_config
+    return AscendMetadataGroup(config, block_size, hidden_size, num_spec_tokens, attn)
 
 
 @functools.lru_cache(maxsize=16)
@@ -192,11 +200,8 @@ class AscendMrv2Proposer(EagerAdapter):
     def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa"):
         super().__init__(cfg, model, device, mode)
         self.model = AscendMrv2TinyMtp(model)
-        spec = build.speculator(cfg.hidden_size, cfg.method)
-        self.group = AscendMetadataGroup(
-            spec.vllm_config, cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, draft_attn
-        )
-        mrv2_runner.start_fresh(spec)  # a serving run starts on new buffers
+        self.group = draft_group(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method, draft_attn)
+        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""

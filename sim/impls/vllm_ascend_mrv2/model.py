@@ -5,11 +5,13 @@ vllm-ascend's MRV2 speculator builds every step's attention metadata through its
 ``build(common_prefix_len=0, common_attn_metadata=AscendCommonAttentionMetadata)``, and then edits
 the built metadata before (0.23.0) or after (main) the step's forward: ``seq_lens_list``,
 ``actual_seq_lengths_q``, ``seq_lens_cpu``, ``attn_state``. ``AscendMetadataGroup`` is that group, the
-draft layer's KV-cache spec with it, and its builder the checkout's own ``AscendAttentionMetadataBuilder``
-(attention_v1.py), built as the runner's attention setup builds a GQA layer's, its builds on the
-simulator's host memory (``sim.impls.kit.ascend.host_memory``: plumbing); nothing of the build replaced.
+draft layer's KV-cache spec with it, and its builder the checkout's own of the layer's attention family
+(``AscendAttentionMetadataBuilder``, ``AscendMLAMetadataBuilder`` or ``AscendSFAMetadataBuilder``), built as
+the runner's attention setup builds it, its builds on the simulator's host memory
+(``sim.impls.kit.ascend.host_memory``: plumbing); nothing of the build replaced.
 
-``AscendMrv2TinyMtp`` reads that object at the forward, as the NPU kernels do: the fused attention
+``AscendMrv2TinyMtp`` reads that object at the forward, as the NPU kernels do (an MLA or SFA layer's as
+``sim.impls.kit.ascend.mla`` and ``sfa`` read theirs); a GQA layer's: the fused attention
 (``npu_fused_infer_attention_score``) takes ``actual_seq_lengths_kv = seq_lens_list`` and
 ``actual_seq_lengths = actual_seq_lengths_q`` (host lists) and the block table; the KV write
 (``reshape_and_cache``) takes ``slot_mapping``. Whatever vllm-ascend wrote into the object between
@@ -123,7 +125,7 @@ def attention_meta(meta) -> AttentionMeta:
 
 class AscendMrv2TinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the metadata it was handed, as the kernels
-    of its family read it (an MLA layer's: ``mla.read_back``, its rotation included)."""
+    of its family read it (an MLA or SFA layer's: ``mla.read_back``, ``sfa.read_back``, the rotation included)."""
 
     def attention(self, context) -> AttentionMeta:
         meta = context.attn_metadata[LAYER]
