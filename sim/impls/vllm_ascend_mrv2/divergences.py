@@ -15,6 +15,7 @@ from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
 from sim.impls.kit import mrv2_loop, tables
+from sim.impls.vllm_ascend_mrv2.generation import picks_handling_by_family
 
 INHERITED = (
     "overflow-clamp",
@@ -134,15 +135,17 @@ LACKS = tables.lacks(
     more=mrv2_loop.NO_UNPADDED,
     has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT),
 )
-# 0.23.0's speculator has one per-step metadata handling, the flat one (main's picks it by the draft layer's backend)
+# A speculator with one per-step metadata handling, the flat one (0.23.0's; main's picks it by the draft layer's
+# backend: generation.picks_handling_by_family)
 FLAT_ONLY = {
     Feature.MLA_DRAFT: Skip(
-        "0.23.0's MRV2 speculator updates each draft step's flat AscendMetadata lists only (no attn_architecture): "
-        "an MLA draft layer's decode part is main's (read, not run)"
+        "this MRV2 speculator updates each draft step's flat AscendMetadata lists only (no attn_architecture): "
+        "an MLA draft layer's decode part is main's (0.23.0: read, not run)"
     ),
     Feature.SFA_DRAFT: Skip(
-        "0.23.0's MRV2 build_attn_metadata hands the SFA builder no num_input_tokens: its first build raises "
-        "TypeError (run; main's hands it, and leaves an SFA draft's per-step state to the builder)"
+        "this MRV2 speculator has no SFA handling (no attn_architecture; 0.23.0's build_attn_metadata hands the SFA "
+        "builder no num_input_tokens, whose first build raises TypeError: run); main's leaves an SFA draft's "
+        "per-step state to the builder"
     ),
 }
 
@@ -151,7 +154,7 @@ def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``0.23.0``, ``0.26.0``
     or ``main``): its entries only, and the rules that model them."""
     kept = {i: d for i, d in DIVERGENCES.items() if generation in GENERATION.get(i, (generation,))}
-    lacks = {**LACKS, **FLAT_ONLY} if generation == "0.23.0" else LACKS
+    lacks = LACKS if picks_handling_by_family() else {**LACKS, **FLAT_ONLY}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks)
 
 

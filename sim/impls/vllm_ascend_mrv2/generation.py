@@ -48,6 +48,13 @@ def init_speculator():
     return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle").init_speculator
 
 
+def picks_handling_by_family() -> bool:
+    """Whether the speculator picks its per-step metadata handling by the draft layer's backend (main's
+    ``set_attn`` sets ``attn_architecture``); 0.23.0's has one handling, the flat one."""
+    own = [k for k in speculator_class().__mro__ if k.__module__.startswith("vllm_ascend")]
+    return any("attn_architecture" in inspect.getsource(k) for k in own)
+
+
 def set_attn_architecture(spec, attn: str = "gqa") -> None:
     """What ``set_attn`` derives from the draft layer's backend of family ``attn`` on main (``attn_architecture``:
     the flat handling for GQA, ``MLA`` for MLA); 0.23.0 has one handling, the flat one."""
