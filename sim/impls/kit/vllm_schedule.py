@@ -158,8 +158,8 @@ def _ascend(name: str):
 class VllmSchedule:
     """vLLM's ``Scheduler``, or ``AsyncScheduler`` under asynchronous scheduling (vllm-ascend's own where the
     scenario names one: its ``BalanceScheduler``, or vLLM's ``AsyncScheduler`` over it; a decode node's
-    ``RecomputeScheduler``; the dynamic batch's ``SchedulerDynamicBatch``; main's waiting-queue orders), deciding a serving run's schedule
-    (``sim.serving.simulator.Scheduler``).
+    ``RecomputeScheduler``; the dynamic batch's ``SchedulerDynamicBatch``; main's waiting-queue orders), deciding
+    a serving run's schedule (``sim.serving.simulator.Scheduler``).
     ``events`` counts what it did that the loop's own schedule never does: ``preempted`` (a request's KV
     dropped, computed again from its first token), ``counted ahead`` (a request scheduled with its in-flight
     step's rejected drafts counted as accepted), ``ran after finishing`` (a step scheduled before the one that

@@ -164,8 +164,9 @@ def check_built(name: str, scheduler) -> None:
     (a checkout whose configuration no longer selects it would run vLLM's order unseen)."""
     if name in QUEUES and type(scheduler.waiting).__name__ != QUEUES[name]:
         raise RuntimeError(
-            f"scheduler={name!r}: {type(scheduler).__name__} waits its requests in a {type(scheduler.waiting).__name__},"
-            f" not vllm-ascend's {QUEUES[name]}: this checkout's configuration does not select it"
+            f"scheduler={name!r}: {type(scheduler).__name__} waits its requests in a"
+            f" {type(scheduler.waiting).__name__}, not vllm-ascend's {QUEUES[name]}: this checkout's configuration"
+            " does not select it"
         )
 
 
