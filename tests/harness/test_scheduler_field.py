@@ -91,3 +91,16 @@ def test_vllm_ascends_own_scheduler_without_vllm_ascend_is_refused_naming_what_i
     with pytest.raises(ValueError, match=rf"^scheduler='{name}': vllm-ascend's own scheduler needs vllm-ascend"):
         vllm_schedule._ascend(name)
     assert vllm_schedule._ascend("vllm") is None  # vLLM's own, as vLLM ships it
+
+
+def test_an_order_whose_queue_the_built_scheduler_lacks_is_refused_by_name():
+    """A waiting-queue order that the checkout's configuration no longer selects would run vLLM's order unseen:
+    the built scheduler's queue is checked, and one of another class named."""
+    from sim.impls.kit.ascend import schedulers
+
+    class Scheduler:
+        waiting: list = []
+
+    with pytest.raises(RuntimeError, match=r"^scheduler='short_request_first': Scheduler waits its requests in a list"):
+        schedulers.check_built("short_request_first", Scheduler())
+    schedulers.check_built("balance", Scheduler())  # no queue of its own
