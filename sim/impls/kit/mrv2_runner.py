@@ -256,19 +256,19 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     return bt
 
 
-def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layer: str, **kwargs) -> torch.Tensor:
+def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layers, **kwargs) -> torch.Tensor:
     """``spec.propose`` as an MRV2 runner calls it after rejection sampling: the input batch, the target's
-    attention metadata (``target``) and slots for ``layer``, its hidden states, the sampler's counts,
+    attention metadata (``target``) and slots for each of the draft's ``layers`` (a name, or several), its hidden states, the sampler's counts,
     greedy drafting (temperature 0), eager dispatch (``is_profile``: no graph manager here); ``kwargs``
     are what one generation's signature adds. An eagle3 speculator is handed the target's last layer and
     its auxiliary layers apart, as the runner hands them (``vllm_model.target_layers``)."""
-    t = batch.num_tokens
+    t, names = batch.num_tokens, (layers,) if isinstance(layers, str) else tuple(layers)
     zeros = torch.zeros(spec.max_num_reqs)
     last, aux = target_layers(batch.hidden_states[:t].to(spec.dtype), getattr(spec, "method", "mtp") == "eagle3")
     return spec.propose(
         run.input_batch,
-        {layer: target},
-        {layer: batch.slot_mapping[:t].to(torch.int64).clone()},
+        dict.fromkeys(names, target),
+        {name: batch.slot_mapping[:t].to(torch.int64).clone() for name in names},
         last,
         aux,
         run.num_sampled,

@@ -29,12 +29,14 @@ from sim.impls.kit.metadata_checks import (
     RecordedMeta,
     check_mirrors,
     check_no_context,
+    check_same_step,
     check_unchanged,
     present,
 )
 from sim.impls.kit.vllm_types import import_vllm
 
 LAYER = "mtp.attn"
+INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backend (a sparse indexer's key cache)
 
 
 def held_views(cad) -> dict[str, torch.Tensor]:
@@ -166,9 +168,12 @@ class VllmTinyMtp(nn.Module):
 
     returns_tuple = True
 
-    def __init__(self, tiny):
+    def __init__(self, tiny, more_layers=()):
+        """``more_layers``: the draft's layers besides ``LAYER``, each with a paged cache of its own holding what
+        the model's holds (``PagedKvCache.clone``); the heads are split over all of them (``TinyMtp.forward_layers``)."""
         nn.Module.__init__(self)  # not super(): a subclass may also be a vLLM model class (``draft_class``)
         self.tiny = tiny
+        self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
         self.trace: list[StepRecord] | None = None
         self.sample_indices: torch.Tensor | None = None  # first pass: set by the adapter
         self.calls = 0
@@ -206,12 +211,29 @@ class VllmTinyMtp(nn.Module):
         return logit_view(hidden_states) if self.returns_tuple else hidden_states
 
     def run(self, context, input_ids, positions, hidden_states, meta: AttentionMeta) -> torch.Tensor:
-        """The tiny model's forward with ``meta``, its layer's attention (a model of more layers reads theirs)."""
-        return self.tiny.forward(input_ids, positions, hidden_states, meta)
+        """The tiny model's forward with ``meta``, its layer's attention; with more layers, each layer's metadata
+        as its forward reads it, checked unchanged since its build (where recorded) and against ``LAYER``'s
+        (``check_same_step``), then the heads split over the layers."""
+        if not self.more_layers:
+            return self.tiny.forward(input_ids, positions, hidden_states, meta)
+        n, step = input_ids.shape[0], self.calls + 1
+        layers = [(self.tiny.cache, meta)]
+        for name, cache in self.more_layers:
+            attn = self.read(context.attn_metadata[name])
+            if isinstance(attn, RecordedMeta) and attn.built is not None:
+                check_unchanged(attn.built, step)
+            attn = with_padding_rows(attn, rows_of_slots(self.slots(context, attn), n)[:n], n)
+            check_same_step(step, name, attn, LAYER, meta)
+            layers.append((cache, attn))
+        return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
 
     def attention(self, context) -> AttentionMeta:
-        """What this forward's attention reads: the metadata its layer was handed (the core's type)."""
-        return context.attn_metadata[LAYER]
+        """What this forward's attention reads: the metadata its layer was handed, as its kernels read it (``read``)."""
+        return self.read(context.attn_metadata[LAYER])
+
+    def read(self, meta) -> AttentionMeta:
+        """What a layer's kernels read of the metadata it was handed (the core's type here: vLLM's adapters')."""
+        return meta
 
     def slots(self, context, attn: AttentionMeta) -> torch.Tensor:
         """The KV slots of this forward (vLLM keeps them in the forward context, per layer)."""

@@ -32,15 +32,15 @@ from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
 from sim.impls.kit.ascend import fake_npu_graphs, mla, sfa
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.metadata_checks import RecordedMeta, check_same_step, check_unchanged, host_seq_lens
+from sim.impls.kit.metadata_checks import RecordedMeta, host_seq_lens
 from sim.impls.kit.vllm_model import (
+    INDEXER_LAYER,
     LAYER,
     SnapshotAttnGroup,
     VllmTinyMtp,
     draft_class,
     rotated_positions,
     rows_of_slots,
-    with_padding_rows,
 )
 from sim.impls.kit.vllm_types import import_vllm
 from sim.impls.vllm_ascend import builders, kernel_blocks, lmhead_tp, tiny_attention
@@ -56,8 +56,6 @@ __all__ = [
     "TinyMlaBackend",
     "TinySfaBackend",
 ]
-
-INDEXER_LAYER = "mtp.indexer.k_cache"  # a second draft layer, of a second backend (a sparse indexer's key cache)
 
 
 class TinyAttentionBackend:
@@ -196,11 +194,7 @@ class AscendTinyMtp(VllmTinyMtp):
     on_forward = None  # data-parallel runs: told each forward's context and row count (``data_parallel``)
 
     def __init__(self, tiny, more_layers=()):
-        """``more_layers``: the draft's layers besides ``LAYER``, each with a paged cache of its own
-        holding what the model's holds (``PagedKvCache.clone``); the heads are split over all of them
-        (``TinyMtp.forward_layers``)."""
-        super().__init__(tiny)
-        self.more_layers = [(name, tiny.cache.clone()) for name in more_layers]
+        super().__init__(tiny, more_layers)
         self.tp_head = None  # this rank's slice of the lm head (``lm_head``), made at first use
         self.logits_processor = DraftLogitsProcessor(self)
         self.call_slots: list[torch.Tensor] = []  # the KV slots each forward of the call was handed
@@ -225,12 +219,8 @@ class AscendTinyMtp(VllmTinyMtp):
             self.tp_head = lmhead_tp.parallel_head(self.tiny)
         return self.tp_head
 
-    def attention(self, context):
-        """The metadata this forward's layer reads: what vllm-ascend's builder built, as it is now."""
-        return self._read(context.attn_metadata[LAYER])
-
-    @staticmethod
-    def _read(meta):
+    def read(self, meta):
+        """What a layer's kernels read: what vllm-ascend's builder built, as it is now."""
         return meta if isinstance(meta, RecordedMeta) else builders.read_back(meta)
 
     def slots(self, context, attn) -> torch.Tensor:
@@ -241,22 +231,6 @@ class AscendTinyMtp(VllmTinyMtp):
     def call_slots_written(self) -> frozenset[int]:
         """The KV slots the forwards since ``call_slots`` was emptied were handed (-1 aside)."""
         return frozenset(s for t in self.call_slots for s in t.tolist() if s >= 0)
-
-    def run(self, context, input_ids, positions, hidden_states, meta):
-        """With more layers: each layer's metadata as its forward reads it, checked unchanged since its
-        build and against ``LAYER``'s (``check_same_step``), then the heads split over the layers."""
-        if not self.more_layers:
-            return super().run(context, input_ids, positions, hidden_states, meta)
-        n, step = input_ids.shape[0], self.calls + 1
-        layers = [(self.tiny.cache, meta)]
-        for name, cache in self.more_layers:
-            attn = self._read(context.attn_metadata[name])
-            if isinstance(attn, RecordedMeta):
-                check_unchanged(attn.built, step)
-            attn = with_padding_rows(attn, rows_of_slots(self.slots(context, attn), n)[:n], n)
-            check_same_step(step, name, attn, LAYER, meta)
-            layers.append((cache, attn))
-        return self.tiny.forward_layers(input_ids, positions, hidden_states, layers)
 
     @early_reads.kernel  # the simulator's device work, and its records of what it read
     def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):

@@ -37,11 +37,12 @@ from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
-    KV_CACHE_CONFIG,
+    DRAFT_LAYERS,
     LAYER,
     AscendMetadataGroup,
     AscendMrv2TinyMtp,
     attention_meta,
+    kv_cache_config,
 )
 
 ATTN_UTILS, INPUT_BATCH = "vllm_ascend.worker.v2.attn_utils", "vllm_ascend.worker.v2.input_batch"
@@ -62,26 +63,33 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
     )
 
 
-def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, group=None):
-    """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it (``group``:
-    the draft layer's; None: a GQA layer's)."""
+def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=None):
+    """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it (``groups``:
+    the draft's attention groups, one per layer, in one KV-cache group; None: one GQA layer's)."""
     spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     spec.model = model
-    group = group or draft_group(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
-    generation.set_attn_architecture(spec, group.attn)
-    spec.attn_groups = [[group]]
-    spec.kv_cache_config = KV_CACHE_CONFIG
-    spec.draft_attn_layer_names = {LAYER}
+    groups = groups or draft_groups(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
+    generation.set_attn_architecture(spec, groups[0].attn)
+    layers = [name for group in groups for name in group.layer_names]
+    spec.attn_groups = [list(groups)]
+    spec.kv_cache_config = kv_cache_config(layers)
+    spec.draft_attn_layer_names = set(layers)
     spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
     return spec
 
 
 @functools.lru_cache(maxsize=32)
-def draft_group(block_size: int, hidden_size: int, num_spec_tokens: int, method: str = "mtp", attn: str = "gqa"):
-    """The draft layer's attention group at these sizes, its builder the checkout's (``AscendMetadataGroup``),
-    made once, as a runner makes its builders once."""
+def draft_groups(
+    block_size: int, hidden_size: int, num_spec_tokens: int, method: str = "mtp", attn: str = "gqa", count: int = 1
+) -> tuple:
+    """The draft's ``count`` attention groups at these sizes (``DRAFT_LAYERS``: a layer each, the first of family
+    ``attn``, the second GQA), each builder the checkout's (``AscendMetadataGroup``), made once, as a runner makes its
+    builders once."""
     config = build.speculator(hidden_size, method).vllm_config
-    return AscendMetadataGroup(config, block_size, hidden_size, num_spec_tokens, attn)
+    return tuple(
+        AscendMetadataGroup(config, block_size, hidden_size, num_spec_tokens, attn if layer == LAYER else "gqa", layer)
+        for layer in DRAFT_LAYERS[count]
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -197,20 +205,31 @@ class AscendMrv2Proposer(EagerAdapter):
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
 
-    def __init__(self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa"):
+    def __init__(
+        self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa", draft_attn_groups=1
+    ):
+        if draft_attn_groups not in DRAFT_LAYERS:
+            raise ValueError(f"draft_attn_groups={draft_attn_groups!r}: expected one of {sorted(DRAFT_LAYERS)}")
+        if draft_attn != "gqa" and draft_attn_groups > 1:
+            raise ValueError(
+                f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: an MLA or SFA draft layer's"
+                " second group is its indexer's, driven for a GQA draft only"
+            )
         super().__init__(cfg, model, device, mode)
-        self.model = AscendMrv2TinyMtp(model)
-        self.group = draft_group(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method, draft_attn)
+        layers = DRAFT_LAYERS[draft_attn_groups]
+        self.model = AscendMrv2TinyMtp(model, layers[1:])
+        groups = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method, draft_attn, draft_attn_groups)
+        self.groups = draft_groups(*groups)
         mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
-        spec = wired(self.cfg, batch.block_table, self.model, self.group)
+        spec = wired(self.cfg, batch.block_table, self.model, self.groups)
         run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs, spec.vllm_config)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
-        target = self.group.build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
+        target = self.groups[0].build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
         # is_profile: eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-        return mrv2_runner.propose(spec, run, batch, target, LAYER)
+        return mrv2_runner.propose(spec, run, batch, target, DRAFT_LAYERS[len(self.groups)])
 
 
 def implementation() -> Implementation:

@@ -133,7 +133,7 @@ LACKS = tables.lacks(
     "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT),
+    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.DRAFT_ATTN_GROUPS),
 )
 # A speculator with one per-step metadata handling, the flat one (0.23.0's; main's picks it by the draft layer's
 # backend: generation.picks_handling_by_family)

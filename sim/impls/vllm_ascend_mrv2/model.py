@@ -32,13 +32,19 @@ from sim.impls.kit.ascend import draft_layers, interop, mla, sfa
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
-from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
+from sim.impls.kit.vllm_model import INDEXER_LAYER, LAYER, VllmTinyMtp
 
-__all__ = ["KV_CACHE_CONFIG", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta"]
+__all__ = ["DRAFT_LAYERS", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta", "kv_cache_config"]
 
-# The one KV-cache group of the draft layer (``build_attn_metadata`` and ``build_slot_mappings_by_layer``
-# read its layer names).
-KV_CACHE_CONFIG = SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=[LAYER])])
+# the draft's layers per number of its attention groups (a second layer of another backend in the same KV-cache group,
+# as an MLA/SFA MTP layer's indexer key cache)
+DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}
+
+
+def kv_cache_config(layers=(LAYER,)):
+    """The one KV-cache group of the draft's layers (``build_attn_metadata`` and ``build_slot_mappings_by_layer``
+    read its layer names)."""
+    return SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=list(layers))])
 
 
 # each draft attention family's builder in the checkout (module, class)
@@ -55,17 +61,18 @@ class AscendMetadataGroup:
     runner's attention setup builds it: the layer registered (``draft_layers``), for the call's draft count;
     an MLA layer's rotation from vllm-ascend's tables, which hold the tiny model's RoPE (``mla.install_rotary``)."""
 
-    layer_names = [LAYER]
     kv_cache_group_id = 0
 
-    def __init__(self, vllm_config, block_size: int, head_size: int, num_spec_tokens: int, attn: str = "gqa"):
+    def __init__(
+        self, vllm_config, block_size: int, head_size: int, num_spec_tokens: int, attn: str = "gqa", layer: str = LAYER
+    ):
         if attn not in BUILDERS:
             raise ValueError(f"draft_attn={attn!r}: expected one of {sorted(BUILDERS)}")
         draft_layers.check_block_size(attn, block_size)
-        self.attn = attn
+        self.attn, self.layer_names = attn, [layer]
         self.kv_cache_spec = draft_layers.kv_cache_spec(block_size, head_size)
-        backend = _backend(attn)
-        draft_layers.register(vllm_config, {LAYER: backend})
+        backend = _backend(attn, layer)
+        draft_layers.register(vllm_config, {layer: backend})
         if attn != "gqa":
             mla.install_rotary(vllm_config, build_device())
         current = import_ascend("vllm.config").set_current_vllm_config
@@ -87,9 +94,10 @@ class _Impl:
 
 
 @functools.cache
-def _backend(attn: str) -> type:
-    """The draft layer's backend of family ``attn``: the checkout's builder, its builds on the simulator's host
-    memory (``unpinned_host_memory``: plumbing)."""
+def _backend(attn: str, layer: str) -> type:
+    """The backend of the draft layer ``layer`` of family ``attn`` (one class per layer: vLLM groups a draft's
+    layers by backend): the checkout's builder, its builds on the simulator's host memory (``unpinned_host_memory``:
+    plumbing)."""
     module, name = BUILDERS[attn]
     real = getattr(import_ascend(module), name)
 
@@ -101,7 +109,7 @@ def _backend(attn: str) -> type:
     class TinyMrv2Backend:
         get_builder_cls = staticmethod(lambda: OnTheSimulator)
         get_impl_cls = staticmethod(lambda: _Impl)
-        get_name = staticmethod(lambda: f"TINY_MRV2_{attn.upper()}")
+        get_name = staticmethod(lambda: f"TINY_MRV2_{attn.upper()}_{layer.upper()}")
 
     return TinyMrv2Backend
 
@@ -127,8 +135,7 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the metadata it was handed, as the kernels
     of its family read it (an MLA or SFA layer's: ``mla.read_back``, ``sfa.read_back``, the rotation included)."""
 
-    def attention(self, context) -> AttentionMeta:
-        meta = context.attn_metadata[LAYER]
+    def read(self, meta) -> AttentionMeta:
         if mla.is_mla(meta):
             return mla.read_back(meta)
         return sfa.read_back(meta) if sfa.is_sfa(meta) else attention_meta(meta)
