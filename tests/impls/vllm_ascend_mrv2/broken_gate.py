@@ -62,15 +62,30 @@ FIXES = {
 
 
 def variants() -> list[str]:
-    """The variants that apply to the generation installed."""
+    """The variants that apply to the checkout installed: of its speculator's generation, where it has what they
+    change (a release branch between 0.23.0 and main may lack a function main has)."""
     from sim.impls.vllm_ascend_mrv2 import generation
 
-    return [name for name, (*_, gen) in VARIANTS.items() if gen in (None, generation.speculator_name())]
+    mine = [(name, v) for name, v in VARIANTS.items() if v[3] in (None, generation.speculator_name())]
+    return [name for name, (where, attribute, *_) in mine if hasattr(_owner(where), attribute)]
+
+
+def _owner(where: str):
+    """What a variant's ``where`` names, in the checkout installed."""
+    from sim.impls.kit.ascend.importing import import_ascend
+    from sim.impls.vllm_ascend_mrv2 import generation
+
+    return {
+        "module": lambda: import_ascend(AR),
+        "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
+        "speculator": generation.speculator_class,
+        "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
+        "ascend-module": lambda: import_ascend(ASCEND_AR),
+    }[where]()
 
 
 def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Change vllm-ascend's MRV2 speculator as the variant (``VARIANTS``) or fix (``FIXES``) ``name`` says."""
-    from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend_mrv2 import generation
 
     if name in FIXES:
@@ -83,18 +98,13 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if name not in VARIANTS:
         known = ", ".join([*VARIANTS, *FIXES])
         raise pytest.UsageError(f"{ENV}={name!r}: not a changed vllm-ascend MRV2; known: {known}")
-    where, attribute, breaking, _ = VARIANTS[name]
+    where, attribute, breaking, gen = VARIANTS[name]
     if name not in variants():
         raise pytest.UsageError(
-            f"{ENV}={name!r}: applies to vllm-ascend {VARIANTS[name][3]}, not {generation.speculator_name()}"
+            f"{ENV}={name!r}: changes {attribute} of vllm-ascend {gen or 'any'}'s speculator, which this checkout"
+            f" ({generation.speculator_name()}) has not"
         )
-    owner = {
-        "module": lambda: import_ascend(AR),
-        "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
-        "speculator": generation.speculator_class,
-        "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
-        "ascend-module": lambda: import_ascend(ASCEND_AR),
-    }[where]()
+    owner = _owner(where)
     monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
 
 
