@@ -33,7 +33,7 @@ from mtp.config import ProposerConfig
 from mtp.trace import Phase
 from sim.impls import Implementation
 from sim.impls.kit import factory, steps
-from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend import draft_layers, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
@@ -52,7 +52,7 @@ from sim.impls.vllm_ascend import (
     rejection,
 )
 from sim.impls.vllm_ascend.build import configured, configured_graph, graphed_model
-from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER, AscendSnapshotAttnGroup, draft_model
+from sim.impls.vllm_ascend.model import LAYER, AscendSnapshotAttnGroup, draft_model
 
 
 def _proposer(cfg: ProposerConfig, layers=(LAYER,), attn: str = "gqa"):
@@ -151,9 +151,6 @@ FULL_UNPADDED = (
 )
 
 
-DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}  # attention groups -> the draft's layers, sorted
-
-
 def runner_wide(batch: VerifiedBatch, cfg: ProposerConfig) -> VerifiedBatch:
     """``batch`` with its block table as wide as the runner's (``max_num_blocks_per_req``: enough
     blocks for ``max_model_len``), -1 past each row's blocks. The batch's own is as wide as its longest
@@ -212,24 +209,19 @@ class AscendProposer(EagerAdapter):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "piecewise":
             raise ValueError(f"mode='piecewise': {divergences.PIECEWISE}")
-        if draft_attn_groups not in DRAFT_LAYERS:
-            raise ValueError(f"draft_attn_groups={draft_attn_groups!r}: expected one of {sorted(DRAFT_LAYERS)}")
+        layers = draft_layers.layers_of(draft_attn, draft_attn_groups)
         if self.mode != "eager" and draft_attn_groups > 1:
             raise ValueError(
                 f"mode={self.mode!r} with draft_attn_groups={draft_attn_groups}: {divergences.GROUPS_EAGER}"
             )
         if draft_attn not in attn_setup.FAMILIES:
             raise ValueError(f"draft_attn={draft_attn!r}: expected one of {sorted(attn_setup.FAMILIES)}")
-        if draft_attn != "gqa" and draft_attn_groups > 1:
-            raise ValueError(
-                f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: {divergences.MLA_ONE_GROUP}"
-            )
         if kernel_block_size and (draft_attn != "gqa" or draft_attn_groups > 1):
             raise ValueError(
                 f"kernel_block_size={kernel_block_size} with draft_attn={draft_attn!r}, draft_attn_groups="
                 f"{draft_attn_groups}: a hybrid target's kernel blocks are driven for one GQA draft layer"
             )
-        self.layers, self.attn = DRAFT_LAYERS[draft_attn_groups], draft_attn
+        self.layers, self.attn = layers, draft_attn
         self.kernel_block_size = kernel_block_size
         if self.mode == "full" and not getattr(device, "supports_graphs", False):
             raise ValueError(f"mode='full': device {getattr(device, 'name', device)} cannot capture graphs")

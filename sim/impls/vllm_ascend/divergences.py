@@ -300,7 +300,6 @@ GROUPS_EAGER = (
     "a draft of several attention groups runs eagerly here: its full graphs would capture the tiny "
     "attention's task per layer, and the recording draft captures one layer's"
 )
-MLA_ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
 
 
 def _without_lookahead(defect: str, copy: str, after: str = "") -> str:

@@ -31,13 +31,12 @@ from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
 from sim.impls import Implementation, NotInThisCheckout
 from sim.impls.kit import factory, mrv2_runner
-from sim.impls.kit.ascend import interop
+from sim.impls.kit.ascend import draft_layers, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
-    DRAFT_LAYERS,
     LAYER,
     AscendMetadataGroup,
     AscendMrv2TinyMtp,
@@ -82,13 +81,13 @@ def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=Non
 def draft_groups(
     block_size: int, hidden_size: int, num_spec_tokens: int, method: str = "mtp", attn: str = "gqa", count: int = 1
 ) -> tuple:
-    """The draft's ``count`` attention groups at these sizes (``DRAFT_LAYERS``: a layer each, the first of family
-    ``attn``, the second GQA), each builder the checkout's (``AscendMetadataGroup``), made once, as a runner makes its
-    builders once."""
+    """The draft's ``count`` attention groups at these sizes (``draft_layers.DRAFT_LAYERS``: a layer each, the
+    first of family ``attn``, the second GQA), each builder the checkout's (``AscendMetadataGroup``), made once, as
+    a runner makes its builders once."""
     config = build.speculator(hidden_size, method).vllm_config
     return tuple(
         AscendMetadataGroup(config, block_size, hidden_size, num_spec_tokens, attn if layer == LAYER else "gqa", layer)
-        for layer in DRAFT_LAYERS[count]
+        for layer in draft_layers.DRAFT_LAYERS[count]
     )
 
 
@@ -208,18 +207,11 @@ class AscendMrv2Proposer(EagerAdapter):
     def __init__(
         self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa", draft_attn_groups=1
     ):
-        if draft_attn_groups not in DRAFT_LAYERS:
-            raise ValueError(f"draft_attn_groups={draft_attn_groups!r}: expected one of {sorted(DRAFT_LAYERS)}")
-        if draft_attn != "gqa" and draft_attn_groups > 1:
-            raise ValueError(
-                f"draft_attn={draft_attn!r} with draft_attn_groups={draft_attn_groups}: an MLA or SFA draft layer's"
-                " second group is its indexer's, driven for a GQA draft only"
-            )
+        layers = draft_layers.layers_of(draft_attn, draft_attn_groups)
         super().__init__(cfg, model, device, mode)
-        layers = DRAFT_LAYERS[draft_attn_groups]
         self.model = AscendMrv2TinyMtp(model, layers[1:])
-        groups = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method, draft_attn, draft_attn_groups)
-        self.groups = draft_groups(*groups)
+        sizes = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
+        self.groups = draft_groups(*sizes, draft_attn, draft_attn_groups)
         mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
@@ -229,7 +221,7 @@ class AscendMrv2Proposer(EagerAdapter):
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.groups[0].build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
         # is_profile: eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-        return mrv2_runner.propose(spec, run, batch, target, DRAFT_LAYERS[len(self.groups)])
+        return mrv2_runner.propose(spec, run, batch, target, [name for g in self.groups for name in g.layer_names])
 
 
 def implementation() -> Implementation:

@@ -48,6 +48,7 @@ def init_speculator():
     return import_ascend("vllm_ascend.worker.v2.spec_decode.eagle").init_speculator
 
 
+@functools.cache
 def picks_handling_by_family() -> bool:
     """Whether the speculator picks its per-step metadata handling by the draft layer's backend (main's
     ``set_attn`` sets ``attn_architecture``); 0.23.0's has one handling, the flat one."""

@@ -32,13 +32,9 @@ from sim.impls.kit.ascend import draft_layers, interop, mla, sfa
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
-from sim.impls.kit.vllm_model import INDEXER_LAYER, LAYER, VllmTinyMtp
+from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
 
-__all__ = ["DRAFT_LAYERS", "LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta", "kv_cache_config"]
-
-# the draft's layers per number of its attention groups (a second layer of another backend in the same KV-cache group,
-# as an MLA/SFA MTP layer's indexer key cache)
-DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}
+__all__ = ["LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta", "kv_cache_config"]
 
 
 def kv_cache_config(layers=(LAYER,)):

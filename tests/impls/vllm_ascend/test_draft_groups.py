@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from sim.impls.divergence import spec_for
+from sim.impls.kit.ascend.draft_layers import DRAFT_LAYERS
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend import attn_setup, builders
-from sim.impls.vllm_ascend.adapter import DRAFT_LAYERS
 from sim.impls.vllm_ascend.build import configured
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, RULES
 from sim.impls.vllm_ascend.model import INDEXER_LAYER, LAYER

@@ -16,6 +16,23 @@ import functools
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.vllm_model import INDEXER_LAYER, LAYER
+
+# the draft's layers per number of its attention groups (a second layer of another backend in the same KV-cache
+# group, as an MLA/SFA MTP layer's indexer key cache), sorted
+DRAFT_LAYERS = {1: (LAYER,), 2: (LAYER, INDEXER_LAYER)}
+# why an MLA or SFA draft has one group here
+ONE_GROUP = "an MLA draft is one attention layer here (its indexer's group is the SFA family's, not modelled)"
+
+
+def layers_of(attn: str, groups: int) -> tuple[str, ...]:
+    """The draft's layers for ``groups`` attention groups, ``LAYER`` of family ``attn``; ``ValueError`` naming the
+    field where the adapters drive no such draft."""
+    if groups not in DRAFT_LAYERS:
+        raise ValueError(f"draft_attn_groups={groups!r}: expected one of {sorted(DRAFT_LAYERS)}")
+    if attn != "gqa" and groups > 1:
+        raise ValueError(f"draft_attn={attn!r} with draft_attn_groups={groups}: {ONE_GROUP}")
+    return DRAFT_LAYERS[groups]
 
 
 def check_block_size(attn: str, block_size: int) -> None:
