@@ -13,6 +13,7 @@ from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of
 from sim.impls.features import Feature
 from sim.impls.kit.host_reads import HostRead, prepare_inputs_padded_reads
+from sim.impls.vllm_ascend import scheduler_lacks
 from sim.impls.vllm_ascend.divergences import DIVERGENCES, HOST_READS, LACKS, SFA_GRAPH_STEPS
 
 # What a generation has otherwise (``in_force``): main's SFA builder, since vllm-ascend #13958 (2026-08-13),
@@ -243,19 +244,6 @@ OWN = {
 # scheduler hands it (the harness models the device-side correction of vLLM 0.21 on); v0.18.0 has no reduce
 # sampling.
 LACKS_OWN = {
-    "main": {
-        Feature.RECOMPUTE_SCHEDULER: Skip(
-            "recompute-scheduler-reads-a-request-field-its-vllm-lacks: main's RecomputeScheduler.update_from_output "
-            "(copied from vLLM 0.25.1's, vllm-ascend #12541) reads Request.async_tokens_to_discard for every request "
-            "that verified drafts, a field vLLM 0.27.1 (main's vLLM since #14027) has not: a decode node with the "
-            "recompute scheduler and MTP raises AttributeError at its first step's output. A crash, not modelled; "
-            "test_ascend_schedulers.py pins it"
-        ),
-        Feature.DYNAMIC_BATCH: Skip(
-            "main has no dynamic batch: vllm-ascend #11933 removed SchedulerDynamicBatch and its "
-            "SLO_limits_for_dynamic_batch"
-        ),
-    },
     "0.18.0": {
         Feature.ASYNC_SCHEDULING: Skip(
             "vLLM 0.18 corrects an asynchronous step's counts in GPUModelRunner._update_states (host request "
@@ -284,11 +272,6 @@ HOST_READS_0_18 = (
 )
 
 
-# What a generation has that 0.23.0's table says it lacks: main's BalanceScheduler copies vLLM 0.24's schedule,
-# which gives a first scheduling its lookahead slots (vLLM #43733); main's waiting-queue orders.
-HAS_OWN = {"main": (Feature.BALANCE_SCHEDULING, Feature.SHORT_REQUEST_FIRST, Feature.BATCH_JOB_AWARE)}
-
-
 @functools.cache
 def in_force(generation: str) -> SimpleNamespace:
     """The divergences module's face (``sim.impls.kit.factory``) for ``generation`` (``generation.name``:
@@ -298,7 +281,5 @@ def in_force(generation: str) -> SimpleNamespace:
     besides, lacking = OWN.get(generation, ({}, ()))
     kept = {i: d for i, d in {**DIVERGENCES, **besides}.items() if i not in lacking}
     reads = HOST_READS_0_18 if generation == "0.18.0" else HOST_READS
-    lacks = {**LACKS, **LACKS_OWN.get(generation, {})}
-    for feature in HAS_OWN.get(generation, ()):
-        del lacks[feature]
+    lacks = {**LACKS, **LACKS_OWN.get(generation, {}), **scheduler_lacks.lacks()}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks, HOST_READS=reads)

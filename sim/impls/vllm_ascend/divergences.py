@@ -287,7 +287,8 @@ RULES = rules_of(DIVERGENCES.values())
 
 # What it cannot run (sim.impls.features): a property using one is skipped with this reason. Full
 # graphs run (ACL graphs on the simulator's recorder, sim.impls.kit.ascend.fake_npu_graphs); piecewise
-# ones cannot be made for the tiny draft model, and unpadded full graphs are refused by vllm-ascend.
+# ones cannot be made for the tiny draft model, and unpadded full graphs are refused by vllm-ascend. What it
+# lacks of vllm-ascend's own schedulers is read off the checkout's files (scheduler_lacks, in branch_divergences).
 PIECEWISE = (
     "vllm-ascend's piecewise draft graphs come from torch.compile of a vLLM draft model class (its ACL "
     "piecewise backend); the draft model here is the simulator's tiny model, nothing to compile"
@@ -302,29 +303,6 @@ GROUPS_EAGER = (
 )
 
 
-def _without_lookahead(defect: str, copy: str, after: str = "") -> str:
-    """The known defect ``defect`` of a scheduler whose ``copy`` of vLLM's schedule keeps the first-scheduling rule
-    from before vLLM #43733: the scheduler's, not the drafter's; it stops a run (pinned by
-    tests/impls/vllm_ascend/test_ascend_schedulers.py)."""
-    return (
-        f"{defect}: vllm-ascend's {copy} of vLLM's Scheduler.schedule from before vLLM #43733, which gives a "
-        "request's first scheduling from the waiting queue no lookahead slots (effective_lookahead_tokens = 0 while "
-        "num_computed_tokens == 0): that step's drafts write the draft layer's KV past the request's blocks, where "
-        f"the runner's block-table row holds another request's block or the null block{after}"
-    )
-
-
-# balance scheduling through 0.23.0 (main's BalanceScheduler copies vLLM 0.24's); the dynamic batch
-# (SLO_limits_for_dynamic_batch) through 0.23.0 (main has none, #11933)
-BALANCE_WITHOUT_LOOKAHEAD = _without_lookahead(
-    "balance-scheduler-first-scheduling-without-lookahead",
-    "BalanceScheduler schedules by a copy",
-    " (the copy of vLLM 0.24's on main gives them)",
-)
-DYNAMIC_BATCH_WITHOUT_LOOKAHEAD = _without_lookahead(
-    "dynamic-batch-scheduler-first-scheduling-without-lookahead",
-    "SchedulerDynamicBatch schedules by a decode-first copy",
-)
 LACKS = {
     Feature.PIECEWISE_GRAPHS: Skip(PIECEWISE),
     Feature.MROPE: Skip("the adapter's target is the tiny DeepSeek-V3, text-only: its positions are one row"),
@@ -338,11 +316,6 @@ LACKS = {
         "draft-model-first-pass-slots-by-the-block-size: vllm-ascend's draft-model first pass looks its slots up "
         "in a hybrid target's table of kernel blocks by the KV-cache group's block size (pinned)"
     ),
-    Feature.BALANCE_SCHEDULING: Skip(BALANCE_WITHOUT_LOOKAHEAD),
-    Feature.DYNAMIC_BATCH: Skip(DYNAMIC_BATCH_WITHOUT_LOOKAHEAD),
-    # main's waiting-queue orders (branch_divergences.HAS_OWN)
-    Feature.SHORT_REQUEST_FIRST: Skip("0.23.0 has no ShortRequestFirst scheduling (main's, vllm-ascend #11576)"),
-    Feature.BATCH_JOB_AWARE: Skip("0.23.0 has no batch-job-aware scheduler (main's, vllm-ascend #12240)"),
 }
 
 # The padded path's reads of host tensors, named for the sync property (sim.impls.kit.host_reads): on the

@@ -86,6 +86,11 @@ QUEUES = {  # the waiting queue each order policy puts in its scheduler
 }
 
 
+# vLLM's rule before #43733, as the copies of its schedule keep it: a request's first scheduling from the waiting
+# queue gets no lookahead slots
+WITHOUT_LOOKAHEAD = "effective_lookahead_tokens = 0 if request.num_computed_tokens == 0"
+
+
 def _import(module: str):
     from sim.impls.kit.ascend.importing import import_ascend
 
@@ -94,6 +99,31 @@ def _import(module: str):
 
 def _platform(name: str) -> Path:
     return Path(_import("vllm_ascend").__file__).parent.parent / PLATFORM / f"{name}.py"
+
+
+def path(name: str) -> Path:
+    """The file of vllm-ascend's scheduler ``name`` (``balance``: its platform patch) in the checkout."""
+    if name == "balance":
+        return _platform("patch_balance_schedule")
+    return Path(_import("vllm_ascend").__file__).parent.parent / (MODULES[name].replace(".", "/") + ".py")
+
+
+def source(name: str) -> str | None:
+    """The source of the checkout's scheduler ``name``; None where the checkout has none."""
+    file = path(name)
+    return file.read_text() if file.exists() else None
+
+
+def first_scheduling_without_lookahead(name: str) -> bool:
+    """Whether the checkout's copy of vLLM's schedule in scheduler ``name`` keeps ``WITHOUT_LOOKAHEAD``."""
+    return WITHOUT_LOOKAHEAD in (source(name) or "")
+
+
+def reads_a_request_field_vllm_lacks(name: str, field: str) -> bool:
+    """Whether the checkout's scheduler ``name`` reads ``Request.<field>``, which the installed vLLM's
+    ``Request`` never sets."""
+    request = inspect.getsource(_import("vllm.v1.request").Request)
+    return f".{field}" in (source(name) or "") and f"self.{field}" not in request
 
 
 def _execute(name: str, path: Path, replaced: dict):
@@ -122,13 +152,13 @@ def deploy() -> tuple[str, ...]:
 @functools.cache
 def _balance_module():
     """The checkout's ``patch_balance_schedule``; ``ValueError`` where the checkout has none."""
-    path = _platform("patch_balance_schedule")
-    if not path.exists():
-        raise ValueError(f"scheduler='balance': this vllm-ascend has no balance scheduling ({path.name} is absent)")
+    file = path("balance")
+    if not file.exists():
+        raise ValueError(f"scheduler='balance': this vllm-ascend has no balance scheduling ({file.name} is absent)")
     scheduler, core = _import("vllm.v1.core.sched.scheduler"), _import("vllm.v1.engine.core")
     return _execute(
         "vllm_ascend.patch.platform.patch_balance_schedule",
-        path,
+        file,
         {scheduler: ["Scheduler"], core: ["DPEngineCoreProc"], core.EngineCoreProc: ["run_engine_core"]},
     )
 
@@ -151,9 +181,8 @@ def scheduler_class(name: str, asynchronous: bool):
     ``ValueError`` where the checkout has none."""
     if name == "balance":
         return _async_over_balance() if asynchronous else _balance_module().BalanceScheduler
-    path = Path(_import("vllm_ascend").__file__).parent.parent / (MODULES[name].replace(".", "/") + ".py")
-    if not path.exists():
-        raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({path.name} is absent)")
+    if not path(name).exists():
+        raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({path(name).name} is absent)")
     module = _import(MODULES[name])
     cls = CLASSES[name][asynchronous]
     return _balance_module().BalanceScheduler if cls is None else getattr(module, cls)

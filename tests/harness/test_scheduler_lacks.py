@@ -1,0 +1,79 @@
+"""What the harness lacks of vllm-ascend's own schedulers is read off the checkout's files
+(``sim.impls.vllm_ascend.scheduler_lacks``): a file absent, a copy keeping vLLM's first-scheduling rule from before
+vLLM #43733, a copy reading a request field the installed vLLM never sets; a whole copy lacks nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from sim.impls.features import Feature
+from sim.impls.kit.ascend import schedulers
+from sim.impls.vllm_ascend import scheduler_lacks
+
+pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
+
+WHOLE = "effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens\n"
+KEPT = f"{schedulers.WITHOUT_LOOKAHEAD} else self.num_lookahead_tokens\n"
+READS = "if request.async_tokens_to_discard == 0:\n    pass\n"
+
+
+def _request_module(tmp_path, monkeypatch, sets_the_field: bool):
+    """A ``vllm.v1.request`` whose ``Request`` sets ``async_tokens_to_discard`` or not."""
+    body = "self.async_tokens_to_discard = 0" if sets_the_field else "self.num_computed_tokens = 0"
+    path = tmp_path / "request.py"
+    path.write_text(f"class Request:\n    def __init__(self):\n        {body}\n")
+    spec = importlib.util.spec_from_file_location("fake_vllm_request", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # where inspect finds its source
+    spec.loader.exec_module(module)
+    return module
+
+
+def _lacks(tmp_path, monkeypatch, files: dict[str, str], sets_the_field: bool = False) -> dict:
+    """``scheduler_lacks.lacks`` over a checkout holding ``files`` (scheduler name -> source)."""
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
+    request = _request_module(tmp_path, monkeypatch, sets_the_field)
+    monkeypatch.setattr(schedulers, "path", lambda name: tmp_path / f"{name}.py")
+    monkeypatch.setattr(schedulers, "_import", lambda module: SimpleNamespace(Request=request.Request))
+    return scheduler_lacks.lacks.__wrapped__()
+
+
+def test_whole_copies_lack_nothing(tmp_path, monkeypatch):
+    files = dict.fromkeys(scheduler_lacks.FEATURES, WHOLE)
+    assert _lacks(tmp_path, monkeypatch, files) == {}
+
+
+def test_an_absent_file_is_said(tmp_path, monkeypatch):
+    files = {name: WHOLE for name in scheduler_lacks.FEATURES if name != "dynamic_batch"}
+    lacks = _lacks(tmp_path, monkeypatch, files)
+    assert list(lacks) == [Feature.DYNAMIC_BATCH]
+    assert "dynamic_batch.py is absent" in lacks[Feature.DYNAMIC_BATCH].reason
+
+
+@pytest.mark.parametrize("name", sorted(scheduler_lacks.WITHOUT_LOOKAHEAD))
+def test_a_copy_keeping_the_rule_lacks_its_scheduler_by_the_defect(tmp_path, monkeypatch, name):
+    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), name: KEPT}
+    lacks = _lacks(tmp_path, monkeypatch, files)
+    feature = scheduler_lacks.FEATURES[name]
+    assert list(lacks) == [feature] and lacks[feature].reason == scheduler_lacks.WITHOUT_LOOKAHEAD[name]
+
+
+def test_the_recompute_copy_keeping_the_rule_is_left_to_its_pin(tmp_path, monkeypatch):
+    """The recompute scheduler meets the rule for a one-token prompt only: its pin runs it, nothing is lacked."""
+    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), "recompute": KEPT}
+    assert _lacks(tmp_path, monkeypatch, files) == {}
+
+
+@pytest.mark.parametrize(("sets_the_field", "lacked"), [(False, True), (True, False)])
+def test_a_recompute_copy_reading_a_field_lacks_it_where_vllm_never_sets_it(
+    tmp_path, monkeypatch, sets_the_field, lacked
+):
+    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), "recompute": WHOLE + READS}
+    lacks = _lacks(tmp_path, monkeypatch, files, sets_the_field)
+    assert (lacks.get(Feature.RECOMPUTE_SCHEDULER) is scheduler_lacks.RECOMPUTE_CRASH) is lacked
