@@ -17,9 +17,20 @@ from sim.impls.vllm_ascend import scheduler_lacks
 
 pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
-WHOLE = "effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens\n"
+LOOKAHEAD = "effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens\n"
 KEPT = f"{schedulers.WITHOUT_LOOKAHEAD} else self.num_lookahead_tokens\n"
 READS = "if request.async_tokens_to_discard == 0:\n    pass\n"
+
+
+def _whole(name: str, rule: str = LOOKAHEAD) -> str:
+    """Scheduler ``name``'s file in the form driven: the classes the kit builds (balance scheduling's installing
+    ShortRequestFirst's queue), and ``rule``."""
+    classes = "".join(f"class {c}(object):\n    pass\n" for c in schedulers.CLASSES.get(name, ()) if c)
+    installs = f"from {schedulers.MODULES['short_request_first']} import install\n" if name == "balance" else ""
+    return installs + classes + rule
+
+
+WHOLE = {name: _whole(name) for name in scheduler_lacks.FEATURES}
 
 
 def _request_module(tmp_path, monkeypatch, sets_the_field: bool):
@@ -45,12 +56,11 @@ def _lacks(tmp_path, monkeypatch, files: dict[str, str], sets_the_field: bool = 
 
 
 def test_whole_copies_lack_nothing(tmp_path, monkeypatch):
-    files = dict.fromkeys(scheduler_lacks.FEATURES, WHOLE)
-    assert _lacks(tmp_path, monkeypatch, files) == {}
+    assert _lacks(tmp_path, monkeypatch, WHOLE) == {}
 
 
 def test_an_absent_file_is_said(tmp_path, monkeypatch):
-    files = {name: WHOLE for name in scheduler_lacks.FEATURES if name != "dynamic_batch"}
+    files = {name: text for name, text in WHOLE.items() if name != "dynamic_batch"}
     lacks = _lacks(tmp_path, monkeypatch, files)
     assert list(lacks) == [Feature.DYNAMIC_BATCH]
     assert "dynamic_batch.py is absent" in lacks[Feature.DYNAMIC_BATCH].reason
@@ -58,7 +68,7 @@ def test_an_absent_file_is_said(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(scheduler_lacks.WITHOUT_LOOKAHEAD))
 def test_a_copy_keeping_the_rule_lacks_its_scheduler_by_the_defect(tmp_path, monkeypatch, name):
-    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), name: KEPT}
+    files = {**WHOLE, name: _whole(name, KEPT)}
     lacks = _lacks(tmp_path, monkeypatch, files)
     feature = scheduler_lacks.FEATURES[name]
     assert list(lacks) == [feature] and lacks[feature].reason == scheduler_lacks.WITHOUT_LOOKAHEAD[name]
@@ -66,7 +76,7 @@ def test_a_copy_keeping_the_rule_lacks_its_scheduler_by_the_defect(tmp_path, mon
 
 def test_the_recompute_copy_keeping_the_rule_is_left_to_its_pin(tmp_path, monkeypatch):
     """The recompute scheduler meets the rule for a one-token prompt only: its pin runs it, nothing is lacked."""
-    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), "recompute": KEPT}
+    files = {**WHOLE, "recompute": _whole("recompute", KEPT)}
     assert _lacks(tmp_path, monkeypatch, files) == {}
 
 
@@ -74,6 +84,24 @@ def test_the_recompute_copy_keeping_the_rule_is_left_to_its_pin(tmp_path, monkey
 def test_a_recompute_copy_reading_a_field_lacks_it_where_vllm_never_sets_it(
     tmp_path, monkeypatch, sets_the_field, lacked
 ):
-    files = {**dict.fromkeys(scheduler_lacks.FEATURES, WHOLE), "recompute": WHOLE + READS}
+    files = {**WHOLE, "recompute": _whole("recompute", LOOKAHEAD + READS)}
     lacks = _lacks(tmp_path, monkeypatch, files, sets_the_field)
     assert (lacks.get(Feature.RECOMPUTE_SCHEDULER) is scheduler_lacks.RECOMPUTE_CRASH) is lacked
+
+
+@pytest.mark.parametrize(
+    ("files", "feature", "said"),
+    [
+        # v0.24.0rc's ShortRequestFirst: the queue, selected through the recompute scheduler only
+        ({"short_request_first": LOOKAHEAD}, Feature.SHORT_REQUEST_FIRST, "ShortRequestFirstAsyncScheduler"),
+        ({"balance": LOOKAHEAD}, Feature.SHORT_REQUEST_FIRST, "BalanceScheduler's ShortRequestFirstRequestQueue"),
+        (
+            {"batch_job_aware": _whole("batch_job_aware").replace("class BatchJobAwareAsync", "class Other")},
+            Feature.BATCH_JOB_AWARE,
+            "BatchJobAwareAsyncScheduler",
+        ),
+    ],
+)
+def test_a_scheduler_without_the_classes_driven_is_said(tmp_path, monkeypatch, files, feature, said):
+    lacks = _lacks(tmp_path, monkeypatch, {**WHOLE, **files})
+    assert list(lacks) == [feature] and said in lacks[feature].reason

@@ -71,8 +71,10 @@ def load(runner, batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int) 
     runner.num_discarded_requests = count
     scheduled = np.asarray(batch.query_lens_cpu, dtype=np.int32)
     computed = np.asarray(batch.seq_lens_cpu, dtype=np.int32) - scheduled
-    runner.input_batch.num_computed_tokens_cpu[: batch.num_reqs] = computed  # the runner's array (a tensor's view)
-    runner.input_batch.num_prompt_tokens = prompt_tokens(batch, sampled, computed)
+    # into the runner's arrays (the first a tensor's view), as long as its batch's: a dummy run reads them at its
+    # padded count, past the call's requests
+    runner.input_batch.num_computed_tokens_cpu[: batch.num_reqs] = computed
+    runner.input_batch.num_prompt_tokens[: batch.num_reqs] = prompt_tokens(batch, sampled, computed)
     valid = scheduled - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
     runner._build_attn_state(batch.num_reqs, scheduled, valid)
 

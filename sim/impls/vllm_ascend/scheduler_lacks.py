@@ -3,12 +3,13 @@ schedulers' own files (``sim.impls.kit.ascend.schedulers``), not off the generat
 between 0.23.0 and main (v0.24.0rc to v0.26.0rc) draft as 0.23.0 does (``generation.name``) while their
 schedulers are main's, or partly so (v0.24.0rc's recompute copy keeps the rule its balance copy dropped).
 
-Each scheduler is one of: absent (its file is not in the checkout); a copy of vLLM's schedule keeping the
-first-scheduling rule from before vLLM #43733 (``schedulers.WITHOUT_LOOKAHEAD``), which stops a run at the
-first request admitted (balance scheduling, the dynamic batch; the recompute scheduler reaches the rule only
-for a one-token prompt on a decode node, which its pin runs); a copy reading a request field the installed
-vLLM never sets (the recompute scheduler copied from vLLM 0.25.1 under vLLM 0.27.1: a crash at its first
-output); or whole. The pins in ``tests/impls/vllm_ascend/test_ascend_schedulers.py`` run each as it is read
+Each scheduler is one of: absent (its file is not in the checkout); in an earlier form than the one driven (a
+class the kit builds not in its file: v0.24.0rc's ShortRequestFirst, the recompute scheduler's waiting queue only);
+a copy of vLLM's schedule keeping the first-scheduling rule from before vLLM #43733 (``schedulers.WITHOUT_LOOKAHEAD``),
+which stops a run at the first request admitted (balance scheduling, the dynamic batch; the recompute scheduler
+reaches the rule only for a one-token prompt on a decode node, which its pin runs); a copy reading a request field
+the installed vLLM never sets (the recompute scheduler copied from vLLM 0.25.1 under vLLM 0.27.1: a crash at its
+first output); or whole. The pins in ``tests/impls/vllm_ascend/test_ascend_schedulers.py`` run each as it is read
 here, and fail where the run does not do what the file says.
 """
 
@@ -34,6 +35,11 @@ ABSENT = {  # where each came from, or went
     "SLO_limits_for_dynamic_batch)",
     "short_request_first": "ShortRequestFirst scheduling (vllm-ascend #11576)",
     "batch_job_aware": "batch-job-aware scheduler (vllm-ascend #12240)",
+}
+
+EARLIER_FORMS = {  # what a checkout without the classes driven has instead
+    "short_request_first": " (before vllm-ascend #12719, v0.24.0rc, it is selected through the recompute "
+    "scheduler of a decode node only)",
 }
 
 
@@ -76,6 +82,11 @@ def lacks() -> dict[Feature, Skip]:
     for name, feature in FEATURES.items():
         if not schedulers.path(name).exists():
             found[feature] = Skip(f"this vllm-ascend has no {ABSENT[name]}: {schedulers.path(name).name} is absent")
+        elif missing := schedulers.missing_classes(name):
+            found[feature] = Skip(
+                f"this vllm-ascend's {ABSENT[name]} is not in the form driven here: it has no {', '.join(missing)}"
+                f"{EARLIER_FORMS.get(name, '')}"
+            )
         elif name in WITHOUT_LOOKAHEAD and schedulers.first_scheduling_without_lookahead(name):
             found[feature] = Skip(WITHOUT_LOOKAHEAD[name])
         elif name == "recompute" and schedulers.reads_a_request_field_vllm_lacks(name, ASYNC_DISCARD):

@@ -5,8 +5,10 @@
 vllm-ascend's platform patches vLLM's scheduler and KV cache manager in every deployment
 (``patch/platform``): the KV cache's free-block order, the KV cache coordinator, and on 0.23.0 the blocks of
 in-flight tokens under asynchronous scheduling (which adds ``Request.num_in_flight_tokens``, read by its
-recompute scheduler). ``deploy`` applies the checkout's patches of them once per process, each module loaded
-from its file alone (their package imports every platform patch, tool parsers included).
+recompute scheduler; v0.25.1rc backports the same as ``patch_swa_inflight_free``, which its recompute scheduler
+imports). ``deploy`` applies the checkout's patches of them once per process, each module loaded from its file
+alone and registered under its name, so that a scheduler importing one gets it without its package (which imports
+every platform patch, tool parsers and ``torch.accelerator``'s replacement by ``torch.npu``'s included).
 
 Balance scheduling (``enable_balance_scheduling``; production DeepSeek and GLM deployments set it beside MTP,
 vllm-ascend #9675): the platform replaces vLLM's ``Scheduler`` by its ``BalanceScheduler``, which then schedules
@@ -48,11 +50,17 @@ import contextlib
 import functools
 import importlib.util
 import inspect
+import sys
 from pathlib import Path
 
 PLATFORM = "vllm_ascend/patch/platform"
 # the platform's patches of vLLM's scheduler and KV cache manager, in the order its package imports them
-SCHEDULER_PATCHES = ("patch_kv_cache_utils", "patch_async_swa_kv_lifetime", "patch_kv_cache_coordinator")
+SCHEDULER_PATCHES = (
+    "patch_kv_cache_utils",
+    "patch_async_swa_kv_lifetime",
+    "patch_kv_cache_coordinator",
+    "patch_swa_inflight_free",
+)
 SHORT_PROMPT = 8  # ShortRequestFirst's threshold: the tiny scenarios' prompts run from 1 token to the model's length
 CONFIGS = {  # additional_config selecting each (0.23.0's keys, main also reads them, deprecated; then main's)
     "balance": {"enable_balance_scheduling": True},
@@ -119,6 +127,18 @@ def first_scheduling_without_lookahead(name: str) -> bool:
     return WITHOUT_LOOKAHEAD in (source(name) or "")
 
 
+def missing_classes(name: str) -> list[str]:
+    """What the kit builds for scheduler ``name`` (``CLASSES``, both orders) that the checkout's files do not
+    define: a class absent from its module, or (None) main's ``BalanceScheduler`` not installing its queue."""
+    missing = []
+    for cls in dict.fromkeys(CLASSES.get(name, ())):
+        if cls is None and MODULES[name] not in (source("balance") or ""):
+            missing.append(f"BalanceScheduler's {QUEUES[name]}")
+        elif cls is not None and f"class {cls}(" not in (source(name) or ""):
+            missing.append(cls)
+    return missing
+
+
 def reads_a_request_field_vllm_lacks(name: str, field: str) -> bool:
     """Whether the checkout's scheduler ``name`` reads ``Request.<field>``, which the installed vLLM's
     ``Request`` never sets."""
@@ -126,12 +146,15 @@ def reads_a_request_field_vllm_lacks(name: str, field: str) -> bool:
     return f".{field}" in (source(name) or "") and f"self.{field}" not in request
 
 
-def _execute(name: str, path: Path, replaced: dict):
+def _execute(name: str, path: Path, replaced: dict, registered: bool = False):
     """The module at ``path`` executed under ``name``, with ``replaced`` (object -> attribute names) as
-    they were before it ran: what it assigns there at import is undone."""
+    they were before it ran: what it assigns there at import is undone. ``registered``: the module is
+    ``sys.modules[name]``, what an import of that name then finds (its package is not imported)."""
     saved = {(owner, attr): owner.__dict__[attr] for owner, attrs in replaced.items() for attr in attrs}
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    if registered:
+        sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     finally:
@@ -145,7 +168,7 @@ def deploy() -> tuple[str, ...]:
     """The checkout's patches of vLLM's scheduler and KV cache manager applied, as in a deployment; their names."""
     applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists())
     for name in applied:
-        _execute(f"vllm_ascend.patch.platform.{name}", _platform(name), {})
+        _execute(f"vllm_ascend.patch.platform.{name}", _platform(name), {}, registered=True)
     return applied
 
 
