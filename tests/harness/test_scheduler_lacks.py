@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 import textwrap
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +17,10 @@ from sim.impls.vllm_ascend import scheduler_lacks
 pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
 
 LOOKAHEAD = "effective_lookahead_tokens = 0 if limit_lookahead_tokens else self.num_lookahead_tokens\n"
-KEPT = f"{schedulers.WITHOUT_LOOKAHEAD} else self.num_lookahead_tokens\n"
+KEPT = "effective_lookahead_tokens = 0 if request.num_computed_tokens == 0 else self.num_lookahead_tokens\n"
+KEPT_WRAPPED = (  # as vLLM's formatter writes it
+    "effective_lookahead_tokens = (\n    0 if request.num_computed_tokens == 0 else self.num_lookahead_tokens\n)\n"
+)
 READS = "if request.async_tokens_to_discard == 0:\n    pass\n"
 
 
@@ -33,25 +35,32 @@ def _whole(name: str, rule: str = LOOKAHEAD) -> str:
 WHOLE = {name: _whole(name) for name in scheduler_lacks.FEATURES}
 
 
-def _request_module(tmp_path, monkeypatch, sets_the_field: bool):
-    """A ``vllm.v1.request`` whose ``Request`` sets ``async_tokens_to_discard`` or not."""
+def _vllm(tmp_path, monkeypatch, sets_the_field: bool, vllm_rule: str):
+    """An installed vLLM: its ``Request``, setting ``async_tokens_to_discard`` or not, and its ``Scheduler``,
+    whose ``schedule`` holds ``vllm_rule``."""
     body = "self.async_tokens_to_discard = 0" if sets_the_field else "self.num_computed_tokens = 0"
-    path = tmp_path / "request.py"
-    path.write_text(f"class Request:\n    def __init__(self):\n        {body}\n")
-    spec = importlib.util.spec_from_file_location("fake_vllm_request", path)
+    path = tmp_path / "vllm_v1.py"
+    path.write_text(
+        f"class Request:\n    def __init__(self):\n        {body}\n"
+        f"class Scheduler:\n    def schedule(self):\n        {vllm_rule}"
+    )
+    spec = importlib.util.spec_from_file_location("fake_vllm_v1", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # where inspect finds its source
     spec.loader.exec_module(module)
     return module
 
 
-def _lacks(tmp_path, monkeypatch, files: dict[str, str], sets_the_field: bool = False) -> dict:
-    """``scheduler_lacks.lacks`` over a checkout holding ``files`` (scheduler name -> source)."""
+def _lacks(
+    tmp_path, monkeypatch, files: dict[str, str], sets_the_field: bool = False, vllm_rule: str = LOOKAHEAD
+) -> dict:
+    """``scheduler_lacks.lacks`` over a checkout holding ``files`` (scheduler name -> source), on a vLLM as
+    ``_vllm`` makes it."""
     for name, text in files.items():
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
-    request = _request_module(tmp_path, monkeypatch, sets_the_field)
+    vllm = _vllm(tmp_path, monkeypatch, sets_the_field, vllm_rule)
     monkeypatch.setattr(schedulers, "path", lambda name: tmp_path / f"{name}.py")
-    monkeypatch.setattr(schedulers, "_import", lambda module: SimpleNamespace(Request=request.Request))
+    monkeypatch.setattr(schedulers, "_import", lambda module: vllm)
     return scheduler_lacks.lacks.__wrapped__()
 
 
@@ -105,3 +114,9 @@ def test_a_recompute_copy_reading_a_field_lacks_it_where_vllm_never_sets_it(
 def test_a_scheduler_without_the_classes_driven_is_said(tmp_path, monkeypatch, files, feature, said):
     lacks = _lacks(tmp_path, monkeypatch, {**WHOLE, **files})
     assert list(lacks) == [feature] and said in lacks[feature].reason
+
+
+@pytest.mark.parametrize("rule", [KEPT, KEPT_WRAPPED], ids=["one-line", "wrapped"])
+def test_vllms_own_schedule_keeping_the_rule_is_lacked(tmp_path, monkeypatch, rule):
+    lacks = _lacks(tmp_path, monkeypatch, WHOLE, vllm_rule=rule.replace("\n", "\n        "))
+    assert lacks == {Feature.VLLM_SCHEDULER: scheduler_lacks.VLLM_WITHOUT_LOOKAHEAD}

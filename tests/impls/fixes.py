@@ -5,7 +5,7 @@
   ``MtpProposer._propose``). It compiles the installed method's source with each edit applied, in
   its own module's namespace, so everything else that runs is the version under test, not a copy
   kept here. An edit whose old text is not found exactly once is refused by name: a fix written for
-  another version. ``edited_module`` does the same for a whole module (a file of Triton kernels), and
+  another version. Edits of an edited method compose (two fixes of one long method). ``edited_module`` does the same for a whole module (a file of Triton kernels), and
   ``use_edited_module`` hands the edited one's names to a module that imported them.
 - ``max_query_len_compacted``: ``unpadded-max-query-len``, which vLLM, vllm-ascend 0.23.0 and 0.13.0
   share: ``prepare_inputs`` reports the longest query of the compacted batch (applied twice, the same).
@@ -33,7 +33,7 @@ from tests import loaded_by_workers
 def edited(method, *edits: tuple[str, str]):
     """``method`` recompiled from its installed source with each ``(old, new)`` edit applied (the text as
     the file has it, indented)."""
-    source = inspect.getsource(method)
+    source = _source(method)
     for old, new in edits:
         found = source.count(old)
         if found != 1:
@@ -42,18 +42,25 @@ def edited(method, *edits: tuple[str, str]):
     return _recompiled(method, source)
 
 
+def _source(method) -> str:
+    """``method``'s source: the edited text where an edit made it (so that edits compose), else its file's."""
+    return getattr(method, "edited_source", None) or inspect.getsource(method)
+
+
 def _recompiled(method, source: str):
     namespace: dict = {}
     original = inspect.unwrap(method)  # the source read is the wrapped function's: so are its globals
     exec(compile(textwrap.dedent(source), inspect.getsourcefile(method), "exec"), original.__globals__, namespace)  # noqa: S102
-    return functools.wraps(method)(namespace[method.__name__])
+    recompiled = functools.wraps(method)(namespace[method.__name__])
+    recompiled.edited_source = source  # after wraps, which copies the method's own attributes over
+    return recompiled
 
 
 def edited_everywhere(method, pattern: str, replace):
     """``method`` recompiled from its installed source with every match of ``pattern`` (a regular
     expression) replaced by ``replace`` (``re.sub``'s), where the same lines sit at other indents in the
     generations; raises if nothing matches."""
-    source, found = re.subn(pattern, replace, inspect.getsource(method))
+    source, found = re.subn(pattern, replace, _source(method))
     if not found:
         raise ValueError(f"{method.__qualname__}: {pattern!r} matches nothing in its source")
     return _recompiled(method, source)

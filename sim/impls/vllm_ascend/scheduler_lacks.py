@@ -9,8 +9,10 @@ a copy of vLLM's schedule keeping the first-scheduling rule from before vLLM #43
 which stops a run at the first request admitted (balance scheduling, the dynamic batch; the recompute scheduler
 reaches the rule only for a one-token prompt on a decode node, which its pin runs); a copy reading a request field
 the installed vLLM never sets (the recompute scheduler copied from vLLM 0.25.1 under vLLM 0.27.1: a crash at its
-first output); or whole. The pins in ``tests/impls/vllm_ascend/test_ascend_schedulers.py`` run each as it is read
-here, and fail where the run does not do what the file says.
+first output); or whole. So is vLLM's own schedule (``Feature.VLLM_SCHEDULER``), which keeps the rule before
+vLLM 0.23 (the release branches up to v0.22.1rc run on one). The pins in
+``tests/impls/vllm_ascend/test_ascend_schedulers.py`` run each as it is read here, and fail where the run does not
+do what the file says.
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ WITHOUT_LOOKAHEAD = {
         "SchedulerDynamicBatch schedules by a decode-first copy",
     ),
 }
+VLLM_WITHOUT_LOOKAHEAD = Skip(
+    "vllm-scheduler-first-scheduling-without-lookahead: the installed vLLM's own Scheduler.schedule (vLLM before 0.23,"
+    " under the release branches up to v0.22.1rc) gives a request's first scheduling from the waiting queue no lookahead"
+    " slots (effective_lookahead_tokens = 0 while num_computed_tokens == 0; vLLM 0.23 on, for asynchronous KV loads"
+    " only): that step's drafts write the draft layer's KV past the request's blocks. vLLM's, not vllm-ascend's; it"
+    " stops a run (read off vLLM's source; test_ascend_schedulers.py pins it)"
+)
 ASYNC_DISCARD = "async_tokens_to_discard"
 RECOMPUTE_CRASH = Skip(
     "recompute-scheduler-reads-a-request-field-its-vllm-lacks: the checkout's RecomputeScheduler.update_from_output "
@@ -77,8 +86,11 @@ RECOMPUTE_CRASH = Skip(
 
 @functools.cache
 def lacks() -> dict[Feature, Skip]:
-    """The scheduler features the checkout installed lacks, each with its reason; made once per process."""
-    found = {}
+    """The scheduler features the checkout installed lacks, each with its reason, vLLM's own schedule's among them;
+    made once per process."""
+    found = (
+        {Feature.VLLM_SCHEDULER: VLLM_WITHOUT_LOOKAHEAD} if schedulers.vllm_first_scheduling_without_lookahead() else {}
+    )
     for name, feature in FEATURES.items():
         if not schedulers.path(name).exists():
             found[feature] = Skip(f"this vllm-ascend has no {ABSENT[name]}: {schedulers.path(name).name} is absent")

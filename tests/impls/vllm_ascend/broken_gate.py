@@ -209,6 +209,10 @@ FIXES = {
         "draft-model-graph-seq-lens-of-the-target",
         (("_propose", fixes.grown_seq_lens_kept_in_full_graphs),),
     ),
+    "draft-model-query-starts-of-the-call": (
+        "draft-model-graph-query-starts-of-the-target",
+        (("_propose", fixes.query_starts_of_the_call_in_full_graphs),),
+    ),
     "eagle-gathers-through-the-drafts-own-processor": (
         "eagle-reduce-sample-reads-a-logits-processor-its-draft-lacks",
         (("_run_merged_draft", fixes.gather_through_the_drafts_own_processor),),

@@ -47,6 +47,8 @@ else runs as the checkout has it (0.23.0's signatures or main's, bound by name):
   model's slots laid out over as many block-table rows as it has requests (vllm-ascend #14714).
 - ``grown_seq_lens_kept_in_full_graphs``: ``draft-model-graph-seq-lens-of-the-target``: ``_propose``'s
   FULL-graph branch keeps a draft model's grown lengths, as it keeps dflash's.
+- ``query_starts_of_the_call_in_full_graphs``: ``draft-model-graph-query-starts-of-the-target`` (v0.22.1rc and
+  before): ``_propose``'s FULL-graph branch pads the call's query starts, as 0.23.0's does, not the runner's.
 - ``first_pass_slots_by_the_kernel_block``: ``draft-model-first-pass-slots-by-the-block-size``: the first pass
   takes the kernel block size over a hybrid target's kernel blocks, as the step update does (#12000).
 
@@ -351,3 +353,15 @@ def grown_seq_lens_kept_in_full_graphs(propose):
             f"{grown.format('seq_lens_cpu', 'optimistic_seq_lens_cpu')}, num_reqs_padded",
         ),
     )
+
+
+def query_starts_of_the_call_in_full_graphs(propose):
+    """``_propose`` whose FULL-graph branch pads the call's query starts (a draft model's grown ones): copied into
+    the runner's buffer that the branch pads and hands on, as 0.23.0 copies them into a buffer of its own."""
+    call = "common_attn_metadata.query_start_loc"
+    copied = (
+        f"self.runner.query_start_loc.gpu[: {call}.shape[0]].copy_({call}); "
+        f"self.runner.query_start_loc.cpu[: {call}.shape[0]].copy_({call}_cpu); "
+    )
+    padded = "num_reqs_padded = self.runner._pad_query_start_loc_for_fia(\n"
+    return edited(propose, (padded, copied + padded))

@@ -35,11 +35,14 @@ from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import SchedulerDefect
 from tests.checks.e2e_checks import check_greedy_outputs, check_implementation
-from tests.checks.modes import USES_ASYNC_SCHEDULING
+from tests.checks.modes import USES_ASYNC_SCHEDULING, USES_VLLM_SCHEDULER
 from tests.properties.test_propose_loop import _check
 from tests.properties.test_vllm_schedules import DECODE_NODE, GREEDY, SCHEDULED
 from tests.strategies.scenarios import scheduled_by_vllm
 
+# each schedules through vLLM's scheduler and KV cache manager: under a vLLM whose own schedule stops a run (before
+# 0.23, tests/impls/vllm_ascend/test_vllms_scheduler.py), refused, said
+pytestmark = USES_VLLM_SCHEDULER
 BALANCED = dataclasses.replace(GREEDY, scheduler="balance")
 # the known defects of vllm-ascend's own schedulers that stop a run at a step (SchedulerDefect): a drawn run is
 # compared up to it

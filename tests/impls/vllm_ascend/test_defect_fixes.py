@@ -155,8 +155,11 @@ def test_every_fix_is_shown():
         "torch-path-top-k-over-the-candidates",  # test_tensor_parallel_sampling.py: on TP ranks, the torch path
         "draft-model-block-table-aligned",  # test_draft_model.py: its pin, fixed
         "draft-model-grown-seq-lens-kept",  # test_draft_model.py: its pin, fixed
+        "draft-model-query-starts-of-the-call",  # test_draft_model.py, where v0.22.1rc's and earlier's pin needs it
         "draft-model-slots-by-the-kernel-block",  # test_draft_model.py: its pin, fixed
     }
     assert shown == set(broken_gate.FIXES), set(broken_gate.FIXES) ^ shown
     fixed = {d for d, _ in broken_gate.FIXES.values() if d} | set(broken_gate.NO_FIX)
-    assert fixed == {d.id for d in DIVERGENCES.values() if d.kind == "defect"}
+    tables = [DIVERGENCES, *(own for own, _ in branch_divergences.OWN.values())]
+    every = {d.id for table in tables for d in table.values() if d.kind == "defect"}
+    assert {d.id for d in DIVERGENCES.values() if d.kind == "defect"} <= fixed <= every, fixed ^ every

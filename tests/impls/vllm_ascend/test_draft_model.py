@@ -196,9 +196,36 @@ def test_the_fix_of_the_first_pass_slots_over_kernel_blocks_meets_the_spec(monke
     assert report.ok, [str(m) for m in report.mismatches[:4]]
 
 
+def _query_starts_of_the_target() -> bool:
+    """Whether the checkout's FULL-graph branch pads the runner's query starts (v0.22.1rc and before)."""
+    return branch_divergences.DRAFT_MODEL_QUERY_STARTS.id in branch_divergences.in_force(generation.name()).DIVERGENCES
+
+
 def test_the_fix_of_the_target_seq_lens_meets_the_spec(monkeypatch, device, impl):
     """With the FULL-graph branch keeping a draft model's grown lengths (``draft-model-grown-seq-lens-kept``)
-    the decode's replayed call equals the spec, drafts included."""
+    the decode's replayed call equals the spec, drafts included (where the branch pads the runner's query starts
+    too, with that fixed as well: the pin below)."""
     broken_gate.apply("draft-model-grown-seq-lens-kept", monkeypatch)
+    if _query_starts_of_the_target():
+        broken_gate.apply("draft-model-query-starts-of-the-call", monkeypatch)
     report = run_scenario(ONE_DECODE, device, proposer_cls=AscendProposer, rules=impl.rules)
     assert report.ok, [str(m) for m in report.mismatches[:4]]
+
+
+def test_a_draft_models_full_graph_query_starts_follow_their_known_defect(monkeypatch, device, impl):
+    """draft-model-graph-query-starts-of-the-target (v0.22.1rc and before): with the lengths kept (their own
+    defect fixed), the decode's replayed first pass splits its rows at the target's query starts, each one row
+    short per request before it; fixed, the call equals the spec (the test above)."""
+    if not _query_starts_of_the_target():
+        pytest.skip("the checkout's FULL-graph branch pads a copy of the call's query starts (0.23.0 on)")
+    broken_gate.apply("draft-model-grown-seq-lens-kept", monkeypatch)
+    report = run_scenario(
+        ONE_DECODE, device, proposer_cls=AscendProposer, rules=impl.rules, stop_at_first_mismatch=False
+    )
+    starts = [m for m in report.mismatches if m.what.startswith("first pass query_start_loc")]
+    pin(
+        branch_divergences.DRAFT_MODEL_QUERY_STARTS.id,
+        bool(starts) and all(g == w - 1 - i for m in starts for i, (g, w) in enumerate(zip(m.got, m.want))),
+        report.ok,
+        [str(m) for m in report.mismatches],
+    )

@@ -17,8 +17,11 @@ from sim.impls.kit import vllm_schedule
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from sim.serving.simulator import SchedulerDefect
+from tests.checks.modes import USES_VLLM_SCHEDULER
 from tests.impls.vllm_ascend import broken_gate
 from tests.properties.test_vllm_schedules import PREFIX_CACHED, SCHEDULED_BY_VLLM
+
+pytestmark = USES_VLLM_SCHEDULER  # each runs vLLM's own schedule: a vLLM whose schedule stops a run lacks it
 
 ASYNCHRONOUSLY = dataclasses.replace(SCHEDULED_BY_VLLM, async_scheduling=True)
 SAMPLED = dataclasses.replace(ASYNCHRONOUSLY, runner_samples=True)  # the runner's rejection sampler too

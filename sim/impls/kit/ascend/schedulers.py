@@ -50,6 +50,7 @@ import contextlib
 import functools
 import importlib.util
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -94,9 +95,9 @@ QUEUES = {  # the waiting queue each order policy puts in its scheduler
 }
 
 
-# vLLM's rule before #43733, as the copies of its schedule keep it: a request's first scheduling from the waiting
-# queue gets no lookahead slots
-WITHOUT_LOOKAHEAD = "effective_lookahead_tokens = 0 if request.num_computed_tokens == 0"
+# vLLM's rule before #43733, as its schedule and the copies of it keep it (wrapped in parentheses by vLLM's
+# formatter, on one line by vllm-ascend's): a request's first scheduling from the waiting queue gets no lookahead slots
+WITHOUT_LOOKAHEAD = re.compile(r"effective_lookahead_tokens = \(?\s*0 if request\.num_computed_tokens == 0")
 
 
 def _import(module: str):
@@ -124,7 +125,14 @@ def source(name: str) -> str | None:
 
 def first_scheduling_without_lookahead(name: str) -> bool:
     """Whether the checkout's copy of vLLM's schedule in scheduler ``name`` keeps ``WITHOUT_LOOKAHEAD``."""
-    return WITHOUT_LOOKAHEAD in (source(name) or "")
+    return WITHOUT_LOOKAHEAD.search(source(name) or "") is not None
+
+
+def vllm_first_scheduling_without_lookahead() -> bool:
+    """Whether the installed vLLM's own ``Scheduler.schedule`` keeps ``WITHOUT_LOOKAHEAD`` (vLLM before 0.23: the
+    release branches up to v0.22.1rc run on one)."""
+    schedule = _import("vllm.v1.core.sched.scheduler").Scheduler.schedule
+    return WITHOUT_LOOKAHEAD.search(inspect.getsource(schedule)) is not None
 
 
 def missing_classes(name: str) -> list[str]:
