@@ -120,3 +120,31 @@ def test_a_scheduler_without_the_classes_driven_is_said(tmp_path, monkeypatch, f
 def test_vllms_own_schedule_keeping_the_rule_is_lacked(tmp_path, monkeypatch, rule):
     lacks = _lacks(tmp_path, monkeypatch, WHOLE, vllm_rule=rule.replace("\n", "\n        "))
     assert lacks == {Feature.VLLM_SCHEDULER: scheduler_lacks.VLLM_WITHOUT_LOOKAHEAD}
+
+
+PLATFORM_INIT = """
+import os
+
+import vllm_ascend.patch.platform.patch_always  # noqa
+from os import getenv
+
+if getenv("MTP_TEST_DEPLOYED") == "1":
+    import vllm_ascend.patch.platform.patch_when_set  # noqa
+else:
+    import vllm_ascend.patch.platform.patch_when_unset  # noqa
+"""
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_a_platform_patch_is_deployed_as_the_package_imports_it(tmp_path, monkeypatch, flag):
+    """``schedulers.deployed``: a patch the platform's package imports at its top level, or under an ``if`` whose
+    test holds here (evaluated over the package's own imports), and no other."""
+    (tmp_path / "__init__.py").write_text(PLATFORM_INIT)
+    monkeypatch.setattr(schedulers, "_platform", lambda name: tmp_path / f"{name}.py")
+    monkeypatch.setenv("MTP_TEST_DEPLOYED", flag)
+    got = {
+        name
+        for name in ("patch_always", "patch_when_set", "patch_when_unset", "patch_never")
+        if schedulers.deployed(name)
+    }
+    assert got == {"patch_always", "patch_when_set" if flag == "1" else "patch_when_unset"}

@@ -426,6 +426,7 @@ def test_dp_ranks_hold_admissions_for_balance(pool, asynchronous, mode):
     assert events["admissions held for balance"] > 0, f"no rank held an admission for balance: {dict(events)}"
 
 
+@USES_VLLM_SCHEDULER
 def test_a_balance_schedule_without_lookahead_slots_is_caught(pool):
     """The balance case under a BalanceScheduler whose copy gives its running requests no lookahead slots
     (``dp_breaks.balance_schedule_without_lookahead``): a rank stops at the step, naming the blocks short."""

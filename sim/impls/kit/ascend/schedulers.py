@@ -46,6 +46,7 @@ included) leaves of the free blocks; every request here is of one job (no ``#job
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import importlib.util
@@ -55,6 +56,7 @@ import sys
 from pathlib import Path
 
 PLATFORM = "vllm_ascend/patch/platform"
+PLATFORM_PACKAGE = PLATFORM.replace("/", ".")
 # the platform's patches of vLLM's scheduler and KV cache manager, in the order its package imports them
 SCHEDULER_PATCHES = (
     "patch_kv_cache_utils",
@@ -171,12 +173,47 @@ def _execute(name: str, path: Path, replaced: dict, registered: bool = False):
     return module
 
 
+def _imports_a_patch(node: ast.stmt) -> bool:
+    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    return any(m.startswith("vllm_ascend.patch") for m in modules)
+
+
+def deployed(name: str) -> bool:
+    """Whether the platform's package imports its patch ``name`` in this deployment: at its top level, or under
+    ``if`` tests that hold here (v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's
+    in-flight blocks only on vLLM 0.23.0), each test evaluated over what the package's own imports of other
+    modules bind (``os``, ``envs``, ``vllm_version_is``)."""
+    init = _platform("__init__")
+    tree = ast.parse(init.read_text())
+    names: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node):
+            exec(compile(ast.Module([node], []), str(init), "exec"), names)  # noqa: S102 - the package's own line
+
+    def holds(test: ast.expr) -> bool:
+        return bool(eval(compile(ast.Expression(test), str(init), "eval"), names))  # noqa: S307 - as above
+
+    def found(body: list) -> bool | None:
+        for node in body:
+            if isinstance(node, ast.Import) and f"{PLATFORM_PACKAGE}.{name}" in [a.name for a in node.names]:
+                return True
+            if isinstance(node, ast.If):
+                if (inside := found(node.body)) is not None:
+                    return inside and holds(node.test)
+                if (inside := found(node.orelse)) is not None:
+                    return inside and not holds(node.test)
+        return None
+
+    return bool(found(tree.body))
+
+
 @functools.cache
 def deploy() -> tuple[str, ...]:
-    """The checkout's patches of vLLM's scheduler and KV cache manager applied, as in a deployment; their names."""
-    applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists())
+    """The checkout's patches of vLLM's scheduler and KV cache manager applied, as in a deployment (``deployed``);
+    their names."""
+    applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists() and deployed(name))
     for name in applied:
-        _execute(f"vllm_ascend.patch.platform.{name}", _platform(name), {}, registered=True)
+        _execute(f"{PLATFORM_PACKAGE}.{name}", _platform(name), {}, registered=True)
     return applied
 
 
