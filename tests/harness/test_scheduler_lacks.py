@@ -128,6 +128,11 @@ import os
 import vllm_ascend.patch.platform.patch_always  # noqa
 from os import getenv
 
+NEVER = False
+
+if NEVER:
+    import vllm_ascend.patch.platform.patch_never  # noqa
+
 if getenv("MTP_TEST_DEPLOYED") == "1":
     import vllm_ascend.patch.platform.patch_when_set  # noqa
 else:

@@ -181,13 +181,15 @@ def _imports_a_patch(node: ast.stmt) -> bool:
 def deployed(name: str) -> bool:
     """Whether the platform's package imports its patch ``name`` in this deployment: at its top level, or under
     ``if`` tests that hold here (v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's
-    in-flight blocks only on vLLM 0.23.0), each test evaluated over what the package's own imports of other
-    modules bind (``os``, ``envs``, ``vllm_version_is``)."""
+    in-flight blocks only on vLLM 0.23.0, 0.13.0's coordinator patch only under its ``USE_MULTI_BLOCK_POOL``), each
+    test evaluated over what the package's own top-level lines bind (its imports of other modules, ``os``,
+    ``envs``, ``vllm_version_is``, and its assignments)."""
     init = _platform("__init__")
     tree = ast.parse(init.read_text())
     names: dict = {}
     for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node):
+        binds = isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node)
+        if binds or isinstance(node, ast.Assign | ast.AnnAssign):
             exec(compile(ast.Module([node], []), str(init), "exec"), names)  # noqa: S102 - the package's own line
 
     def holds(test: ast.expr) -> bool:
