@@ -24,6 +24,6 @@ def test_vllms_own_schedule_stops_at_a_first_scheduling_where_the_env_keeps_the_
         assert "its first scheduling from the waiting queue got no lookahead slots" in str(found), found
         return
     pytest.fail(
-        f"the run went through: {known.split(':')[0]} is fixed otherwise than in the text it is read by; mend that"
-        " reading (sim/impls/kit/ascend/schedulers.py: vllm_first_scheduling_without_lookahead)"
+        "the run went through: vllm-scheduler-first-scheduling-without-lookahead is fixed otherwise than in the text"
+        " it is read by; mend that reading (sim/impls/kit/ascend/schedulers.py: vllm_first_scheduling_without_lookahead)"
     )
