@@ -11,8 +11,8 @@ reaches the rule only for a one-token prompt on a decode node, which its pin run
 the installed vLLM never sets (the recompute scheduler copied from vLLM 0.25.1 under vLLM 0.27.1: a crash at its
 first output); or whole. So is vLLM's own schedule (``Feature.VLLM_SCHEDULER``), which keeps the rule before
 vLLM 0.23 (the release branches up to v0.22.1rc run on one). The pins in
-``tests/impls/vllm_ascend/test_ascend_schedulers.py`` run each as it is read here, and fail where the run does not
-do what the file says.
+``tests/impls/vllm_ascend/test_ascend_schedulers.py`` (vLLM's: ``test_vllms_scheduler.py``) run each as it is read
+here, and fail where the run does not do what the file says.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ VLLM_WITHOUT_LOOKAHEAD = Skip(
     " under the release branches up to v0.22.1rc) gives a request's first scheduling from the waiting queue no lookahead"
     " slots (effective_lookahead_tokens = 0 while num_computed_tokens == 0; vLLM 0.23 on, for asynchronous KV loads"
     " only): that step's drafts write the draft layer's KV past the request's blocks. vLLM's, not vllm-ascend's; it"
-    " stops a run (read off vLLM's source; test_ascend_schedulers.py pins it)"
+    " stops a run (read off vLLM's source; test_vllms_scheduler.py pins it)"
 )
 ASYNC_DISCARD = "async_tokens_to_discard"
 RECOMPUTE_CRASH = Skip(
