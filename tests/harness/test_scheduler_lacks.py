@@ -125,13 +125,15 @@ def test_vllms_own_schedule_keeping_the_rule_is_lacked(tmp_path, monkeypatch, ru
 PLATFORM_INIT = """
 import os
 
-import vllm_ascend.patch.platform.patch_always  # noqa
 from os import getenv
 
 NEVER = False
 
 if NEVER:
     import vllm_ascend.patch.platform.patch_never  # noqa
+    import vllm_ascend.patch.platform.patch_always  # noqa
+
+import vllm_ascend.patch.platform.patch_always  # noqa
 
 if getenv("MTP_TEST_DEPLOYED") == "1":
     import vllm_ascend.patch.platform.patch_when_set  # noqa

@@ -178,6 +178,19 @@ def _imports_a_patch(node: ast.stmt) -> bool:
     return any(m.startswith("vllm_ascend.patch") for m in modules)
 
 
+@functools.cache
+def _package(init: Path) -> tuple[ast.Module, dict]:
+    """The platform package's ``__init__`` at ``init``, parsed, and what its top-level lines bind but for its patches:
+    its imports of other modules and its assignments (read once per process)."""
+    tree = ast.parse(init.read_text())
+    names: dict = {}
+    for node in tree.body:
+        binds = isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node)
+        if binds or isinstance(node, ast.Assign | ast.AnnAssign):
+            exec(compile(ast.Module([node], []), str(init), "exec"), names)  # noqa: S102 - the package's own line
+    return tree, names
+
+
 def deployed(name: str) -> bool:
     """Whether the platform's package imports its patch ``name`` in this deployment: at its top level, or under
     ``if`` tests that hold here (v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's
@@ -185,28 +198,27 @@ def deployed(name: str) -> bool:
     test evaluated over what the package's own top-level lines bind (its imports of other modules, ``os``,
     ``envs``, ``vllm_version_is``, and its assignments)."""
     init = _platform("__init__")
-    tree = ast.parse(init.read_text())
-    names: dict = {}
-    for node in tree.body:
-        binds = isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node)
-        if binds or isinstance(node, ast.Assign | ast.AnnAssign):
-            exec(compile(ast.Module([node], []), str(init), "exec"), names)  # noqa: S102 - the package's own line
+    tree, names = _package(init)
 
-    def holds(test: ast.expr) -> bool:
-        return bool(eval(compile(ast.Expression(test), str(init), "eval"), names))  # noqa: S307 - as above
+    target = f"{PLATFORM_PACKAGE}.{name}"
 
-    def found(body: list) -> bool | None:
+    def imports(node) -> bool:
+        return isinstance(node, ast.Import) and target in [a.name for a in node.names]
+
+    def mentions(body: list) -> bool:
+        return any(imports(n) for node in body for n in ast.walk(node))
+
+    def imported(body: list) -> bool:  # an ``if``'s test evaluated only where a branch imports the patch
         for node in body:
-            if isinstance(node, ast.Import) and f"{PLATFORM_PACKAGE}.{name}" in [a.name for a in node.names]:
+            if imports(node):
                 return True
-            if isinstance(node, ast.If):
-                if (inside := found(node.body)) is not None:
-                    return inside and holds(node.test)
-                if (inside := found(node.orelse)) is not None:
-                    return inside and not holds(node.test)
-        return None
+            if isinstance(node, ast.If) and (mentions(node.body) or mentions(node.orelse)):
+                holds = eval(compile(ast.Expression(node.test), str(init), "eval"), names)  # noqa: S307 - as above
+                if imported(node.body if holds else node.orelse):
+                    return True
+        return False
 
-    return bool(found(tree.body))
+    return imported(tree.body)
 
 
 @functools.cache
@@ -251,8 +263,9 @@ def scheduler_class(name: str, asynchronous: bool):
     ``ValueError`` where the checkout has none."""
     if name == "balance":
         return _async_over_balance() if asynchronous else _balance_module().BalanceScheduler
-    if not path(name).exists():
-        raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({path(name).name} is absent)")
+    file = path(name)
+    if not file.exists():
+        raise ValueError(f"scheduler={name!r}: this vllm-ascend has no such scheduler ({file.name} is absent)")
     module = _import(MODULES[name])
     cls = CLASSES[name][asynchronous]
     return _balance_module().BalanceScheduler if cls is None else getattr(module, cls)
