@@ -74,6 +74,18 @@ def is_device_tensor(t) -> bool:
     return ref is not None and ref() is t
 
 
+def tracked_device() -> torch.device | None:
+    """The device the innermost tracker follows (a tensor made there is a device tensor), or None where none is on."""
+    return _following[-1].device if _following else None
+
+
+def known_host(t) -> bool:
+    """Whether ``t`` is known to be a host tensor: a tracker follows provenance (``tracking``, ``recording``)
+    and ``t`` is none of its device tensors. With no tracker on, no tensor is known to be one: every CPU
+    tensor may stand for a device's."""
+    return bool(_following) and isinstance(t, torch.Tensor) and not is_device_tensor(t)
+
+
 def _forget(key: int):
     return lambda _: _on_device.pop(key, None)
 

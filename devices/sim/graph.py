@@ -10,18 +10,29 @@ the very tensors of the capture. So, as on hardware:
   host parameter is rewritten with ``update_params``;
 - a graph replays only at its captured size;
 - a host sync inside the capture raises ``HostSyncError`` naming the op, and
-  so does building a tensor from host data (a pageable host->device copy).
+  so does building a tensor from host data (a pageable host->device copy);
+- a kernel the simulator does not see op by op (``launch``: an interpreted
+  Triton kernel) is captured as one launch and runs again at each replay.
+
+Where ``devices.sim.early_reads`` follows tensors' provenance (a tracker is on),
+reading a host tensor back is no sync and making a host tensor from host data no
+copy: the host code a capture runs through (metadata builders' lists) reads no
+device. Every op is still recorded: a tensor the tracker does not know may stand
+for a device's (the simulator's own). With no tracker on, every read is a sync.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
 from devices.base import GraphError
+from devices.sim.early_reads import known_host, tracked_device
 from devices.sim.host_params import host_param_op
 from devices.sync_watch import HostSyncError, SyncDispatchMode, SyncFunctionMode, SyncLog, call_site
 
@@ -41,7 +52,8 @@ class _Recorder(SyncDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = super().__torch_dispatch__(func, types, args, kwargs)
+        # a known host tensor read back (``item``) is the host's own work, no sync
+        out = func(*args, **kwargs) if _host_work(args) else super().__torch_dispatch__(func, types, args, kwargs)
         # A view made at capture keeps aliasing the same storage; an in-place
         # view (squeeze_, t_) already changed the captured tensor's metadata.
         # An op that only may alias (``aten.to``, which inference mode leaves
@@ -59,11 +71,30 @@ def _aliases(out, args) -> bool:
     return any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args)
 
 
+def _host_work(args) -> bool:
+    """Whether an op's tensor arguments are all known host tensors (``known_host``), and there is one."""
+    tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
+    return bool(tensors) and all(known_host(t) for t in tensors)
+
+
+def _made_on_the_host(func, kwargs) -> bool:
+    """Whether a tensor built from host data stays on the host, as a tracker tells (``tracked_device``):
+    ``from_numpy``, or ``tensor`` / ``as_tensor`` given no device or another than the tracker's."""
+    device = tracked_device()
+    if device is None:  # no tracker: it may be a device's
+        return False
+    target = kwargs.get("device")
+    return func is torch.from_numpy or target is None or torch.device(target) != device
+
+
 class _NoPageableCopies(SyncFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         name = PAGEABLE_COPIES.get(func)
-        if name is not None:
+        if name is not None and not _made_on_the_host(func, kwargs):
             raise HostSyncError(f"pageable host->device copy '{name}' at {call_site()} inside a graph capture")
+        if name is None and args and _host_work(args[:1]):  # a host tensor read back: no device involved
+            return func(*args, **kwargs)
         return super().__torch_function__(func, types, args, kwargs)
 
 
@@ -128,10 +159,40 @@ class SimGraph:
         return len(self.ops)
 
 
+_capturing: list[SimGraph] = []  # the graph being captured (captures do not nest)
+
+
 @contextmanager
 def capture(size: int, inputs: dict[str, torch.Tensor] | None = None):
     """Record the block's ops into a ``SimGraph`` of ``size`` rows."""
     graph = SimGraph(size, inputs)
     log = SyncLog(forbid="inside a graph capture")
-    with _NoPageableCopies(log), _Recorder(log, graph.ops), torch.no_grad():
-        yield graph
+    _capturing.append(graph)
+    try:
+        with _NoPageableCopies(log), _Recorder(log, graph.ops), torch.no_grad():
+            yield graph
+    finally:
+        _capturing.pop()
+
+
+class _Kernel:
+    """A launch ``launch`` recorded: at replay, the kernel runs again with what it was launched with."""
+
+    def __init__(self, run: Callable[[], None]):
+        self.run = run
+
+    def __call__(self) -> None:
+        self.run()
+
+
+def launch(run: Callable[[], None]) -> None:
+    """Launch a kernel whose work the simulator does not see op by op (an interpreted Triton kernel reads
+    and writes its tensors through host copies of its own): run now, and inside a capture recorded as one
+    op that runs it again at each replay, on the same tensors with the same scalar arguments, as a device
+    graph replays a captured kernel launch. What the kernel does inside is its own, never recorded."""
+    if not _capturing:
+        run()
+        return
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        run()
+    _capturing[-1].ops.append([_Kernel(run), [], {}, None])

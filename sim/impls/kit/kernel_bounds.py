@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from devices.sim import graph as sim_graph
+
 GUARD = 4096  # bytes each side of a storage; an access this far out is still named by its argument
 POISON = 0xA5  # what a guard zone holds: an out-of-bounds read returns this, never a neighbour's value
 
@@ -208,13 +210,16 @@ def install() -> bool:
         return True
     call, init_args, restore_args = executor.__call__, executor._init_args_hst, executor._restore_args_dev
 
-    def launch(self, *args, **kwargs):
+    def run(self, *args, **kwargs):
         try:
-            return call(self, *args, **kwargs)
+            call(self, *args, **kwargs)
         except interpreter.InterpreterError as exc:  # the interpreter wraps what a kernel raised
             if isinstance(exc.__cause__, KernelOutOfBounds):
                 raise exc.__cause__ from None
             raise
+
+    def launch(self, *args, **kwargs):
+        sim_graph.launch(lambda: run(self, *args, **kwargs))  # inside a capture, replayed as one launch
 
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)

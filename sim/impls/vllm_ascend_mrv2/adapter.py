@@ -51,7 +51,8 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
     """The kit's runner inputs in vllm-ascend's own ``AscendInputBatch``, with what it adds: ``seq_lens_np``
     (the host lengths its speculator reads, and writes) and the ``attn_state`` its runner's
     ``build_attn_state`` gives the step (of ``vllm_config``)."""
-    seq_np = np.asarray(batch.seq_lens_cpu, dtype=np.int32).copy()
+    seq_np = np.zeros(max_num_reqs, dtype=np.int32)  # the runner's whole buffer: 0 past the batch's requests
+    seq_np[: batch.num_reqs] = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32))
     state = import_ascend(ATTN_UTILS).build_attn_state(
         vllm_config, seq_np, batch.num_reqs, query, query - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)

@@ -129,3 +129,18 @@ def test_the_interpreters_arithmetic_is_the_devices_without_its_dead_work():
     wrapped = (a * 3 + 7).to(torch.int64)  # torch wraps int32 as the device does
     want = torch.where(flags != 0, wrapped + b, b - a.to(torch.int64)) + h.to(torch.int64)
     assert out.tolist() == want.tolist()
+
+
+def test_a_launch_inside_a_graph_capture_runs_again_at_each_replay():
+    """A Triton launch captured in a graph (vllm-ascend's MRV2 decode graph holds its slot-mapping, sampling
+    and input-update kernels) is one launch of the graph, replayed on the captured tensors; the interpreter's
+    own host copies are not recorded as the program's ops."""
+    from devices.sim import graph as sim_graph
+
+    src, out = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    with sim_graph.capture(4) as graph:
+        shift_store[(1,)](out, src, 4, SHIFT=0, BLOCK=4)
+        doubled = out * 2
+    src.copy_(torch.tensor([1, 2, 3, 4], dtype=torch.int32))
+    graph.replay(4)
+    assert out.tolist() == [1, 2, 3, 4] and doubled.tolist() == [2, 4, 6, 8]

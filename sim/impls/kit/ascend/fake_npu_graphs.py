@@ -45,6 +45,7 @@ from devices.base import GraphError
 from devices.sim import early_reads, streams
 from devices.sim import graph as sim_graph
 
+UNSIZED = -1  # a graph captured outside any forward (MRV2's, around several): replayed outside any too
 _capturing: list[NPUGraph] = []  # the graph being captured (at most one: captures do not nest)
 _launched: list[NPUGraph] = []  # replays launched, waiting on events
 
@@ -122,11 +123,11 @@ def graph(npu_graph: NPUGraph, pool=None, stream=None, capture_error_mode=None, 
     if _capturing:
         raise GraphError("a graph capture inside another capture")
     size = _forward_size()
-    npu_graph.size = size
+    npu_graph.size = UNSIZED if size is None else size
     npu_graph.inference = torch.is_inference_mode_enabled()
     _capturing.append(npu_graph)
     try:
-        with sim_graph.capture(-1 if size is None else size) as sim:
+        with sim_graph.capture(npu_graph.size) as sim:
             npu_graph.sim = sim
             yield npu_graph
     finally:
