@@ -2,7 +2,7 @@
 
     python -m benchmarks.early_reads_overhead [--repeat 20]   (tox -e vllm_ascend's env)
 
-The check (``devices.sim.early_reads``, on around each call by ``sim.impls.vllm_ascend.early_copies``)
+The check (``devices.sim.early_reads``, on around each call by ``sim.impls.kit.ascend.early_copies``)
 follows every torch call of the propose call in a ``TorchFunctionMode``. ``Unchecked`` is the same
 adapter with it off. Both run the same decode batches (B = 1, 16, 64, K = 1, 3, padded), call by
 call in turn (``benchmarks.propose_latency.measure``), so the ratio compares like with like.

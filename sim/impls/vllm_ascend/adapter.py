@@ -33,7 +33,7 @@ from mtp.config import ProposerConfig
 from mtp.trace import Phase
 from sim.impls import Implementation
 from sim.impls.kit import factory, steps
-from sim.impls.kit.ascend import draft_layers, interop
+from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
@@ -42,7 +42,6 @@ from sim.impls.vllm_ascend import (
     attn_setup,
     branch_divergences,
     divergences,
-    early_copies,
     extra_rows,
     generation,
     graphs,

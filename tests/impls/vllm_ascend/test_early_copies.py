@@ -14,7 +14,7 @@ import torch
 
 from devices.sim import early_reads
 from devices.sim.device import poison_value
-from sim.impls.vllm_ascend import early_copies
+from sim.impls.kit.ascend import early_copies
 from sim.impls.vllm_ascend.build import configured
 
 pytestmark = pytest.mark.needs("poisons_unsynced_copies")

@@ -46,14 +46,13 @@ included) leaves of the free blocks; every request here is of one job (no ``#job
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
-import importlib.util
 import inspect
 import re
-import sys
 from pathlib import Path
+
+from sim.impls.kit.ascend import patches
 
 PLATFORM = "vllm_ascend/patch/platform"
 PLATFORM_PACKAGE = PLATFORM.replace("/", ".")
@@ -156,69 +155,11 @@ def reads_a_request_field_vllm_lacks(name: str, field: str) -> bool:
     return f".{field}" in (source(name) or "") and f"self.{field}" not in request
 
 
-def _execute(name: str, path: Path, replaced: dict, registered: bool = False):
-    """The module at ``path`` executed under ``name``, with ``replaced`` (object -> attribute names) as
-    they were before it ran: what it assigns there at import is undone. ``registered``: the module is
-    ``sys.modules[name]``, what an import of that name then finds (its package is not imported)."""
-    saved = {(owner, attr): owner.__dict__[attr] for owner, attrs in replaced.items() for attr in attrs}
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    if registered:
-        sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        for (owner, attr), value in saved.items():
-            setattr(owner, attr, value)
-    return module
-
-
-def _imports_a_patch(node: ast.stmt) -> bool:
-    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-    return any(m.startswith("vllm_ascend.patch") for m in modules)
-
-
-@functools.cache
-def _package(init: Path) -> tuple[ast.Module, dict]:
-    """The platform package's ``__init__`` at ``init``, parsed, and what its top-level lines bind but for its patches:
-    its imports of other modules and its assignments (read once per process)."""
-    tree = ast.parse(init.read_text())
-    names: dict = {}
-    for node in tree.body:
-        binds = isinstance(node, ast.Import | ast.ImportFrom) and not _imports_a_patch(node)
-        if binds or isinstance(node, ast.Assign | ast.AnnAssign):
-            exec(compile(ast.Module([node], []), str(init), "exec"), names)  # noqa: S102 - the package's own line
-    return tree, names
-
-
 def deployed(name: str) -> bool:
-    """Whether the platform's package imports its patch ``name`` in this deployment: at its top level, or under
-    ``if`` tests that hold here (v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's
-    in-flight blocks only on vLLM 0.23.0, 0.13.0's coordinator patch only under its ``USE_MULTI_BLOCK_POOL``), each
-    test evaluated over what the package's own top-level lines bind (its imports of other modules, ``os``,
-    ``envs``, ``vllm_version_is``, and its assignments)."""
-    init = _platform("__init__")
-    tree, names = _package(init)
-
-    target = f"{PLATFORM_PACKAGE}.{name}"
-
-    def imports(node) -> bool:
-        return isinstance(node, ast.Import) and target in [a.name for a in node.names]
-
-    def mentions(body: list) -> bool:
-        return any(imports(n) for node in body for n in ast.walk(node))
-
-    def imported(body: list) -> bool:  # an ``if``'s test evaluated only where a branch imports the patch
-        for node in body:
-            if imports(node):
-                return True
-            if isinstance(node, ast.If) and (mentions(node.body) or mentions(node.orelse)):
-                holds = eval(compile(ast.Expression(node.test), str(init), "eval"), names)  # noqa: S307 - as above
-                if imported(node.body if holds else node.orelse):
-                    return True
-        return False
-
-    return imported(tree.body)
+    """Whether the platform's package imports its patch ``name`` in this deployment (``patches.deployed``:
+    v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's in-flight blocks only on
+    vLLM 0.23.0, 0.13.0's coordinator patch only under its ``USE_MULTI_BLOCK_POOL``)."""
+    return patches.deployed(_platform("__init__"), f"{PLATFORM_PACKAGE}.{name}")
 
 
 @functools.cache
@@ -227,7 +168,7 @@ def deploy() -> tuple[str, ...]:
     their names."""
     applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists() and deployed(name))
     for name in applied:
-        _execute(f"{PLATFORM_PACKAGE}.{name}", _platform(name), {}, registered=True)
+        patches.execute(f"{PLATFORM_PACKAGE}.{name}", _platform(name), {}, registered=True)
     return applied
 
 
@@ -238,7 +179,7 @@ def _balance_module():
     if not file.exists():
         raise ValueError(f"scheduler='balance': this vllm-ascend has no balance scheduling ({file.name} is absent)")
     scheduler, core = _import("vllm.v1.core.sched.scheduler"), _import("vllm.v1.engine.core")
-    return _execute(
+    return patches.execute(
         "vllm_ascend.patch.platform.patch_balance_schedule",
         file,
         {scheduler: ["Scheduler"], core: ["DPEngineCoreProc"], core.EngineCoreProc: ["run_engine_core"]},
@@ -253,7 +194,7 @@ def _async_over_balance():
     original = scheduler.Scheduler
     scheduler.Scheduler = _balance_module().BalanceScheduler
     try:
-        return _execute("vllm_ascend_balance_async_scheduler", path, {}).AsyncScheduler
+        return patches.execute("vllm_ascend_balance_async_scheduler", path, {}).AsyncScheduler
     finally:
         scheduler.Scheduler = original
 
