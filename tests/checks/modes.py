@@ -17,6 +17,7 @@ from tests.checks.example_budget import share
 NEEDS_GRAPHS = pytest.mark.needs("supports_graphs")
 USES_PIECEWISE = pytest.mark.uses(Feature.PIECEWISE_GRAPHS)
 USES_FULL_GRAPHS = pytest.mark.uses(Feature.FULL_GRAPHS)
+USES_DUMMY_RUN = pytest.mark.uses(Feature.DUMMY_RUN)
 USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
 USES_DRAFT_ATTN_GROUPS = pytest.mark.uses(Feature.DRAFT_ATTN_GROUPS)
 USES_MLA_DRAFT = pytest.mark.uses(Feature.MLA_DRAFT)

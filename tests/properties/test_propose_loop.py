@@ -30,6 +30,7 @@ from tests.checks.modes import (
     PADDING,
     USES_DRAFT_ATTN_GROUPS,
     USES_DRAFT_MODEL,
+    USES_DUMMY_RUN,
     USES_EAGLE,
     USES_EAGLE3,
     USES_FULL_GRAPHS,
@@ -137,6 +138,7 @@ def test_a_decode_node_matches_reference(device, impl, padded, mode, scenario, r
 @pytest.mark.order(0)  # one call and one dummy run: as cheap as the core properties, so beside them
 @NEEDS_GRAPHS
 @USES_FULL_GRAPHS
+@USES_DUMMY_RUN
 def test_dummy_run_in_graph_mode_computes_logits_like_a_real_call(device, impl):
     """A dummy run (what a rank with no requests issues to keep step with the others) computes logits,
     and so under PCP or TP runs its collectives, as often as a real call (bug class 7)."""

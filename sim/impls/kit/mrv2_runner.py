@@ -256,10 +256,13 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     return bt
 
 
-def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layers, **kwargs) -> torch.Tensor:
+def propose(
+    spec, run: RunnerInputs, batch: VerifiedBatch, target, layers, is_profile: bool = True, **kwargs
+) -> torch.Tensor:
     """``spec.propose`` as an MRV2 runner calls it after rejection sampling: the input batch, the target's
     attention metadata (``target``) and slots for each of the draft's ``layers`` (a name, or several), its hidden states, the sampler's counts,
-    greedy drafting (temperature 0), eager dispatch (``is_profile``: no graph manager here); ``kwargs``
+    greedy drafting (temperature 0), eager dispatch unless ``is_profile`` is False (a full-graph speculator's
+    captured graphs dispatched); ``kwargs``
     are what one generation's signature adds. An eagle3 speculator is handed the target's last layer and
     its auxiliary layers apart, as the runner hands them (``vllm_model.target_layers``)."""
     t, names = batch.num_tokens, (layers,) if isinstance(layers, str) else tuple(layers)
@@ -277,6 +280,6 @@ def propose(spec, run: RunnerInputs, batch: VerifiedBatch, target, layers, **kwa
         run.next_prefill_tokens,
         zeros,
         zeros.to(torch.int64),
-        is_profile=True,
+        is_profile=is_profile,
         **kwargs,
     )

@@ -220,28 +220,6 @@ class GraphRunnerView(RunnerView):
         return self.compilation_config.cudagraph_mode != import_ascend("vllm.config").CUDAGraphMode.NONE
 
 
-def full_graph_config(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
-    """The tiny ``VllmConfig`` of drafting ``method`` with ``num_spec_tokens`` drafts and FULL_DECODE_ONLY
-    ACL graphs (the full mode vllm-ascend documents for its drafts) at ``capture_sizes``, rounded up to
-    multiples of ``num_spec_tokens + 1`` by vLLM's own ``adjust_cudagraph_sizes_for_spec_decode``; where
-    none fits under the largest size (vLLM's ValueError), no graphs (cudagraph mode NONE)."""
-    config = import_ascend("vllm.config")
-    vllm_config = world.tiny_vllm_config(hidden_size, num_spec_tokens, method)
-    # Built for a synchronous deployment (handoff.scheduling makes a call asynchronous): v0.18.0's MTP drafter
-    # reads the setting once, and captures no graphs under asynchronous scheduling; later ones never read it.
-    vllm_config.scheduler_config.async_scheduling = False
-    compilation = vllm_config.compilation_config
-    compilation.cudagraph_mode = config.CUDAGraphMode.FULL_DECODE_ONLY
-    compilation.cudagraph_capture_sizes = sorted(set(capture_sizes))
-    compilation.max_cudagraph_capture_size = max(capture_sizes)
-    try:
-        compilation.adjust_cudagraph_sizes_for_spec_decode(num_spec_tokens + 1, 1)
-    except ValueError:  # no multiple of num_spec_tokens + 1 up to the largest size: vLLM refuses graphs
-        compilation.cudagraph_mode = config.CUDAGraphMode.NONE
-        compilation.cudagraph_capture_sizes = []
-    return world.deploy(vllm_config)
-
-
 def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int, ...], method: str = "mtp"):
     """A full-graph drafter (``drafter_class``) of drafting ``method`` on a ``GraphRunnerView`` (its draft is
     wrapped per run, ``configured_graph``)."""
@@ -249,7 +227,7 @@ def graph_proposer(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[
     generation.tell_builders_the_step()
     config = import_ascend("vllm.config")
     device = build_device()
-    vllm_config = full_graph_config(hidden_size, num_spec_tokens, capture_sizes, method)
+    vllm_config = world.full_graph_config(hidden_size, num_spec_tokens, capture_sizes, method)
     single_rank_world(vllm_config)
     with config.set_current_vllm_config(vllm_config), recording(device):
         proposer = drafter(vllm_config, device, GraphRunnerView(device, vllm_config))

@@ -26,15 +26,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from devices.sim import early_reads
 from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
+from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
 from mtp.ops import CoreOps, PreparedCall
+from mtp.trace import Phase
 from sim.impls import Implementation, NotInThisCheckout
 from sim.impls.kit import factory, mrv2_runner
-from sim.impls.kit.ascend import draft_layers, interop
+from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend_mrv2 import build, divergences, generation
+from sim.impls.vllm_ascend_mrv2 import build, divergences, generation, graphs
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     LAYER,
@@ -63,10 +66,14 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
     )
 
 
-def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=None):
+def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=None, graphed=None):
     """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it (``groups``:
-    the draft's attention groups, one per layer, in one KV-cache group; None: one GQA layer's)."""
-    spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
+    the draft's attention groups, one per layer, in one KV-cache group; None: one GQA layer's); ``graphed``: a
+    full-graph speculator instead (``graphs``), whose block tables stay in place (``graphs.hold``)."""
+    if graphed is None:
+        spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
+    else:
+        spec = mrv2_runner.resize(graphed, build.WHO, cfg.num_spec_tokens, cfg.max_model_len)
     spec.model = model
     groups = groups or draft_groups(cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
     generation.set_attn_architecture(spec, groups[0].attn)
@@ -74,7 +81,8 @@ def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=Non
     spec.attn_groups = [list(groups)]
     spec.kv_cache_config = kv_cache_config(layers)
     spec.draft_attn_layer_names = set(layers)
-    spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
+    if graphed is None:
+        spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
     return spec
 
 
@@ -201,28 +209,80 @@ def decode_loop(cfg: ProposerConfig, base_positions, accepted_seq_lens, block_ta
 
 
 class AscendMrv2Proposer(EagerAdapter):
-    """vllm-ascend's MRV2 ``propose`` behind ``MtpProposer``'s constructor and trace (eager only)."""
+    """vllm-ascend's MRV2 ``propose`` behind ``MtpProposer``'s constructor and trace.
+
+    ``mode="full"``: FULL_DECODE_ONLY as its runner captures and replays it (``graphs``: the decode steps'
+    merged graph by vllm-ascend's own manager, captured at the first call; the first pass eager), on a
+    checkout that deploys that manager, for one GQA draft layer; each call under the simulator's early-read
+    check (``early_copies``), which tells the host code the capture runs through from device reads."""
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
 
     def __init__(
-        self, cfg: ProposerConfig, model, device, ops=None, mode="eager", draft_attn: str = "gqa", draft_attn_groups=1
+        self,
+        cfg: ProposerConfig,
+        model,
+        device,
+        ops=None,
+        mode="eager",
+        draft_attn: str = "gqa",
+        draft_attn_groups=1,
+        capture_sizes=None,
     ):
+        self.mode = str(getattr(mode, "value", mode))
+        if self.mode == "full":
+            refused = graphs.lacks() or ((draft_attn != "gqa" or draft_attn_groups > 1) and divergences.FULL_GRAPHS_GQA)
+            if refused or not getattr(device, "supports_graphs", False):
+                raise ValueError(f"mode='full': {refused or f'device {device.name} cannot capture graphs'}")
         layers = draft_layers.layers_of(draft_attn, draft_attn_groups)
-        super().__init__(cfg, model, device, mode)
+        super().__init__(cfg, model, device, "eager" if self.mode == "full" else mode)
         self.model = AscendMrv2TinyMtp(model, layers[1:])
         sizes = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
         self.groups = draft_groups(*sizes, draft_attn, draft_attn_groups)
-        mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))  # a serving run starts on new buffers
+        self.graphed = None
+        if self.mode == "full":
+            captured = tuple(sorted(set(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))))
+            self.graphed = graphs.speculator(cfg.hidden_size, cfg.num_spec_tokens, captured, cfg.method)
+            graphs.fresh(self.graphed, cfg.block_size, cfg.max_model_len)  # a run captures its own graphs
+        else:
+            mrv2_runner.start_fresh(
+                build.speculator(cfg.hidden_size, cfg.method)
+            )  # a serving run starts on new buffers
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
-        spec = wired(self.cfg, batch.block_table, self.model, self.groups)
+        spec = wired(self.cfg, batch.block_table, self.model, self.groups, self.graphed)
+        if self.graphed is not None:  # captured as the runner captures at start-up, before any batch is in place
+            self._capture(spec)
+            graphs.hold(spec, batch.block_table)
         run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs, spec.vllm_config)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
         target = self.groups[0].build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
-        # is_profile: eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-        return mrv2_runner.propose(spec, run, batch, target, [name for g in self.groups for name in g.layer_names])
+        layers = [name for g in self.groups for name in g.layer_names]
+        if self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
+            return mrv2_runner.propose(spec, run, batch, target, layers)
+        self.model.num_reqs = batch.num_reqs
+        spec.model_state.attn_metadata = dict.fromkeys(layers, target)  # what the runner's prepare_attn left there
+        with early_copies.checked(self.device, batch, sampled):
+            drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
+            torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
+        return drafts
+
+    def _capture(self, spec) -> None:
+        """The decode graphs at the first call (``graphs.capture``), their warm-up and captured forwards no call's."""
+        trace, calls = self.model.trace, self.model.calls
+        self.model.trace = None
+        try:
+            with early_reads.tracking(self.device):  # tells the host code the capture runs through from device reads
+                graphs.capture(spec, self.groups[0].backend)
+        finally:
+            self.model.trace, self.model.calls = trace, calls
+
+    def captured_sizes(self) -> dict[Phase, list[int]]:
+        """Full graphs: the decode steps' graph sizes (the first pass runs eagerly)."""
+        if self.graphed is None:
+            return super().captured_sizes()
+        return {Phase.FIRST: [], Phase.STEP: graphs.captured_sizes(self.graphed)}
 
 
 def implementation() -> Implementation:

@@ -15,6 +15,7 @@ from sim.impls import Skip
 from sim.impls.divergence import Divergence, Kind, rules_of, table
 from sim.impls.features import Feature
 from sim.impls.kit import mrv2_loop, tables
+from sim.impls.vllm_ascend_mrv2 import graphs
 from sim.impls.vllm_ascend_mrv2.generation import picks_handling_by_family
 
 INHERITED = (
@@ -94,11 +95,13 @@ DIVERGENCES = table(
         "over the runner's host lengths: not lowered while host-seq-lens-not-lowered stands); "
         "_update_decode_attn_metadata writes the per-request lengths only after the forward, into "
         "metadata the next step rebuilds: every request attends to the batch's bound at every step; an SFA "
-        "draft's kernels read the device lengths (HOST_LIST_FAMILIES)",
+        "draft's kernels read the device lengths (HOST_LIST_FAMILIES); in full graphs the decode graph's tasks "
+        "are updated with build_draft_attn_metadatas' per-request lengths (seq_lens_np + step): eager only",
         "test_steps.py::test_draft_seq_lens_batch_bound",
         kind=Kind.DEFECT,
         rule={"step_seq_lens": "batch-bound"},
         families=HOST_LIST_FAMILIES,
+        graph_modes=("eager",),
     ),
     Divergence(
         "random-drafts-always-accepted",
@@ -128,13 +131,28 @@ HOST_LISTS = tables.host_copies(
 )
 
 # What it cannot run (sim.impls.features): a property using one is skipped with this reason.
+# Its graphs: full ones where the checkout deploys vllm-ascend's graph manager (``graphs.lacks``, ``in_force``), for one
+# GQA draft layer; piecewise ones never (they compile a vLLM draft model class: the tiny model here, nothing to compile).
 LACKS = tables.lacks(
-    "the vllm-ascend MRV2 adapter runs eagerly only: its drafter graphs are captured by vllm-ascend's v2 graph "
-    "manager (worker/v2/spec_decode/eagle/aclgraph.py), which the simulator does not drive",
+    "the vllm-ascend MRV2 adapter's piecewise graphs would come from torch.compile of a vLLM draft model class; the "
+    "draft model here is the simulator's tiny model, nothing to compile",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
     has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.DRAFT_ATTN_GROUPS),
 )
+FULL_GRAPHS_GQA = (
+    "the MRV2 adapter's full graphs draft with one GQA layer: its captured forward reads the FIA task's lengths "
+    "(an MLA or SFA layer's rotation, a second group's task, not captured)"
+)
+FULL_GQA_ONLY = {
+    **dict.fromkeys(
+        (Feature.MLA_FULL_GRAPHS, Feature.SFA_FULL_GRAPHS, Feature.DRAFT_ATTN_GROUPS_FULL_GRAPHS), Skip(FULL_GRAPHS_GQA)
+    ),
+    Feature.DUMMY_RUN: Skip(
+        "the MRV2 runner's dummy run (its speculator's propose with dummy_run=True on a dummy batch) is not driven: "
+        "the adapter serves one rank's calls"
+    ),
+}
 # A speculator with one per-step metadata handling, the flat one (0.23.0's; main's picks it by the draft layer's
 # backend: generation.picks_handling_by_family)
 FLAT_ONLY = {
@@ -155,6 +173,11 @@ def in_force(generation: str) -> SimpleNamespace:
     or ``main``): its entries only, and the rules that model them."""
     kept = {i: d for i, d in DIVERGENCES.items() if generation in GENERATION.get(i, (generation,))}
     lacks = LACKS if picks_handling_by_family() else {**LACKS, **FLAT_ONLY}
+    full = graphs.lacks()
+    if full is None:
+        lacks = {f: skip for f, skip in lacks.items() if f is not Feature.FULL_GRAPHS} | FULL_GQA_ONLY
+    else:
+        lacks = {**lacks, Feature.FULL_GRAPHS: Skip(full)}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks)
 
 

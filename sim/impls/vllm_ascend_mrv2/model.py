@@ -28,7 +28,8 @@ from types import SimpleNamespace
 import torch
 
 from mtp.model import AttentionMeta
-from sim.impls.kit.ascend import draft_layers, interop, mla, sfa
+from mtp.trace import StepRecord
+from sim.impls.kit.ascend import draft_layers, fake_npu_graphs, interop, mla, sfa, tiny_attention
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
@@ -67,7 +68,7 @@ class AscendMetadataGroup:
         draft_layers.check_block_size(attn, block_size)
         self.attn, self.layer_names = attn, [layer]
         self.kv_cache_spec = draft_layers.kv_cache_spec(block_size, head_size)
-        backend = _backend(attn, layer)
+        self.backend = backend = _backend(attn, layer)
         draft_layers.register(vllm_config, {layer: backend})
         if attn != "gqa":
             mla.install_rotary(vllm_config, build_device())
@@ -80,13 +81,6 @@ class AscendMetadataGroup:
 
     def build(self, common_prefix_len: int, common_attn_metadata, **kwargs):
         return self.builder.build(common_prefix_len, common_attn_metadata, **kwargs)
-
-
-class _Impl:
-    """A draft layer's ``impl`` as the MLA builder reads it: its head count."""
-
-    def __init__(self, num_heads: int):
-        self.num_heads = num_heads
 
 
 @functools.cache
@@ -104,7 +98,7 @@ def _backend(attn: str, layer: str) -> type:
 
     class TinyMrv2Backend:
         get_builder_cls = staticmethod(lambda: OnTheSimulator)
-        get_impl_cls = staticmethod(lambda: _Impl)
+        get_impl_cls = staticmethod(lambda: tiny_attention.TinyAttentionImpl)
         get_name = staticmethod(lambda: f"TINY_MRV2_{attn.upper()}_{layer.upper()}")
 
     return TinyMrv2Backend
@@ -129,7 +123,53 @@ def attention_meta(meta) -> AttentionMeta:
 
 class AscendMrv2TinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the metadata it was handed, as the kernels
-    of its family read it (an MLA or SFA layer's: ``mla.read_back``, ``sfa.read_back``, the rotation included)."""
+    of its family read it (an MLA or SFA layer's: ``mla.read_back``, ``sfa.read_back``, the rotation included).
+
+    Inside a graph capture (the decode steps' merged graph, ``graphs``) a GQA layer's attention takes its
+    lengths from its captured task (``tiny_attention.captured_task``: what the FIA kernel was handed, until
+    vllm-ascend's update rewrites it) and its slots from the metadata's tensor; each forward's record is
+    tensors the replays rewrite, turned into a ``StepRecord`` after each replay (``num_reqs``: the call's
+    requests, set by the adapter)."""
+
+    num_reqs = 0
+
+    def forward(self, input_ids, positions, hidden_states=None, inputs_embeds=None, **kwargs):
+        graph = fake_npu_graphs.capturing_graph()
+        if graph is None:
+            return super().forward(input_ids, positions, hidden_states, inputs_embeds, **kwargs)
+        context = import_ascend("vllm.forward_context").get_forward_context()
+        attn, n = context.attn_metadata[LAYER], input_ids.shape[0]
+        seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
+        slots = attn.slot_mapping[:n].to(torch.int64)
+        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
+        live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        live = {name: t.clone() for name, t in (live | {"bound": bound}).items()}  # copies each replay rewrites
+        if not graph.after_replay:
+            graph.after_replay.append(lambda: self._replayed(graph))
+        graph.records = [*getattr(graph, "records", []), live]
+        return self.outputs(out)
+
+    def _replayed(self, graph) -> None:
+        for live in graph.records:
+            self.calls += 1
+            if self.trace is not None:
+                self.trace.append(self._step(self.calls, live))
+
+    def _step(self, call: int, live: dict) -> StepRecord:
+        """A replayed draft step's record (one row per request), the call's requests only."""
+        reqs, rows = self.num_reqs, live["input_ids"].shape[0]
+        return StepRecord.capture(
+            call,
+            int(live["bound"][0]),
+            rows,
+            input_ids=live["input_ids"][:reqs],
+            positions=live["positions"][:reqs],
+            seq_lens=live["seq_lens"][:reqs],
+            slot_mapping=live["slots"][:reqs],
+            query_start_loc=live["qsl"][: reqs + 1],
+            sample_indices=torch.arange(reqs),
+            padding_slots=live["slots"][reqs:rows],
+        )
 
     def read(self, meta) -> AttentionMeta:
         if mla.is_mla(meta):

@@ -49,6 +49,12 @@ VARIANTS = {
         breaks.draft_rope_of_the_step_before,
         "main",
     ),
+    "graph-steps-share-the-first-steps-lengths": (
+        "speculator",
+        "build_draft_attn_metadatas",
+        breaks.graph_steps_share_the_first_steps_lengths,
+        "main",
+    ),
 }
 
 

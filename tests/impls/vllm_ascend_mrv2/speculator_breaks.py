@@ -92,3 +92,19 @@ def draft_rope_of_the_step_before(factory):
             yield
 
     return broken
+
+
+def graph_steps_share_the_first_steps_lengths(build_draft_attn_metadatas):
+    """main's ``build_draft_attn_metadatas`` (what ``run_fullgraph`` updates the decode graph's attention tasks
+    with) handing every draft step the first step's host lengths, as builders sharing one buffer across steps
+    did (vllm-ascend #14236): from step 3 on, a step attends with the keys of the step before."""
+
+    @functools.wraps(build_draft_attn_metadatas)
+    def broken(self, num_reqs_padded, is_draft_model_prefill):
+        per_step = build_draft_attn_metadatas(self, num_reqs_padded, is_draft_model_prefill)
+        if not is_draft_model_prefill:
+            for metadata in per_step:
+                self._update_decode_attn_metadata(metadata, 1, self.input_batch.num_reqs)
+        return per_step
+
+    return broken

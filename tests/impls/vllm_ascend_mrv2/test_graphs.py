@@ -1,0 +1,65 @@
+"""vllm-ascend's MRV2 full graphs (``sim.impls.vllm_ascend_mrv2.graphs``): the decode steps' merged graph, captured
+and replayed by the checkout's own graph manager, or refused with the reason where the checkout does not deploy
+it (0.23.0 keeps its v2 runner dormant).
+
+Where it is deployed: a full-graph serving run equals the reference, its draft steps replayed from the captured
+graph (not run eagerly: the replays are counted), each step's attention lengths those vllm-ascend's update wrote;
+and a speculator handing every step the first step's lengths (as builders sharing one buffer across steps did,
+vllm-ascend #14236) fails the run at a step's ``seq_lens``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mtp.trace import Phase
+from sim.impls.vllm_ascend_mrv2 import graphs
+from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
+from sim.serving.run import run_scenario
+from tests.impls.vllm_ascend_mrv2 import broken_gate
+from tests.properties.test_propose_loop import TYPICAL
+
+FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(2, 8))
+
+
+def _deployed() -> None:
+    reason = graphs.lacks()
+    if reason is not None:
+        pytest.skip(f"this checkout's MRV2 full graphs are not driven: {reason}")
+
+
+def test_full_graphs_are_refused_with_the_reason_where_the_checkout_does_not_deploy_its_manager(device, impl):
+    """The lack follows the checkout's worker package (``patches.deployed``), never a version's name: where it
+    does not deploy vllm-ascend's graph manager, a full-graph proposer is refused naming why, and the gate's
+    full-graph properties skip with the same reason."""
+    reason = graphs.lacks()
+    if reason is None:
+        assert all(graphs._worker(name).exists() for name in graphs.GRAPH_PATCHES)
+        pytest.skip("this checkout deploys vllm-ascend's MRV2 graph manager: its full graphs are driven")
+    with pytest.raises(ValueError, match="deploys no patch_v2"):
+        run_scenario(FULL, device, impl)
+
+
+def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(device, impl):
+    _deployed()
+    made = []
+
+    def recorded(*args, **kwargs):
+        made.append(AscendMrv2Proposer(*args, **kwargs))
+        return made[-1]
+
+    report = run_scenario(FULL, device, impl, proposer_cls=recorded)
+    assert report.ok, report.mismatches[:3]
+    spec = made[0].graphed
+    assert made[0].captured_sizes()[Phase.STEP], "no decode graph captured"
+    replays = sum(g.replays for g in spec.decode_cudagraph_manager.graphs.values())
+    assert replays > 0, "the draft steps ran eagerly: no decode graph was replayed"
+
+
+def test_steps_handed_the_first_steps_lengths_fail_a_full_graph_run_by_name(monkeypatch, device, impl):
+    _deployed()
+    broken_gate.apply("graph-steps-share-the-first-steps-lengths", monkeypatch)
+    report = run_scenario(FULL, device, impl)
+    assert not report.ok and any("step 3 seq_lens" in str(m) for m in report.mismatches), report.mismatches[:3]
