@@ -54,8 +54,6 @@ class Divergence:
     # the draft attention families (Scenario.draft_attn) it holds for, where its kernels read what it changes;
     # None: every family
     families: tuple[str, ...] | None = None
-    # the graph modes (Scenario.graph_mode) it holds in, where the others take another path; None: every mode
-    graph_modes: tuple[str, ...] | None = None
     # FILE:LINE of the table naming it (where a fixed defect is dropped from the list); found, not given
     declared_at: str = field(default="", compare=False)
 
@@ -70,10 +68,8 @@ class Divergence:
         return f"{self.id} ({self.kind})"
 
     def holds_for(self, scenario) -> bool:
-        """Whether it holds in a serving run of ``scenario``: of a draft attention family it names (``families``), in a
-        graph mode it names (``graph_modes``)."""
-        family = self.families is None or scenario.draft_attn in self.families
-        return family and (self.graph_modes is None or scenario.graph_mode in self.graph_modes)
+        """Whether it holds in a serving run of ``scenario``: of a draft attention family it names (``families``)."""
+        return self.families is None or scenario.draft_attn in self.families
 
 
 def _declared_at(ident: str) -> str:

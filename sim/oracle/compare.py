@@ -151,6 +151,12 @@ def replays_graph(case: BatchCase, padded: bool, captured: dict[str, list[int]] 
     return any(size >= rows for size in (captured or {}).get(Phase.FIRST, []))
 
 
+def steps_replay_graph(case: BatchCase, captured: dict[str, list[int]] | None) -> bool:
+    """Whether a call of ``case`` replays captured graphs of its draft steps 2..K: a step size captured holds its
+    requests (one row each: a step graph is dispatched by them)."""
+    return any(size >= len(case.requests) for size in (captured or {}).get(Phase.STEP, []))
+
+
 def is_uniform_decode(case: BatchCase) -> bool:
     """A uniform decode as vllm-ascend's runner decides it: ``num_spec_tokens + 1`` query tokens per
     request, and no request on its first chunk (a prompt of ``num_spec_tokens + 1`` tokens is a prefill)."""

@@ -162,11 +162,15 @@ class _Cache:
     def attend(self, model: TinyMtp, r: int, q: torch.Tensor, seq_len: int) -> torch.Tensor | None:
         """[1, heads, d] query of request ``r`` over positions 0..seq_len-1 of its block table (none past
         max_model_len: no position there holds KV, the attention's host bound stops there); None if any
-        of those keys is undefined. Each position's key and value as the module's docstring orders them:
-        this call's write, else the request's own prefix (unless clobbered), else the snapshot's."""
+        of those keys is undefined, a position past the request's blocks included (a runner's table row
+        is padded there, with the null block or no block: what a kernel reads there is no request's).
+        Each position's key and value as the module's docstring orders them: this call's write, else the
+        request's own prefix (unless clobbered), else the snapshot's."""
         req = self.requests[r]
         blocks = req.req.blocks
-        visible = min(seq_len, len(blocks) * self.block_size, self.call.case.config.max_model_len)
+        visible = min(seq_len, self.call.case.config.max_model_len)
+        if visible > len(blocks) * self.block_size:
+            return None
         positions = torch.arange(visible)
         slots = torch.tensor(blocks, dtype=torch.long)[positions // self.block_size] * self.block_size
         slots += positions % self.block_size

@@ -73,6 +73,10 @@ class Rules:
         (vllm-ascend 0.23.0's MRV2 ``host-seq-lens-advanced-twice``);
         ``batch-bound``: the batch's bound for every request and step, ``min(max seq_len + K,
         max_model_len)`` (vllm-ascend main's MRV2 ``draft-seq-lens-batch-bound``).
+    step_seq_lens_in_graphs: where set, ``step_seq_lens`` in a call whose draft steps 2..K replay a
+        captured graph of their own (``for_call``): vllm-ascend main's MRV2 decode graph, whose attention
+        tasks are updated with each request's own lengths (``advance``), where its eager steps read the
+        batch's bound.
     state_advances_per_group: the per-step state (each request's seq_len, the position its slot is
         looked up at, its host count of computed tokens) advances once per draft attention group at
         each step, not once per step: with G groups, step ``j`` gets the state of step ``1 + G(j - 1)``
@@ -141,6 +145,7 @@ class Rules:
     prefill_batches_draft_once: bool = False
     num_computed_from_first_pass: bool = False
     step_seq_lens: str = "advance"
+    step_seq_lens_in_graphs: str | None = None
     state_advances_per_group: bool = False
     draft_attn_groups: int = 1
     rope_from_last_build: bool = False
@@ -162,8 +167,10 @@ class Rules:
             raise ValueError(f"overflow_position={self.overflow_position!r}: expected one of {OVERFLOW_POSITIONS}")
         if self.overflow_seq_len not in OVERFLOW_SEQ_LENS:
             raise ValueError(f"overflow_seq_len={self.overflow_seq_len!r}: expected one of {OVERFLOW_SEQ_LENS}")
-        if self.step_seq_lens not in STEP_SEQ_LENS:
-            raise ValueError(f"step_seq_lens={self.step_seq_lens!r}: expected one of {STEP_SEQ_LENS}")
+        for name in ("step_seq_lens", "step_seq_lens_in_graphs"):
+            value = getattr(self, name)
+            if value not in STEP_SEQ_LENS and (name == "step_seq_lens" or value is not None):
+                raise ValueError(f"{name}={value!r}: expected one of {STEP_SEQ_LENS}")
         if self.draft_attn not in DRAFT_ATTNS:
             raise ValueError(f"draft_attn={self.draft_attn!r}: expected one of {DRAFT_ATTNS}")
         if self.draft_attn_groups < 1:
@@ -238,12 +245,16 @@ class Rules:
         ``graph_steps_lengths_of_first_pass`` on an SFA draft, in a call that replays a graph."""
         return self.graph_steps_lengths_of_first_pass and self.draft_attn == "sfa"
 
-    def for_call(self, replays_graph: Callable[[], bool]) -> Rules:
+    def for_call(self, replays_graph: Callable[[], bool], steps_replay_graph: Callable[[], bool] = bool) -> Rules:
         """These rules for one call: what holds only when a captured graph runs it is dropped unless
-        ``replays_graph()`` (asked only where the rules hold such a thing) says one does."""
+        ``replays_graph()`` (asked only where the rules hold such a thing) says one does; the step lengths
+        of draft steps replayed from a graph of their own where ``steps_replay_graph()`` (asked likewise)."""
+        rules = self
+        if self.step_seq_lens_in_graphs is not None and steps_replay_graph():
+            rules = dataclasses.replace(rules, step_seq_lens=self.step_seq_lens_in_graphs)
         if not (self.graph_steps_rope_of_first_pass or self.graph_steps_lengths_of_first_pass) or replays_graph():
-            return self
-        return dataclasses.replace(self, graph_steps_rope_of_first_pass=False, graph_steps_lengths_of_first_pass=False)
+            return rules
+        return dataclasses.replace(rules, graph_steps_rope_of_first_pass=False, graph_steps_lengths_of_first_pass=False)
 
     def step_seq_base(self, seq_len: int, accepted: int, padded: bool) -> int:
         """The seq_len later steps advance from: the accepted prefix, or the whole verified length."""

@@ -25,6 +25,7 @@ from sim.oracle.compare import (
     first_pass_slots,
     misplaced_writes,
     replays_graph,
+    steps_replay_graph,
 )
 from sim.oracle.defect_drafts import is_modelled
 from sim.oracle.governed import decides, governed_by
@@ -55,7 +56,10 @@ class RunChecker:
             iteration, drafts, proposer, self.ref_model, self.target, self.scenario, self.tolerance,
             self.kv and self.kv.state,
         )  # fmt: skip
-        rules = self.rules.for_call(lambda: replays_graph(iteration.case, padded, call.captured, self.rules))
+        rules = self.rules.for_call(
+            lambda: replays_graph(iteration.case, padded, call.captured, self.rules),
+            lambda: steps_replay_graph(iteration.case, call.captured),
+        )
         followed, got, mismatches = call.against(rules)
         in_effect = followed_rules(rules, followed)
         if self.scenario.runner_samples:  # what the runner sampled and holds: the drafter's input, first

@@ -6,9 +6,11 @@ max_model_len 10; the last accepted position is 8 (seq_len 9) unless stated.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
+from mtp.trace import Phase
 from sim.oracle.rules import CORE, Rules
 
 pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
@@ -263,3 +265,23 @@ def test_sfa_graph_steps_replay_the_first_pass():
         assert reference.step(case, 3, rules=other).query_start_loc == [0, 1, 2]
     assert replayed.for_call(lambda: True) is replayed
     assert Rules().for_call(lambda: pytest.fail("asked where no rule holds only in graphs")) == Rules()
+
+
+def test_step_lengths_of_steps_replayed_from_a_graph_of_their_own():
+    """vllm-ascend main's MRV2 ``draft-seq-lens-batch-bound`` (``step_seq_lens='batch-bound'``) with its graph
+    lengths (``step_seq_lens_in_graphs='advance'``): a call whose draft steps replay a step graph is held to
+    each request's own lengths, one whose steps run eagerly to the batch's bound; the question is asked only
+    where the rules hold such a rule, and a value that names no rule is refused."""
+    from sim.oracle.compare import steps_replay_graph
+    from sim.oracle.rules import STEP_SEQ_LENS
+
+    bound = Rules(step_seq_lens="batch-bound", step_seq_lens_in_graphs="advance")
+    assert bound.for_call(lambda: False, lambda: True).step_seq_lens == "advance"
+    assert bound.for_call(lambda: False, lambda: False).step_seq_lens == "batch-bound"
+    assert Rules().for_call(lambda: False, lambda: pytest.fail("asked where no rule holds for step graphs")) == Rules()
+    with pytest.raises(ValueError, match="step_seq_lens_in_graphs='twice'"):
+        Rules(step_seq_lens_in_graphs="twice")
+    assert "advance" in STEP_SEQ_LENS
+    requests = SimpleNamespace(requests=[object()] * 3)
+    assert steps_replay_graph(requests, {Phase.STEP: [2, 4]}) and not steps_replay_graph(requests, {Phase.STEP: [2]})
+    assert not steps_replay_graph(requests, {Phase.FIRST: [8]}) and not steps_replay_graph(requests, None)
