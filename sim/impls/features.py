@@ -22,7 +22,6 @@ class Feature(enum.Enum):
     DRAFT_MODEL_KERNEL_BLOCKS = "a draft model over a hybrid target's kernel blocks"
     MLA_FULL_GRAPHS = "full graphs for an MLA draft layer"
     SFA_FULL_GRAPHS = "full graphs for an SFA draft layer"
-    DRAFT_ATTN_GROUPS_FULL_GRAPHS = "full graphs for a draft of several attention groups"
     HOST_SYNC_COUNT = "a count of the padded path's host syncs"
     DUMMY_RUN = "the drafter's part of the runner's dummy run (a rank with no requests keeping step with its peers)"
     DRAFT_ATTN_GROUPS = "a draft whose layers form several attention groups (Scenario.draft_attn_groups)"
@@ -66,13 +65,11 @@ COMBINED = {
     Feature.DRAFT_MODEL_KERNEL_BLOCKS: frozenset({Feature.DRAFT_MODEL, Feature.KERNEL_BLOCKS}),
     Feature.MLA_FULL_GRAPHS: frozenset({Feature.MLA_DRAFT, Feature.FULL_GRAPHS}),
     Feature.SFA_FULL_GRAPHS: frozenset({Feature.SFA_DRAFT, Feature.FULL_GRAPHS}),
-    Feature.DRAFT_ATTN_GROUPS_FULL_GRAPHS: frozenset({Feature.DRAFT_ATTN_GROUPS, Feature.FULL_GRAPHS}),
 }
 
 
 def used(features) -> frozenset[Feature]:
     """``features`` with what their combination uses besides (``COMBINED``: unpadded with full graphs, a
-    draft model with full graphs or with kernel blocks, an MLA or SFA draft or several attention groups with
-    full graphs)."""
+    draft model with full graphs or with kernel blocks, an MLA or SFA draft with full graphs)."""
     found = frozenset(features)
     return found | {combined for combined, parts in COMBINED.items() if parts <= found}

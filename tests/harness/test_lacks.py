@@ -105,13 +105,16 @@ def _features_used() -> set[Feature]:
     return found
 
 
-# Used otherwise: unpadded with full graphs, and a draft model's full graphs and kernel blocks, through ``used``; reduce
+# Used otherwise: unpadded with full graphs, a draft model's full graphs and kernel blocks, an MLA or SFA draft's full
+# graphs, through ``used``; reduce
 # sampling by vllm-ascend's TP suites; its balance, recompute and dynamic batch schedulers and main's waiting-queue
 # orders by its schedulers' suite (its pins read the lacks).
 OTHERWISE_USED = (
     Feature.UNPADDED_FULL_GRAPHS,
     Feature.DRAFT_MODEL_FULL_GRAPHS,
     Feature.DRAFT_MODEL_KERNEL_BLOCKS,
+    Feature.MLA_FULL_GRAPHS,
+    Feature.SFA_FULL_GRAPHS,
     Feature.REDUCE_SAMPLE,
     Feature.BALANCE_SCHEDULING,
     Feature.RECOMPUTE_SCHEDULER,

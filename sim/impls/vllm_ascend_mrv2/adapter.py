@@ -26,7 +26,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from devices.sim import early_reads
 from mtp.batch import SampledTokens, StepMeta, VerifiedBatch
 from mtp.capture_sizes import CaptureSizes
 from mtp.config import ProposerConfig
@@ -244,10 +243,8 @@ class AscendMrv2Proposer(EagerAdapter):
             captured = tuple(sorted(set(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))))
             self.graphed = graphs.speculator(cfg.hidden_size, cfg.num_spec_tokens, captured, cfg.method)
             graphs.fresh(self.graphed, cfg.block_size, cfg.max_model_len)  # a run captures its own graphs
-        else:
-            mrv2_runner.start_fresh(
-                build.speculator(cfg.hidden_size, cfg.method)
-            )  # a serving run starts on new buffers
+        else:  # a serving run starts on new buffers
+            mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
         """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
@@ -273,7 +270,7 @@ class AscendMrv2Proposer(EagerAdapter):
         trace, calls = self.model.trace, self.model.calls
         self.model.trace = None
         try:
-            with early_reads.tracking(self.device):  # tells the host code the capture runs through from device reads
+            with early_copies.checked(self.device):  # tells the host code the capture runs through from device reads
                 graphs.capture(spec, self.groups[0].backend)
         finally:
             self.model.trace, self.model.calls = trace, calls

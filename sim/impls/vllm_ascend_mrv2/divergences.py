@@ -145,9 +145,7 @@ FULL_GRAPHS_GQA = (
     "(an MLA or SFA layer's rotation, a second group's task, not captured)"
 )
 FULL_GQA_ONLY = {
-    **dict.fromkeys(
-        (Feature.MLA_FULL_GRAPHS, Feature.SFA_FULL_GRAPHS, Feature.DRAFT_ATTN_GROUPS_FULL_GRAPHS), Skip(FULL_GRAPHS_GQA)
-    ),
+    **dict.fromkeys((Feature.MLA_FULL_GRAPHS, Feature.SFA_FULL_GRAPHS), Skip(FULL_GRAPHS_GQA)),
     Feature.DUMMY_RUN: Skip(
         "the MRV2 runner's dummy run (its speculator's propose with dummy_run=True on a dummy batch) is not driven: "
         "the adapter serves one rank's calls"

@@ -74,6 +74,7 @@ def deploy() -> None:
 # What the fake torch.npu really has of what the checkout's torch_cuda_wrapper points torch.cuda at; the rest
 # (set_stream, current_device, mem_get_info: the runner's, never called on the drafting path) is assigned only.
 REAL_NPU = ("Event", "Stream", "stream", "current_stream", "synchronize", "graph_pool_handle", "NPUGraph", "graph")
+MISSING = object()  # an attribute torch.cuda had not before the block
 
 
 @functools.cache
@@ -107,9 +108,6 @@ def cuda_as_npu():
                 delattr(torch.cuda, name)
             else:
                 setattr(torch.cuda, name, value)
-
-
-MISSING = object()
 
 
 @functools.lru_cache(maxsize=4)
