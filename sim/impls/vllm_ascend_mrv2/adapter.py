@@ -230,7 +230,7 @@ class AscendMrv2Proposer(EagerAdapter):
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "full":
-            refused = graphs.lacks() or ((draft_attn != "gqa" or draft_attn_groups > 1) and divergences.FULL_GRAPHS_GQA)
+            refused = graphs.lacks() or ((draft_attn == "sfa" or draft_attn_groups > 1) and divergences.FULL_GRAPHS_GQA)
             if refused or not getattr(device, "supports_graphs", False):
                 raise ValueError(f"mode='full': {refused or f'device {device.name} cannot capture graphs'}")
         layers = draft_layers.layers_of(draft_attn, draft_attn_groups)

@@ -141,11 +141,11 @@ LACKS = tables.lacks(
     has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.DRAFT_ATTN_GROUPS),
 )
 FULL_GRAPHS_GQA = (
-    "the MRV2 adapter's full graphs draft with one GQA layer: its captured forward reads the FIA task's lengths "
-    "(an MLA or SFA layer's rotation, a second group's task, not captured)"
+    "the MRV2 adapter's full graphs draft with one GQA or MLA layer: its captured forward reads the FIA task's "
+    "lengths (an SFA layer's builder keeps its per-step state itself, a second group's task is not captured)"
 )
 FULL_GQA_ONLY = {
-    **dict.fromkeys((Feature.MLA_FULL_GRAPHS, Feature.SFA_FULL_GRAPHS), Skip(FULL_GRAPHS_GQA)),
+    Feature.SFA_FULL_GRAPHS: Skip(FULL_GRAPHS_GQA),
     Feature.DUMMY_RUN: Skip(
         "the MRV2 runner's dummy run (its speculator's propose with dummy_run=True on a dummy batch) is not driven: "
         "the adapter serves one rank's calls"

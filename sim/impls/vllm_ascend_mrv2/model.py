@@ -33,7 +33,7 @@ from sim.impls.kit.ascend import draft_layers, fake_npu_graphs, interop, mla, sf
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
-from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp
+from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp, rotated_positions
 
 __all__ = ["LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta", "kv_cache_config"]
 
@@ -125,9 +125,10 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
     """``TinyMtp`` as vllm-ascend's MRV2 draft model: attention reads the metadata it was handed, as the kernels
     of its family read it (an MLA or SFA layer's: ``mla.read_back``, ``sfa.read_back``, the rotation included).
 
-    Inside a graph capture (the decode steps' merged graph, ``graphs``) a GQA layer's attention takes its
+    Inside a graph capture (the decode steps' merged graph, ``graphs``) a GQA or MLA layer's attention takes its
     lengths from its captured task (``tiny_attention.captured_task``: what the FIA kernel was handed, until
-    vllm-ascend's update rewrites it) and its slots from the metadata's tensor; each forward's record is
+    vllm-ascend's update rewrites it), its slots from the metadata's tensor, an MLA layer its rotation from the
+    cos/sin its build gathered; each forward's record is
     tensors the replays rewrite, turned into a ``StepRecord`` after each replay (``num_reqs``: the call's
     requests, set by the adapter)."""
 
@@ -141,8 +142,11 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
         attn, n = context.attn_metadata[LAYER], input_ids.shape[0]
         seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
         slots = attn.slot_mapping[:n].to(torch.int64)
-        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        if mla.is_mla(attn):  # rotated by the cos/sin the step's build gathered (a gather the graph replays)
+            live["rope"] = mla.rope_positions(attn.decode.cos[:n], attn.decode.sin[:n])
+            positions = rotated_positions(live["rope"], positions)
+        out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live = {name: t.clone() for name, t in (live | {"bound": bound}).items()}  # copies each replay rewrites
         if not graph.after_replay:
             graph.after_replay.append(lambda: self._replayed(graph))
@@ -169,6 +173,7 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
             query_start_loc=live["qsl"][: reqs + 1],
             sample_indices=torch.arange(reqs),
             padding_slots=live["slots"][reqs:rows],
+            rope_positions=live["rope"][:reqs] if "rope" in live else None,
         )
 
     def read(self, meta) -> AttentionMeta:

@@ -2,10 +2,11 @@
 and replayed by the checkout's own graph manager, or refused with the reason where the checkout does not deploy
 it (0.23.0 keeps its v2 runner dormant).
 
-Where it is deployed: a full-graph serving run equals the reference, its draft steps replayed from the captured
-graph (not run eagerly: the replays are counted), each step's attention lengths those vllm-ascend's update wrote;
-and a speculator handing every step the first step's lengths (as builders sharing one buffer across steps did,
-vllm-ascend #14236) fails the run at a step's ``seq_lens``.
+Where it is deployed: a full-graph serving run equals the reference, with a GQA or an MLA draft layer, its draft
+steps replayed from the captured graph (not run eagerly: the replays are counted), each step's attention lengths
+those vllm-ascend's update wrote (an MLA step's rotation, the cos/sin its build gathered in the graph); a speculator
+handing every step the first step's lengths (as builders sharing one buffer across steps did, vllm-ascend #14236)
+fails the run at a step's ``seq_lens``, and one handing an MLA step's builder the positions one back at its rotation.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_full_graphs_are_refused_with_the_reason_where_the_checkout_does_not_dep
         run_scenario(FULL, device, impl)
 
 
-def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(device, impl):
+@pytest.mark.parametrize("attn", ["gqa", "mla"])
+def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(device, impl, attn):
     _deployed()
     made = []
 
@@ -50,7 +52,7 @@ def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(devi
         made.append(AscendMrv2Proposer(*args, **kwargs))
         return made[-1]
 
-    report = run_scenario(FULL, device, impl, proposer_cls=recorded)
+    report = run_scenario(dataclasses.replace(FULL, draft_attn=attn), device, impl, proposer_cls=recorded)
     assert report.ok, report.mismatches[:3]
     spec = made[0].graphed
     assert made[0].captured_sizes()[Phase.STEP], "no decode graph captured"
@@ -63,3 +65,12 @@ def test_steps_handed_the_first_steps_lengths_fail_a_full_graph_run_by_name(monk
     broken_gate.apply("graph-steps-share-the-first-steps-lengths", monkeypatch)
     report = run_scenario(FULL, device, impl)
     assert not report.ok and any("step 3 seq_lens" in str(m) for m in report.mismatches), report.mismatches[:3]
+
+
+def test_an_mla_draft_rotated_at_the_step_before_fails_a_full_graph_run_by_name(monkeypatch, device, impl):
+    """The rotation a replayed MLA step reads is the cos/sin its build gathered inside the graph: main's
+    speculator handing each step's builder the positions one back fails the run by name."""
+    _deployed()
+    broken_gate.apply("draft-rope-of-the-step-before", monkeypatch)
+    report = run_scenario(dataclasses.replace(FULL, draft_attn="mla"), device, impl)
+    assert not report.ok and any("rope positions" in str(m) for m in report.mismatches), report.mismatches[:3]
