@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 from devices.base import GraphError
 from devices.sim.early_reads import known_host, tracked_device
 from devices.sim.host_params import host_param_op
-from devices.sync_watch import HostSyncError, SyncDispatchMode, SyncFunctionMode, SyncLog, call_site
+from devices.sync_watch import SYNC_METHODS, HostSyncError, SyncDispatchMode, SyncFunctionMode, SyncLog, call_site
 
 PAGEABLE_COPIES = {
     torch.tensor: "torch.tensor",
@@ -73,6 +73,8 @@ def _aliases(out, args) -> bool:
 
 def _host_work(args) -> bool:
     """Whether an op's tensor arguments are all known host tensors (``known_host``), and there is one."""
+    if tracked_device() is None:  # no tracker: none is known (and nothing is flattened per op)
+        return False
     tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
     return bool(tensors) and all(known_host(t) for t in tensors)
 
@@ -93,7 +95,7 @@ class _NoPageableCopies(SyncFunctionMode):
         name = PAGEABLE_COPIES.get(func)
         if name is not None and not _made_on_the_host(func, kwargs):
             raise HostSyncError(f"pageable host->device copy '{name}' at {call_site()} inside a graph capture")
-        if name is None and args and _host_work(args[:1]):  # a host tensor read back: no device involved
+        if func in SYNC_METHODS and _host_work(args[:1]):  # a host tensor read back: no device involved
             return func(*args, **kwargs)
         return super().__torch_function__(func, types, args, kwargs)
 

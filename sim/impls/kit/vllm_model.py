@@ -112,6 +112,26 @@ def step_record(
     )
 
 
+def replayed_record(call: int, live: dict, reqs: int, real: int, sample_indices: torch.Tensor) -> StepRecord:
+    """A model call replayed from a captured graph, as a record: ``live``, the tensors each replay rewrites (its
+    ``input_ids``, ``positions``, ``seq_lens``, ``qsl``, ``slots``, ``bound``, an MLA or SFA layer's ``rope``), cut
+    to the batch's ``real`` rows (a first pass's tokens, a step's requests) and ``reqs`` requests."""
+    rows = live["input_ids"].shape[0]
+    return StepRecord.capture(
+        call,
+        int(live["bound"][0]),
+        rows,
+        input_ids=live["input_ids"][:real],
+        positions=live["positions"][:real],
+        seq_lens=live["seq_lens"][:reqs],
+        slot_mapping=live["slots"][:real],
+        query_start_loc=live["qsl"][: reqs + 1],
+        sample_indices=sample_indices,
+        padding_slots=live["slots"][real:rows],
+        rope_positions=live["rope"][:real] if "rope" in live else None,
+    )
+
+
 def rotated_positions(rope: torch.Tensor | None, positions: torch.Tensor) -> torch.Tensor:
     """The positions the model rotates each row at: ``rope``, those the metadata carries (MLA's), the
     model's own past them (padding rows) or where it carries none (None)."""

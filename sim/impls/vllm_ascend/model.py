@@ -39,6 +39,7 @@ from sim.impls.kit.vllm_model import (
     SnapshotAttnGroup,
     VllmTinyMtp,
     draft_class,
+    replayed_record,
     rotated_positions,
     rows_of_slots,
 )
@@ -288,21 +289,9 @@ class AscendTinyMtp(VllmTinyMtp):
     def _record(self, call: int, live: dict) -> StepRecord:
         """A replayed call's record, the batch's rows and requests only (steps 2..K: one row per request)."""
         reqs, tokens = self.real
-        rows = live["input_ids"].shape[0]
-        real = tokens if call == 1 else reqs
-        return StepRecord.capture(
-            call,
-            int(live["bound"][0]),
-            rows,
-            input_ids=live["input_ids"][:real],
-            positions=live["positions"][:real],
-            seq_lens=live["seq_lens"][:reqs],
-            slot_mapping=live["slots"][:real],
-            query_start_loc=live["qsl"][: reqs + 1],
-            sample_indices=self.sample_indices if call == 1 else torch.arange(reqs),
-            padding_slots=live["slots"][real:rows],
-            rope_positions=live["rope"][:real] if "rope" in live else None,
-        )
+        if call == 1:
+            return replayed_record(call, live, reqs, tokens, self.sample_indices)
+        return replayed_record(call, live, reqs, reqs, torch.arange(reqs))
 
 
 class AscendTinyDeepSeekMtp(AscendTinyMtp):

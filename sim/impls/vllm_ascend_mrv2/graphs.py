@@ -26,7 +26,6 @@ import contextlib
 import functools
 import sys
 import types
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -36,23 +35,17 @@ from sim.impls.kit.ascend import patches, world
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend_mrv2 import generation
 
-WORKER = "vllm_ascend/patch/worker"
 # What the worker package deploys that the decode graph needs: vllm-ascend's graph manager, its dummy input batch
 GRAPH_PATCHES = ("patch_v2.patch_eagle_speculator", "patch_v2.patch_input_batch")
 
 
-def _worker(name: str) -> Path:
-    return Path(import_ascend("vllm_ascend").__file__).parent.parent / WORKER / f"{name.replace('.', '/')}.py"
-
-
-def _module(name: str) -> str:
-    return f"{WORKER.replace('/', '.')}.{name}"
-
-
 def lacks() -> str | None:
     """Why this checkout's MRV2 full graphs are not driven here, or None (main)."""
+    init = patches.file(patches.WORKER, "__init__")
     absent = [
-        n for n in GRAPH_PATCHES if not _worker(n).exists() or not patches.deployed(_worker("__init__"), _module(n))
+        n
+        for n in GRAPH_PATCHES
+        if not patches.file(patches.WORKER, n).exists() or not patches.deployed(init, patches.module(patches.WORKER, n))
     ]
     if not absent:
         return None
@@ -68,7 +61,7 @@ def lacks() -> str | None:
 def deploy() -> None:
     """The worker package's graph patches applied, as its import applies them (once per process)."""
     for name in GRAPH_PATCHES:
-        patches.execute(_module(name), _worker(name), registered=True)
+        patches.execute(patches.module(patches.WORKER, name), patches.file(patches.WORKER, name), registered=True)
 
 
 # What the fake torch.npu really has of what the checkout's torch_cuda_wrapper points torch.cuda at; the rest

@@ -33,7 +33,7 @@ from sim.impls.kit.ascend import draft_layers, fake_npu_graphs, interop, mla, sf
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
-from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp, rotated_positions
+from sim.impls.kit.vllm_model import LAYER, VllmTinyMtp, replayed_record, rotated_positions
 
 __all__ = ["LAYER", "AscendMetadataGroup", "AscendMrv2TinyMtp", "attention_meta", "kv_cache_config"]
 
@@ -161,20 +161,7 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
 
     def _step(self, call: int, live: dict) -> StepRecord:
         """A replayed draft step's record (one row per request), the call's requests only."""
-        reqs, rows = self.num_reqs, live["input_ids"].shape[0]
-        return StepRecord.capture(
-            call,
-            int(live["bound"][0]),
-            rows,
-            input_ids=live["input_ids"][:reqs],
-            positions=live["positions"][:reqs],
-            seq_lens=live["seq_lens"][:reqs],
-            slot_mapping=live["slots"][:reqs],
-            query_start_loc=live["qsl"][: reqs + 1],
-            sample_indices=torch.arange(reqs),
-            padding_slots=live["slots"][reqs:rows],
-            rope_positions=live["rope"][:reqs] if "rope" in live else None,
-        )
+        return replayed_record(call, live, self.num_reqs, self.num_reqs, torch.arange(self.num_reqs))
 
     def read(self, meta) -> AttentionMeta:
         if mla.is_mla(meta):

@@ -16,6 +16,7 @@ import dataclasses
 import pytest
 
 from mtp.trace import Phase
+from sim.impls.kit.ascend import patches
 from sim.impls.vllm_ascend_mrv2 import graphs
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.serving.run import run_scenario
@@ -37,7 +38,7 @@ def test_full_graphs_are_refused_with_the_reason_where_the_checkout_does_not_dep
     full-graph properties skip with the same reason."""
     reason = graphs.lacks()
     if reason is None:
-        assert all(graphs._worker(name).exists() for name in graphs.GRAPH_PATCHES)
+        assert all(patches.file(patches.WORKER, name).exists() for name in graphs.GRAPH_PATCHES)
         pytest.skip("this checkout deploys vllm-ascend's MRV2 graph manager: its full graphs are driven")
     with pytest.raises(ValueError, match="deploys no patch_v2"):
         run_scenario(FULL, device, impl)

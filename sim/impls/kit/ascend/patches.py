@@ -17,6 +17,21 @@ import importlib.util
 import sys
 from pathlib import Path
 
+PLATFORM, WORKER = "vllm_ascend/patch/platform", "vllm_ascend/patch/worker"  # the two patch packages
+
+
+def file(package: str, name: str) -> Path:
+    """The file of module ``name`` (dotted below ``package``: ``patch_v2.patch_input_batch``) of the patch
+    ``package`` (``PLATFORM``, ``WORKER``) in the vllm-ascend installed; ``__init__``: the package's own."""
+    from sim.impls.kit.ascend.importing import import_ascend
+
+    return Path(import_ascend("vllm_ascend").__file__).parent.parent / package / f"{name.replace('.', '/')}.py"
+
+
+def module(package: str, name: str) -> str:
+    """The dotted name module ``name`` of the patch ``package`` is imported under."""
+    return f"{package.replace('/', '.')}.{name}"
+
 
 def execute(name: str, path: Path, replaced: dict | None = None, registered: bool = False):
     """The module at ``path`` executed under ``name``, with ``replaced`` (object -> attribute names) as

@@ -54,8 +54,6 @@ from pathlib import Path
 
 from sim.impls.kit.ascend import patches
 
-PLATFORM = "vllm_ascend/patch/platform"
-PLATFORM_PACKAGE = PLATFORM.replace("/", ".")
 # the platform's patches of vLLM's scheduler and KV cache manager, in the order its package imports them
 SCHEDULER_PATCHES = (
     "patch_kv_cache_utils",
@@ -108,7 +106,7 @@ def _import(module: str):
 
 
 def _platform(name: str) -> Path:
-    return Path(_import("vllm_ascend").__file__).parent.parent / PLATFORM / f"{name}.py"
+    return patches.file(patches.PLATFORM, name)
 
 
 def path(name: str) -> Path:
@@ -159,7 +157,7 @@ def deployed(name: str) -> bool:
     """Whether the platform's package imports its patch ``name`` in this deployment (``patches.deployed``:
     v0.20.2rc's coordinator patch only with ``VLLM_ASCEND_APPLY_DSV4_PATCH``, 0.23.0's in-flight blocks only on
     vLLM 0.23.0, 0.13.0's coordinator patch only under its ``USE_MULTI_BLOCK_POOL``)."""
-    return patches.deployed(_platform("__init__"), f"{PLATFORM_PACKAGE}.{name}")
+    return patches.deployed(_platform("__init__"), patches.module(patches.PLATFORM, name))
 
 
 @functools.cache
@@ -168,7 +166,7 @@ def deploy() -> tuple[str, ...]:
     their names."""
     applied = tuple(name for name in SCHEDULER_PATCHES if _platform(name).exists() and deployed(name))
     for name in applied:
-        patches.execute(f"{PLATFORM_PACKAGE}.{name}", _platform(name), {}, registered=True)
+        patches.execute(patches.module(patches.PLATFORM, name), _platform(name), registered=True)
     return applied
 
 
@@ -194,7 +192,7 @@ def _async_over_balance():
     original = scheduler.Scheduler
     scheduler.Scheduler = _balance_module().BalanceScheduler
     try:
-        return patches.execute("vllm_ascend_balance_async_scheduler", path, {}).AsyncScheduler
+        return patches.execute("vllm_ascend_balance_async_scheduler", path).AsyncScheduler
     finally:
         scheduler.Scheduler = original
 
