@@ -30,7 +30,7 @@ import torch
 from devices.sim import early_reads
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.kit.ascend import fake_npu_graphs, mla, sfa, tiny_attention
+from sim.impls.kit.ascend import fake_npu_graphs, mla, tiny_attention
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import RecordedMeta, host_seq_lens
 from sim.impls.kit.vllm_model import (
@@ -253,14 +253,10 @@ class AscendTinyMtp(VllmTinyMtp):
         context = import_vllm("vllm.forward_context").get_forward_context()
         attn = context.attn_metadata[LAYER]
         n = input_ids.shape[0]
-        if sfa.is_sfa(attn):  # the SFA kernels read device tensors, what the builds before each replay wrote
-            seq_lens, qsl, table, bound = sfa.kernel_tensors(attn, n)
-        else:
-            seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
+        seq_lens, qsl, table, bound, rotation = tiny_attention.captured_reads(attn, n, LAYER)
         slots = rows_of_slots(self.slots(context, attn), n)[:n]
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
         live["table"], table = table, kernel_blocks.on_device(table)  # a hybrid target's kernel blocks: checked after
-        rotation = attn.decode if mla.is_mla(attn) else attn if sfa.is_sfa(attn) else None
         if rotation is not None:  # MLA and SFA rotate by the captured cos/sin
             live["rope"] = mla.rope_positions(rotation.cos[:n], rotation.sin[:n])
             positions = rotated_positions(live["rope"], positions)

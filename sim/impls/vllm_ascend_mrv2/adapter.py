@@ -212,7 +212,7 @@ class AscendMrv2Proposer(EagerAdapter):
 
     ``mode="full"``: FULL_DECODE_ONLY as its runner captures and replays it (``graphs``: the decode steps'
     merged graph by vllm-ascend's own manager, captured at the first call; the first pass eager), on a
-    checkout that deploys that manager, for one GQA draft layer; each call under the simulator's early-read
+    checkout that deploys that manager, for one draft attention group (GQA, MLA or SFA); each call under the simulator's early-read
     check (``early_copies``), which tells the host code the capture runs through from device reads."""
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
@@ -230,7 +230,7 @@ class AscendMrv2Proposer(EagerAdapter):
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "full":
-            refused = graphs.lacks() or ((draft_attn == "sfa" or draft_attn_groups > 1) and divergences.FULL_GRAPHS_GQA)
+            refused = graphs.lacks() or (draft_attn_groups > 1 and divergences.FULL_GRAPHS_ONE_GROUP)
             if refused or not getattr(device, "supports_graphs", False):
                 raise ValueError(f"mode='full': {refused or f'device {device.name} cannot capture graphs'}")
         layers = draft_layers.layers_of(draft_attn, draft_attn_groups)

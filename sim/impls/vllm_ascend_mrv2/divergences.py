@@ -132,7 +132,8 @@ HOST_LISTS = tables.host_copies(
 
 # What it cannot run (sim.impls.features): a property using one is skipped with this reason.
 # Its graphs: full ones where the checkout deploys vllm-ascend's graph manager (``graphs.lacks``, ``in_force``), for one
-# GQA draft layer; piecewise ones never (they compile a vLLM draft model class: the tiny model here, nothing to compile).
+# draft attention group of any family; piecewise ones never (they compile a vLLM draft model class: the tiny model
+# here, nothing to compile).
 LACKS = tables.lacks(
     "the vllm-ascend MRV2 adapter's piecewise graphs would come from torch.compile of a vLLM draft model class; the "
     "draft model here is the simulator's tiny model, nothing to compile",
@@ -140,12 +141,12 @@ LACKS = tables.lacks(
     more=mrv2_loop.NO_UNPADDED,
     has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.DRAFT_ATTN_GROUPS),
 )
-FULL_GRAPHS_GQA = (
-    "the MRV2 adapter's full graphs draft with one GQA or MLA layer: its captured forward reads the FIA task's "
-    "lengths (an SFA layer's builder keeps its per-step state itself, a second group's task is not captured)"
+FULL_GRAPHS_ONE_GROUP = (
+    "the MRV2 adapter's full graphs draft with one attention group: a second group's task is not captured "
+    "(main's run_fullgraph updates the first backend's tasks only, FIXME: support hybrid attn backend)"
 )
-FULL_GQA_ONLY = {
-    Feature.SFA_FULL_GRAPHS: Skip(FULL_GRAPHS_GQA),
+# What full graphs lack where they are driven (main)
+FULL_LACKS = {
     Feature.DUMMY_RUN: Skip(
         "the MRV2 runner's dummy run (its speculator's propose with dummy_run=True on a dummy batch) is not driven: "
         "the adapter serves one rank's calls"
@@ -173,7 +174,7 @@ def in_force(generation: str) -> SimpleNamespace:
     lacks = LACKS if picks_handling_by_family() else {**LACKS, **FLAT_ONLY}
     full = graphs.lacks()
     if full is None:
-        lacks = {f: skip for f, skip in lacks.items() if f is not Feature.FULL_GRAPHS} | FULL_GQA_ONLY
+        lacks = {f: skip for f, skip in lacks.items() if f is not Feature.FULL_GRAPHS} | FULL_LACKS
     else:
         lacks = {**lacks, Feature.FULL_GRAPHS: Skip(full)}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks)

@@ -127,10 +127,11 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
 
     Inside a graph capture (the decode steps' merged graph, ``graphs``) a GQA or MLA layer's attention takes its
     lengths from its captured task (``tiny_attention.captured_task``: what the FIA kernel was handed, until
-    vllm-ascend's update rewrites it), its slots from the metadata's tensor, an MLA layer its rotation from the
-    cos/sin its build gathered; each forward's record is
-    tensors the replays rewrite, turned into a ``StepRecord`` after each replay (``num_reqs``: the call's
-    requests, set by the adapter)."""
+    vllm-ascend's update rewrites it), an SFA layer's from the device tensors its step's build wrote in the graph
+    (``sfa.kernel_tensors``: its backend updates no task); its slots from the metadata's tensor, an MLA or SFA
+    layer its rotation from the cos/sin its build gathered; each forward's record is tensors the replays
+    rewrite, turned into a ``StepRecord`` after each replay (``num_reqs``: the call's requests, set by the
+    adapter)."""
 
     num_reqs = 0
 
@@ -140,11 +141,11 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
             return super().forward(input_ids, positions, hidden_states, inputs_embeds, **kwargs)
         context = import_ascend("vllm.forward_context").get_forward_context()
         attn, n = context.attn_metadata[LAYER], input_ids.shape[0]
-        seq_lens, qsl, table, bound = tiny_attention.captured_task(attn, n, LAYER)
+        seq_lens, qsl, table, bound, rotation = tiny_attention.captured_reads(attn, n, LAYER)
         slots = attn.slot_mapping[:n].to(torch.int64)
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
-        if mla.is_mla(attn):  # rotated by the cos/sin the step's build gathered (a gather the graph replays)
-            live["rope"] = mla.rope_positions(attn.decode.cos[:n], attn.decode.sin[:n])
+        if rotation is not None:  # rotated by the cos/sin the step's build gathered (a gather the graph replays)
+            live["rope"] = mla.rope_positions(rotation.cos[:n], rotation.sin[:n])
             positions = rotated_positions(live["rope"], positions)
         out = self.tiny.forward(input_ids, positions, hidden_states, AttentionMeta(qsl, seq_lens, table, slots, bound))
         live = {name: t.clone() for name, t in (live | {"bound": bound}).items()}  # copies each replay rewrites

@@ -19,7 +19,7 @@ AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
 # name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
-# "speculator" or "builder" (the checkout's attention metadata builder), the attribute, the break, the speculator
+# "speculator", "builder" or "sfa-builder" (the checkout's attention metadata builders), the attribute, the break, the speculator
 # it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
@@ -43,6 +43,7 @@ VARIANTS = {
         "main",
     ),
     "builder-query-starts-as-ends": ("builder", "build", breaks.query_starts_as_ends, None),
+    "sfa-builder-keys-one-short": ("sfa-builder", "_build", breaks.sfa_keys_one_short, "main"),
     "draft-rope-of-the-step-before": (
         "ascend-module",
         "build_draft_attn_metadata_factory",
@@ -86,6 +87,7 @@ def _owner(where: str):
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
         "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
+        "sfa-builder": lambda: import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder,
         "ascend-module": lambda: import_ascend(ASCEND_AR),
     }[where]()
 

@@ -82,6 +82,19 @@ def query_starts_as_ends(build):
     )
 
 
+def sfa_keys_one_short(build):
+    """Main's ``AscendSFAMetadataBuilder._build`` handing the sparse kernels each request's key length less one
+    (``actual_seq_lengths_key``): every step of an SFA draft attends without its newest key. In a full graph the
+    lengths are what the step's build wrote in the graph, at each replay."""
+    return edited(
+        build,
+        (
+            "runtime_seq_lens = common_attn_metadata.seq_lens[:num_reqs]",
+            "runtime_seq_lens = common_attn_metadata.seq_lens[:num_reqs] - 1",
+        ),
+    )
+
+
 def draft_rope_of_the_step_before(factory):
     """Main's ``build_draft_attn_metadata_factory`` forwarding each draft step's rotary positions one back: an MLA
     draft's builder gathers the cos/sin of the position before, and the step rotates by it."""

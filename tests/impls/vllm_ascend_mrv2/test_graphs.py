@@ -2,11 +2,13 @@
 and replayed by the checkout's own graph manager, or refused with the reason where the checkout does not deploy
 it (0.23.0 keeps its v2 runner dormant).
 
-Where it is deployed: a full-graph serving run equals the reference, with a GQA or an MLA draft layer, its draft
-steps replayed from the captured graph (not run eagerly: the replays are counted), each step's attention lengths
-those vllm-ascend's update wrote (an MLA step's rotation, the cos/sin its build gathered in the graph); a speculator
-handing every step the first step's lengths (as builders sharing one buffer across steps did, vllm-ascend #14236)
-fails the run at a step's ``seq_lens``, and one handing an MLA step's builder the positions one back at its rotation.
+Where it is deployed: a full-graph serving run equals the reference, with a GQA, an MLA or an SFA draft layer, its
+draft steps replayed from the captured graph (not run eagerly: the replays are counted), each step's attention
+lengths those vllm-ascend's update wrote (GQA, MLA) or its build wrote in the graph (SFA), an MLA or SFA step's
+rotation the cos/sin its build gathered in the graph; a speculator handing every step the first step's lengths (as
+builders sharing one buffer across steps did, vllm-ascend #14236) fails the run at a step's ``seq_lens``, an SFA
+builder handing its kernels one key too few likewise, and one handing an MLA or SFA step's builder the positions one
+back at its rotation.
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ from sim.impls.vllm_ascend_mrv2 import graphs
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
 from sim.serving.run import run_scenario
 from tests.impls.vllm_ascend_mrv2 import broken_gate
-from tests.properties.test_propose_loop import TYPICAL
+from tests.properties.test_propose_loop import TYPICAL, TYPICAL_SFA
 
 FULL = dataclasses.replace(TYPICAL, graph_mode="full", capture_sizes=(2, 8))
+# per draft family: an SFA layer's kernels take blocks of 128 tokens (TYPICAL_SFA's)
+FULL_OF = {
+    "gqa": FULL,
+    "mla": dataclasses.replace(FULL, draft_attn="mla"),
+    "sfa": dataclasses.replace(TYPICAL_SFA, graph_mode="full", capture_sizes=(2, 8)),
+}
 
 
 def _deployed() -> None:
@@ -44,7 +52,7 @@ def test_full_graphs_are_refused_with_the_reason_where_the_checkout_does_not_dep
         run_scenario(FULL, device, impl)
 
 
-@pytest.mark.parametrize("attn", ["gqa", "mla"])
+@pytest.mark.parametrize("attn", sorted(FULL_OF))
 def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(device, impl, attn):
     _deployed()
     made = []
@@ -53,7 +61,7 @@ def test_a_full_graph_run_replays_its_draft_steps_and_matches_the_reference(devi
         made.append(AscendMrv2Proposer(*args, **kwargs))
         return made[-1]
 
-    report = run_scenario(dataclasses.replace(FULL, draft_attn=attn), device, impl, proposer_cls=recorded)
+    report = run_scenario(FULL_OF[attn], device, impl, proposer_cls=recorded)
     assert report.ok, report.mismatches[:3]
     spec = made[0].graphed
     assert made[0].captured_sizes()[Phase.STEP], "no decode graph captured"
@@ -68,10 +76,23 @@ def test_steps_handed_the_first_steps_lengths_fail_a_full_graph_run_by_name(monk
     assert not report.ok and any("step 3 seq_lens" in str(m) for m in report.mismatches), report.mismatches[:3]
 
 
-def test_an_mla_draft_rotated_at_the_step_before_fails_a_full_graph_run_by_name(monkeypatch, device, impl):
-    """The rotation a replayed MLA step reads is the cos/sin its build gathered inside the graph: main's
+@pytest.mark.parametrize("attn", ["mla", "sfa"])
+def test_a_draft_rotated_at_the_step_before_fails_a_full_graph_run_by_name(monkeypatch, device, impl, attn):
+    """The rotation a replayed MLA or SFA step reads is the cos/sin its build gathered inside the graph: main's
     speculator handing each step's builder the positions one back fails the run by name."""
     _deployed()
     broken_gate.apply("draft-rope-of-the-step-before", monkeypatch)
-    report = run_scenario(dataclasses.replace(FULL, draft_attn="mla"), device, impl)
+    report = run_scenario(FULL_OF[attn], device, impl)
     assert not report.ok and any("rope positions" in str(m) for m in report.mismatches), report.mismatches[:3]
+
+
+@pytest.mark.parametrize("mode", ["eager", "full"])
+def test_an_sfa_builder_handing_keys_one_short_fails_a_run_by_name(monkeypatch, device, impl, mode):
+    """An SFA draft's key lengths are what the checkout's builder wrote for the step, read by the sparse kernels on
+    the device: in a full graph, what the step's build wrote in the graph at each replay. A builder handing each
+    request one key too few fails the run at a draft step's ``seq_lens``, eagerly and replayed."""
+    _deployed()
+    broken_gate.apply("sfa-builder-keys-one-short", monkeypatch)
+    scenario = FULL_OF["sfa"] if mode == "full" else TYPICAL_SFA
+    report = run_scenario(scenario, device, impl)
+    assert not report.ok and any("step 2 seq_lens" in str(m) for m in report.mismatches), report.mismatches[:3]

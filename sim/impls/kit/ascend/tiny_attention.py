@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.impls.kit.ascend import mla
+from sim.impls.kit.ascend import mla, sfa
 from sim.impls.kit.ascend.importing import import_ascend
 
 _lib = torch.library.Library("ascend_sim", "DEF")
@@ -84,6 +84,17 @@ def captured_task(meta, num_tokens: int, layer: str):
     out = host_params(meta, num_tokens, width)
     params.handles[num_tokens].append(torch.npu.graph_task_group_end(stream))
     return out
+
+
+def captured_reads(meta, num_tokens: int, layer: str):
+    """What a captured forward's draft attention reads of ``meta``, per family, at each replay:
+    (seq_lens, query_start_loc, block_table, seq_len_bound, rotation), the lengths from the captured task
+    (``captured_task``: GQA and MLA, whose backends update it) or from the device tensors the step's build
+    wrote in the graph (SFA, whose backend updates no task: ``sfa.kernel_tensors``), the rotation the
+    metadata whose ``cos``/``sin`` it is rotated by (MLA's decode part, SFA's metadata) or None (GQA)."""
+    if sfa.is_sfa(meta):
+        return (*sfa.kernel_tensors(meta, num_tokens), meta)
+    return (*captured_task(meta, num_tokens, layer), meta.decode if mla.is_mla(meta) else None)
 
 
 class TinyAttentionImpl:
