@@ -1,6 +1,6 @@
 """A hybrid target's kernel blocks (``Scenario.kernel_block_size``): what a scenario takes, and how the
 recording attention reads a runner's table of kernel blocks back as the blocks it reads
-(``sim.impls.vllm_ascend.kernel_blocks.fold``)."""
+(``sim.impls.kit.ascend.kernel_blocks.fold``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
+from sim.impls.kit.ascend import kernel_blocks
 from sim.impls.kit.metadata_checks import MetadataMismatch
-from sim.impls.vllm_ascend import kernel_blocks
 from sim.serving.scenario import Scenario
 
 pytestmark = pytest.mark.order(-3)  # the harness's own tests, after the gate's
@@ -43,7 +43,7 @@ def test_a_replay_file_without_kernel_blocks_loads_as_whole_blocks():
 @pytest.fixture
 def split_in_two(monkeypatch):
     """A call under ``split``: blocks of 8 tokens, kernel blocks of 4."""
-    monkeypatch.setattr(kernel_blocks, "_split", [2, 4])
+    monkeypatch.setattr(kernel_blocks, "_split", [2, 4, True])
 
 
 def test_a_runners_table_of_kernel_blocks_folds_to_the_blocks_it_reads(split_in_two):
@@ -78,3 +78,12 @@ def test_columns_past_a_requests_tokens_are_not_read(split_in_two):
 def test_outside_a_split_the_table_is_the_blocks():
     table = torch.tensor([[6, 7, 0, 0]], dtype=torch.int32)
     assert kernel_blocks.fold(table, [5]) is table
+
+
+def test_a_column_of_the_rows_padding_is_no_kernel_block_read_from_another(split_in_two):
+    """Lengths past a request's blocks (a known defect's bound, say) reach the row's padding, -1 for the whole
+    block: that is the lengths' fault, compared apart, not a kernel block of another block."""
+    table = torch.tensor([[6, 7, -1, -1]], dtype=torch.int32)
+    assert kernel_blocks.fold(table, [13]).tolist() == [[3, -1]]
+    with pytest.raises(MetadataMismatch, match="column 3 holds -1"):
+        kernel_blocks.fold(torch.tensor([[6, 7, 2, -1]], dtype=torch.int32), [13])

@@ -236,13 +236,15 @@ def start_fresh(spec) -> None:
         buffer.zero_()
 
 
-def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int):
-    """vLLM's ``BlockTables`` holding ``block_table`` (request state r = batch row r), one KV group."""
+def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int, kernel_block_size: int = 0):
+    """vLLM's ``BlockTables`` holding ``block_table`` (request state r = batch row r), one KV group; a table of
+    ``kernel_block_size``-token kernel blocks where given (a hybrid target's, ``kernel_table``)."""
     bt_module = import_vllm("vllm.v1.worker.gpu.block_table")
     table = block_table.to(torch.int32).contiguous().clone()
     bt = object.__new__(bt_module.BlockTables)
     bt.block_sizes, bt.num_kv_cache_groups, bt.device = [block_size], 1, CPU
-    bt.kernel_block_sizes, bt.blocks_per_kv_block = [block_size], [1]  # vLLM 0.23 / 0.27's layout reads these
+    kernel = kernel_block_size or block_size  # vLLM 0.23 / 0.27's layout reads these
+    bt.kernel_block_sizes, bt.blocks_per_kv_block = [kernel], [block_size // kernel]
     bt.max_num_reqs, bt.max_num_batched_tokens = table.shape[0], max_num_tokens
     bt.cp_size, bt.cp_rank, bt.cp_interleave = 1, 0, 1
     bt._slot_mapping_enabled, bt._sliding_window_reach = [True], [0]
@@ -254,6 +256,27 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     bt.init_block_table_layout_tensors()
     kernel_bounds.reachable("block table of group 0 (through block_table_ptrs)", table)
     return bt
+
+
+def kernel_table(block_table: torch.Tensor, block_size: int, kernel_block_size: int) -> torch.Tensor:
+    """``block_table`` (the scheduler's blocks, -1 past each row's) as an MRV2 runner's ``BlockTables`` holds it
+    for a hybrid target whose blocks are split into ``kernel_block_size``-token kernel blocks: each row's blocks
+    through vLLM's own ``append_block_ids`` (block i as kernel blocks i*m .. i*m + m-1), -1 past them. Its staged
+    write lands in the table at once (plumbing: the staging is the runner's, its values vLLM's)."""
+    m = block_size // kernel_block_size
+    rows, width = block_table.shape
+    out = torch.full((rows, width * m), -1, dtype=block_table.dtype, device=block_table.device)
+
+    def stage_write(row: int, start: int, ids: list[int]) -> None:
+        out[row, start : start + len(ids)] = torch.tensor(ids, dtype=out.dtype)
+
+    holder = object.__new__(import_vllm("vllm.v1.worker.gpu.block_table").BlockTables)
+    holder.num_kv_cache_groups, holder.blocks_per_kv_block = 1, [m]
+    holder.num_blocks = SimpleNamespace(np=np.zeros((1, rows), dtype=np.int32))
+    holder.block_tables = [SimpleNamespace(stage_write=stage_write)]
+    for row, blocks in enumerate(block_table.tolist()):
+        holder.append_block_ids(row, ([b for b in blocks if b >= 0],), overwrite=True)
+    return out
 
 
 def propose(

@@ -35,6 +35,7 @@ from sim.impls import Implementation
 from sim.impls.kit import factory, steps
 from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_reason
+from sim.impls.kit.ascend.kernel_blocks import splitting
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
@@ -310,7 +311,7 @@ class AscendProposer(EagerAdapter):
         trace, calls, slots = self.model.trace, self.model.calls, self.model.call_slots  # no call's
         self.model.trace = None
         try:
-            with graphs.writes_no_kv(self.model), kernel_blocks.splitting(self.kernel_block_size, self.cfg.block_size):
+            with graphs.writes_no_kv(self.model), splitting(self.kernel_block_size, self.cfg.block_size):
                 graphs.capture_all(self.graphed)
         finally:
             self.model.trace, self.model.calls, self.model.call_slots = trace, calls, slots

@@ -30,12 +30,11 @@ import functools
 import torch
 
 from devices.sim import early_reads
-from sim.impls.kit.ascend import interop, mla, sfa
+from sim.impls.kit.ascend import interop, kernel_blocks, mla, sfa
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import COMPUTED, Built, RecordedMeta, check_mirrors
 from sim.impls.kit.vllm_model import held_views
-from sim.impls.vllm_ascend import kernel_blocks
 
 _HELD = ("block_tables", "slot_mapping", "seq_lens", "query_start_loc", "seq_lens_list", "actual_seq_lengths_q")
 

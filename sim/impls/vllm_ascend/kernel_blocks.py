@@ -12,10 +12,8 @@ takes the scheduler's block size there writes and reads other slots (the class o
 
 ``split`` runs a call as such a runner: the batch's table converted by the checkout's own conversion, the
 drafter's ``kernel_block_size`` the kernel block (what ``load_model`` takes from the draft backend) and its
-``has_gdn`` what ``check_gdn_layer`` finds for a hybrid model's config. ``fold`` gives back the blocks a kernel
-table reads, for the recording attention: the tiny attention reads the cache by the scheduler's blocks, which
-read the same slots as the kernel blocks only where each block's kernel blocks are consecutive from
-``i*m``; any other table fails, naming the request and the column.
+``has_gdn`` what ``check_gdn_layer`` finds for a hybrid model's config; the recording attention reads the
+table back as the blocks it reads (``sim.impls.kit.ascend.kernel_blocks``).
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ import numpy as np
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.metadata_checks import MetadataMismatch
+from sim.impls.kit.ascend.kernel_blocks import per_block, splitting
 
-_split = [1, 0]  # the call now running: kernel blocks per block (1: none), the kernel block size
 # what check_gdn_layer reads of a hybrid model's config: its layers' types (Qwen3.5's: linear and full attention)
 HYBRID_CONFIG = SimpleNamespace(
     model_config=SimpleNamespace(hf_config=SimpleNamespace(layer_types=["linear_attention", "full_attention"]))
@@ -52,19 +49,6 @@ def _to_kernel_blocks(table: torch.Tensor, m: int) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def splitting(kernel_block_size: int, block_size: int):
-    """Inside, the recording attention reads tables of ``kernel_block_size``-token kernel blocks of
-    ``block_size``-token blocks (0: whole blocks): a call's, and the captures its graphs replay."""
-    before = list(_split)
-    if kernel_block_size:
-        _split[:] = [block_size // kernel_block_size, kernel_block_size]
-    try:
-        yield
-    finally:
-        _split[:] = before
-
-
-@contextlib.contextmanager
 def split(proposer, batch, kernel_block_size: int, block_size: int):
     """Inside, ``proposer`` drafts for a hybrid target whose ``block_size``-token blocks are split into
     ``kernel_block_size``-token kernel blocks (0: none); yields ``batch`` with the runner's table of them."""
@@ -76,38 +60,7 @@ def split(proposer, batch, kernel_block_size: int, block_size: int):
     proposer.has_gdn = import_ascend("vllm_ascend.utils").check_gdn_layer(HYBRID_CONFIG)
     try:
         with splitting(kernel_block_size, block_size):
-            yield dataclasses.replace(batch, block_table=_to_kernel_blocks(batch.block_table, _split[0]))
+            yield dataclasses.replace(batch, block_table=_to_kernel_blocks(batch.block_table, per_block()))
     finally:
         for name, value in saved.items():
             setattr(proposer, name, value)
-
-
-def fold(table: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
-    """The scheduler's blocks that ``table`` (kernel blocks, a call under ``split``) reads for each request's
-    first ``seq_lens`` tokens (``check``); the table itself outside ``split``."""
-    check(table, seq_lens)
-    return on_device(table)
-
-
-def on_device(table: torch.Tensor) -> torch.Tensor:
-    """``fold``'s blocks by device ops alone, unchecked (a captured forward's: ``check`` after each replay)."""
-    m = _split[0]
-    return table if m == 1 else torch.div(table[:, ::m], m, rounding_mode="floor")
-
-
-def check(table: torch.Tensor, seq_lens) -> None:
-    """``MetadataMismatch`` where a kernel block ``table`` holds for one of a request's first ``seq_lens``
-    tokens is not its block's own (under ``split``; nothing outside)."""
-    m, kernel = _split
-    if m == 1:
-        return
-    rows = table.tolist()
-    for r, n in enumerate(list(seq_lens)):
-        for col in range(-(-int(n) // kernel)):
-            first = rows[r][col - col % m]
-            if first % m or rows[r][col] != first + col % m:
-                raise MetadataMismatch(
-                    f"request {r}: kernel block column {col} holds {rows[r][col]}, not kernel block "
-                    f"{first - first % m + col % m} of its block's ({m} kernel blocks of {kernel} tokens per"
-                    f" block): positions {col * kernel}..{col * kernel + kernel - 1} are read from another block"
-                )

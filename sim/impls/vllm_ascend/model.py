@@ -30,7 +30,7 @@ import torch
 from devices.sim import early_reads
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.kit.ascend import fake_npu_graphs, mla, tiny_attention
+from sim.impls.kit.ascend import fake_npu_graphs, kernel_blocks, mla, tiny_attention
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.metadata_checks import RecordedMeta, host_seq_lens
 from sim.impls.kit.vllm_model import (
@@ -44,7 +44,7 @@ from sim.impls.kit.vllm_model import (
     rows_of_slots,
 )
 from sim.impls.kit.vllm_types import import_vllm
-from sim.impls.vllm_ascend import builders, kernel_blocks, lmhead_tp
+from sim.impls.vllm_ascend import builders, lmhead_tp
 
 __all__ = [
     "INDEXER_LAYER",

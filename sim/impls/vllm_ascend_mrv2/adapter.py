@@ -20,6 +20,7 @@ Where it differs from the core, the difference is named in ``divergences``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from types import SimpleNamespace
 
@@ -35,6 +36,7 @@ from sim.impls import Implementation, NotInThisCheckout
 from sim.impls.kit import factory, mrv2_runner
 from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
+from sim.impls.kit.ascend.kernel_blocks import splitting
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.vllm_ascend_mrv2 import build, divergences, generation, graphs
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
@@ -65,10 +67,11 @@ def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int,
     )
 
 
-def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=None, graphed=None):
+def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=None, graphed=None, kernel_block_size=0):
     """The shared speculator at ``cfg``'s sizes, wired as ``load_model`` and ``set_attn`` would wire it (``groups``:
     the draft's attention groups, one per layer, in one KV-cache group; None: one GQA layer's); ``graphed``: a
-    full-graph speculator instead (``graphs``), whose block tables stay in place (``graphs.hold``)."""
+    full-graph speculator instead (``graphs``), whose block tables stay in place (``graphs.hold``);
+    ``kernel_block_size``: ``block_table`` is a hybrid target's table of kernel blocks of that many tokens."""
     if graphed is None:
         spec = build.configured(cfg.num_spec_tokens, cfg.max_model_len, cfg.hidden_size, cfg.method)
     else:
@@ -81,7 +84,9 @@ def wired(cfg: ProposerConfig, block_table: torch.Tensor, model=None, groups=Non
     spec.kv_cache_config = kv_cache_config(layers)
     spec.draft_attn_layer_names = set(layers)
     if graphed is None:
-        spec.block_tables = mrv2_runner.block_tables(block_table, cfg.block_size, spec.max_num_tokens)
+        spec.block_tables = mrv2_runner.block_tables(
+            block_table, cfg.block_size, spec.max_num_tokens, kernel_block_size
+        )
     return spec
 
 
@@ -212,8 +217,10 @@ class AscendMrv2Proposer(EagerAdapter):
 
     ``mode="full"``: FULL_DECODE_ONLY as its runner captures and replays it (``graphs``: the decode steps'
     merged graph by vllm-ascend's own manager, captured at the first call; the first pass eager), on a
-    checkout that deploys that manager, for one draft attention group (GQA, MLA or SFA); each call under the simulator's early-read
-    check (``early_copies``), which tells the host code the capture runs through from device reads."""
+    checkout that deploys that manager, for one draft attention group (GQA, MLA or SFA); each call under the
+    simulator's early-read check (``early_copies``), which tells the host code the capture runs through from device
+    reads. ``kernel_block_size``: a hybrid target's layout, its blocks split into kernel blocks of this many tokens
+    (Qwen3.5's), the table the speculator and its builders are handed one of kernel blocks."""
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
 
@@ -227,6 +234,7 @@ class AscendMrv2Proposer(EagerAdapter):
         draft_attn: str = "gqa",
         draft_attn_groups=1,
         capture_sizes=None,
+        kernel_block_size=0,
     ):
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "full":
@@ -238,17 +246,26 @@ class AscendMrv2Proposer(EagerAdapter):
         self.model = AscendMrv2TinyMtp(model, layers[1:])
         sizes = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
         self.groups = draft_groups(*sizes, draft_attn, draft_attn_groups)
-        self.graphed = None
+        self.graphed, self.kernel_block_size = None, kernel_block_size
         if self.mode == "full":
             captured = tuple(sorted(set(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))))
             self.graphed = graphs.speculator(cfg.hidden_size, cfg.num_spec_tokens, captured, cfg.method)
-            graphs.fresh(self.graphed, cfg.block_size, cfg.max_model_len)  # a run captures its own graphs
+            graphs.fresh(self.graphed, cfg.block_size, cfg.max_model_len, kernel_block_size)  # a run captures its own
         else:  # a serving run starts on new buffers
             mrv2_runner.start_fresh(build.speculator(cfg.hidden_size, cfg.method))
 
     def _propose(self, batch: VerifiedBatch, sampled: SampledTokens, k: int) -> torch.Tensor:
-        """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling."""
-        spec = wired(self.cfg, batch.block_table, self.model, self.groups, self.graphed)
+        """The speculator's ``propose`` as vllm-ascend's MRV2 runner calls it after rejection sampling; for a hybrid
+        target (``kernel_block_size``), on the runner's table of kernel blocks (``mrv2_runner.kernel_table``)."""
+        kernel = self.kernel_block_size
+        if kernel:
+            table = mrv2_runner.kernel_table(batch.block_table, self.cfg.block_size, kernel)
+            batch = dataclasses.replace(batch, block_table=table)
+        with splitting(kernel, self.cfg.block_size):
+            return self._propose_on_the_runners_table(batch, sampled)
+
+    def _propose_on_the_runners_table(self, batch: VerifiedBatch, sampled: SampledTokens) -> torch.Tensor:
+        spec = wired(self.cfg, batch.block_table, self.model, self.groups, self.graphed, self.kernel_block_size)
         if self.graphed is not None:  # captured as the runner captures at start-up, before any batch is in place
             self._capture(spec)
             graphs.hold(spec, batch.block_table)
@@ -270,7 +287,8 @@ class AscendMrv2Proposer(EagerAdapter):
         trace, calls = self.model.trace, self.model.calls
         self.model.trace = None
         try:
-            with early_copies.checked(self.device):  # tells the host code the capture runs through from device reads
+            # tells the host code the capture runs through from device reads; its dummy batch is no call's
+            with early_copies.checked(self.device), splitting(self.kernel_block_size, self.cfg.block_size, False):
                 graphs.capture(spec, self.groups[0].backend)
         finally:
             self.model.trace, self.model.calls = trace, calls

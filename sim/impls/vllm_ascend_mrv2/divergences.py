@@ -139,7 +139,14 @@ LACKS = tables.lacks(
     "draft model here is the simulator's tiny model, nothing to compile",
     host_sync=HOST_LISTS,
     more=mrv2_loop.NO_UNPADDED,
-    has=(Feature.EAGLE, Feature.EAGLE3, Feature.MLA_DRAFT, Feature.SFA_DRAFT, Feature.DRAFT_ATTN_GROUPS),
+    has=(
+        Feature.EAGLE,
+        Feature.EAGLE3,
+        Feature.MLA_DRAFT,
+        Feature.SFA_DRAFT,
+        Feature.DRAFT_ATTN_GROUPS,
+        Feature.KERNEL_BLOCKS,
+    ),  # fmt: skip
 )
 FULL_GRAPHS_ONE_GROUP = (
     "the MRV2 adapter's full graphs draft with one attention group: a second group's task is not captured "

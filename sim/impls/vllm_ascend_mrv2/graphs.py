@@ -120,18 +120,19 @@ def speculator(hidden_size: int, num_spec_tokens: int, capture_sizes: tuple[int,
     return spec
 
 
-def fresh(spec, block_size: int, max_model_len: int) -> None:
+def fresh(spec, block_size: int, max_model_len: int, kernel_block_size: int = 0) -> None:
     """``spec`` as a new run finds it: no graph captured (managers made anew, vllm-ascend's draft graph params
-    empty for them), its buffers as built, block tables for ``max_model_len`` tokens in ``block_size`` blocks."""
+    empty for them), its buffers as built, block tables for ``max_model_len`` tokens in ``block_size`` blocks (in
+    ``kernel_block_size``-token kernel blocks where given)."""
     acl = import_ascend("vllm_ascend.compilation.acl_graph")
     acl._draft_graph_params = acl._draft_graph_prefill_params = None
     with cuda_as_npu():
         spec.init_cudagraph_manager(spec.vllm_config.compilation_config.cudagraph_mode)
     spec.graphs_captured = False
     mrv2_runner.start_fresh(spec)
-    width = -(-max_model_len // block_size) + 1
+    width = (-(-max_model_len // block_size) + 1) * (block_size // (kernel_block_size or block_size))
     table = torch.zeros(spec.max_num_reqs, width, dtype=torch.int32)
-    spec.block_tables = mrv2_runner.block_tables(table, block_size, spec.max_num_tokens)
+    spec.block_tables = mrv2_runner.block_tables(table, block_size, spec.max_num_tokens, kernel_block_size)
 
 
 def hold(spec, block_table: torch.Tensor) -> None:

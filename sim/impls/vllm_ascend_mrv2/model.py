@@ -29,7 +29,7 @@ import torch
 
 from mtp.model import AttentionMeta
 from mtp.trace import StepRecord
-from sim.impls.kit.ascend import draft_layers, fake_npu_graphs, interop, mla, sfa, tiny_attention
+from sim.impls.kit.ascend import draft_layers, fake_npu_graphs, interop, kernel_blocks, mla, sfa, tiny_attention
 from sim.impls.kit.ascend.host_memory import unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
@@ -114,7 +114,7 @@ def attention_meta(meta) -> AttentionMeta:
     return AttentionMeta(
         query_start_loc=torch.tensor([0, *ends], dtype=torch.int32),
         seq_lens=torch.tensor(lens, dtype=torch.int32),
-        block_table=meta.block_tables[: len(ends)],
+        block_table=kernel_blocks.fold(meta.block_tables[: len(ends)], lens),  # a hybrid target's: the blocks read
         slot_mapping=meta.slot_mapping,
         seq_len_bound=torch.tensor([max(lens, default=0)], dtype=torch.int64),
         own_rows_only=interop.reads_no_cached_context(meta.attn_state),
@@ -144,6 +144,7 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
         seq_lens, qsl, table, bound, rotation = tiny_attention.captured_reads(attn, n, LAYER)
         slots = attn.slot_mapping[:n].to(torch.int64)
         live = {"input_ids": input_ids, "positions": positions, "seq_lens": seq_lens, "qsl": qsl, "slots": slots}
+        live["table"], table = table, kernel_blocks.on_device(table)  # a hybrid target's kernel blocks: checked after
         if rotation is not None:  # rotated by the cos/sin the step's build gathered (a gather the graph replays)
             live["rope"] = mla.rope_positions(rotation.cos[:n], rotation.sin[:n])
             positions = rotated_positions(live["rope"], positions)
@@ -157,6 +158,7 @@ class AscendMrv2TinyMtp(VllmTinyMtp):
     def _replayed(self, graph) -> None:
         for live in graph.records:
             self.calls += 1
+            kernel_blocks.check(live["table"], live["seq_lens"][: self.num_reqs].tolist())
             if self.trace is not None:
                 self.trace.append(self._step(self.calls, live))
 

@@ -24,6 +24,13 @@ ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # mai
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
+    "kernel-blocks-one-further-on": ("block-tables", "append_block_ids", breaks.kernel_blocks_one_further_on, None),
+    "kernel-slots-by-the-block-size": (
+        "block-tables",
+        "init_block_table_layout_tensors",
+        breaks.kernel_slots_by_the_block_size,
+        None,
+    ),
     "host-seq-lens-not-advanced": (
         "speculator",
         "_calc_next_seq_lens_cpu",

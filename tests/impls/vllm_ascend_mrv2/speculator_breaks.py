@@ -82,6 +82,28 @@ def query_starts_as_ends(build):
     )
 
 
+def kernel_blocks_one_further_on(append_block_ids):
+    """vLLM's ``BlockTables.append_block_ids`` (the MRV2 runner's conversion of a hybrid target's blocks into kernel
+    blocks) taking each block's kernel blocks one further on, the last of them the next block's first."""
+    return edited(
+        append_block_ids,
+        (
+            "block_ids = [b * bpk + k for b in block_ids for k in range(bpk)]",
+            "block_ids = [b * bpk + k + 1 for b in block_ids for k in range(bpk)]",
+        ),
+    )
+
+
+def kernel_slots_by_the_block_size(init_block_table_layout_tensors):
+    """vLLM's ``BlockTables`` handing its slot-mapping kernel the scheduler's block sizes over a table of kernel
+    blocks (the class of vllm-ascend #7019 in the V1 drafter): every slot of a hybrid target's draft is another
+    block's."""
+    return edited(
+        init_block_table_layout_tensors,
+        ("self.kernel_block_sizes, dtype=torch.int32", "self.block_sizes, dtype=torch.int32"),
+    )
+
+
 def sfa_keys_one_short(build):
     """Main's ``AscendSFAMetadataBuilder._build`` handing the sparse kernels each request's key length less one
     (``actual_seq_lengths_key``): every step of an SFA draft attends without its newest key. In a full graph the

@@ -15,6 +15,7 @@ import dataclasses
 
 import pytest
 
+from sim.impls.vllm_ascend_mrv2 import graphs
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_gate_fails, assert_serving_runs_fail
@@ -65,3 +66,24 @@ def test_draft_steps_labelled_prefill_no_cache_fail_by_name(monkeypatch, device,
     _applied(name, monkeypatch)
     # padded: MRV2 has no unpadded path (no-unpadded-path), and a run asking for one is refused
     assert_serving_runs_fail(impl, device, name, r"step [2-9]: the attention reads no cached context", padded=True)
+
+
+HYBRID = dataclasses.replace(TYPICAL, block_size=8, kernel_block_size=2)
+KERNEL_BLOCKS = {
+    "kernel-blocks-one-further-on": r"request \d+: kernel block column \d+ holds \d+, not kernel block",
+    "kernel-slots-by-the-block-size": r"KV cache slot \d+ is past the cache|slot_mapping",
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "full"])
+@pytest.mark.parametrize("name", list(KERNEL_BLOCKS))
+def test_a_broken_kernel_block_layout_fails_a_hybrid_targets_run_by_name(monkeypatch, device, impl, name, mode):
+    """A hybrid target's kernel blocks as the MRV2 runner's ``BlockTables`` hold them: its conversion one kernel
+    block on is named at the read (``kernel_blocks.check``), its slot kernel handed the scheduler's block size at
+    a slot past the cache (or a slot compared), eagerly and replayed."""
+    _applied(name, monkeypatch)
+    if mode == "full" and graphs.lacks():
+        pytest.skip(f"this checkout's MRV2 full graphs are not driven: {graphs.lacks()}")
+    scenario = dataclasses.replace(HYBRID, graph_mode=mode, capture_sizes=(2, 8) if mode == "full" else None)
+    with pytest.raises((AssertionError, IndexError), match=KERNEL_BLOCKS[name]):
+        check_implementation(impl, scenario, device, f"broken-{name}")
