@@ -37,6 +37,24 @@ def pin(defect: str, present: bool, fixed: bool, detail: object = "") -> str | N
     return followed
 
 
+def pin_a_crash(impl, defect: str, run, letting, crash: type[BaseException], says: str) -> None:
+    """``run()`` as the checkout has it (``letting(defect)``: the adapter's crash not sidestepped): where the session
+    accepts ``defect``, its ``crash`` (saying ``says``) is the defect and a run that passes is the spec (fixed);
+    dropped from the list, the run must pass."""
+    accepted = any(d.id == defect for d in impl.divergences)
+    try:
+        with letting(defect):
+            run()
+    except crash as raised:
+        if not accepted:
+            raise
+        assert says in str(raised), raised
+        pin(defect, present=True, fixed=False)
+    else:
+        if accepted:
+            pin(defect, present=False, fixed=True)
+
+
 def pin_run(report, defect: str) -> str:
     """What a pin's serving run (a ``RunReport`` under rules that model ``defect``) followed for it,
     recorded; a run that followed both, or never met it, fails."""

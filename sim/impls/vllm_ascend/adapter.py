@@ -36,6 +36,7 @@ from sim.impls.kit import factory, steps
 from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend, unavailable_reason
 from sim.impls.kit.ascend.kernel_blocks import splitting
+from sim.impls.kit.dummy_kv import writes_no_kv
 from sim.impls.kit.eager_adapter import EagerAdapter
 from sim.impls.kit.fresh_start import start_fresh
 from sim.impls.kit.runner_ops import HelperOps
@@ -311,7 +312,7 @@ class AscendProposer(EagerAdapter):
         trace, calls, slots = self.model.trace, self.model.calls, self.model.call_slots  # no call's
         self.model.trace = None
         try:
-            with graphs.writes_no_kv(self.model), splitting(self.kernel_block_size, self.cfg.block_size):
+            with writes_no_kv(self.model), splitting(self.kernel_block_size, self.cfg.block_size):
                 graphs.capture_all(self.graphed)
         finally:
             self.model.trace, self.model.calls, self.model.call_slots = trace, calls, slots
@@ -348,7 +349,7 @@ class AscendProposer(EagerAdapter):
         before, last_call = self.model.calls, self.model.call_slots
         self.model.trace = None
         tolerated = self.model.call_slots_written() if self.tolerates_dummy_writes else frozenset()
-        with graphs.writes_no_kv(self.model, tolerated) as written:
+        with writes_no_kv(self.model, tolerated) as written:
             graphs.dummy_run(self._ascend(), size)
         self.model.call_slots, self.dummy_wrote = last_call, sorted(set(written))
         self.logits_calls += self.model.calls - before  # one logits computation per draft-model call

@@ -56,7 +56,7 @@ DUMMY_WRITES_KV = Divergence(
     "it (0.23.0 copies the dummy batch's slots in first), so its forwards write draft KV at the last call's "
     "slots: over the KV of that call's requests, where they live on (an idle DP rank's dummy batches, a "
     "decode node waiting for KV). Captures at start-up write the null block (the buffers are zeros). "
-    "Tolerated exactly (the writes at the last call's slots, graphs.writes_no_kv), any other write fails",
+    "Tolerated exactly (the writes at the last call's slots, dummy_kv.writes_no_kv), any other write fails",
     "test_graphs.py::test_a_dummy_run_after_a_call_writes_no_kv",
     kind=Kind.DEFECT,
 )

@@ -37,8 +37,9 @@ from sim.impls.kit import factory, mrv2_runner
 from sim.impls.kit.ascend import draft_layers, early_copies, interop
 from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.ascend.kernel_blocks import splitting
+from sim.impls.kit.dummy_kv import DummyRunWroteKv, writes_no_kv
 from sim.impls.kit.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend_mrv2 import build, divergences, generation, graphs
+from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     LAYER,
@@ -292,6 +293,40 @@ class AscendMrv2Proposer(EagerAdapter):
                 graphs.capture(spec, self.groups[0].backend)
         finally:
             self.model.trace, self.model.calls = trace, calls
+
+    @property
+    def tolerates_dummy_writes(self) -> bool:
+        """Whether the checkout's dummy run writes draft KV into the blocks its request-state rows last held, a
+        known defect (``divergences.DUMMY_WRITES_KV``, main): then exactly writes there pass."""
+        return divergences.DUMMY_WRITES_KV.id in divergences.in_force(generation.name()).DIVERGENCES
+
+    def dummy_run(self, size: int) -> None:
+        """The MRV2 runner's dummy run at ``size`` tokens (``graphs.dummy_run``), full graphs only: a rank with no
+        requests replaying the decode graph its peers replay, writing no KV (``dummy_kv``) but where the checkout's
+        known defect writes it, exactly there (``dummy_wrote``: the slots it wrote there)."""
+        if self.graphed is None:
+            return super().dummy_run(size)
+        spec = wired(self.cfg, torch.zeros(1, 1, dtype=torch.int32), self.model, self.groups, self.graphed)
+        self._capture(spec)
+        before, trace = self.model.calls, self.model.trace
+        self.model.trace = None
+        whole = crashes.sidestepped(divergences.DUMMY_SEQ_LENS.id)
+        # the blocks of every row (any dummy's decode rows), read before the run: its own rows' checked after it
+        rows_blocks = graphs.rows_blocks_slots(spec, spec.max_num_reqs, self.cfg.block_size)
+        tolerated = rows_blocks if self.tolerates_dummy_writes else frozenset()
+        try:
+            with early_copies.checked(self.device), splitting(self.kernel_block_size, self.cfg.block_size, False):
+                with writes_no_kv(self.model, tolerated) as written:
+                    buffers = _buffers(spec.max_num_reqs, spec.max_num_tokens)
+                    rows = graphs.dummy_run(spec, size, self.hidden_dtype, buffers, whole)
+                    torch.npu.current_stream().synchronize()
+        finally:
+            self.model.trace = trace
+        outside = set(written) - graphs.rows_blocks_slots(spec, rows, self.cfg.block_size)
+        if outside:
+            raise DummyRunWroteKv(f"a dummy run wrote KV at {sorted(outside)[:8]}, past the blocks of its {rows} rows")
+        self.dummy_wrote = sorted(written)
+        self.logits_calls += self.model.calls - before  # one logits computation per draft-model call
 
     def captured_sizes(self) -> dict[Phase, list[int]]:
         """Full graphs: the decode steps' graph sizes (the first pass runs eagerly)."""

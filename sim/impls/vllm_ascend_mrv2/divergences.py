@@ -115,13 +115,45 @@ DIVERGENCES = table(
         "test_rejection_sampler.py::test_random_first_ids_follow_the_target_distribution",
         kind=Kind.DEFECT,
     ),
+    Divergence(
+        "dummy-run-seq-lens-of-its-requests",
+        "AscendInputBatch.make_dummy (worker/v2/input_batch.py: seq_lens_np = input_buffers.seq_lens_np[:num_reqs]), "
+        "read by AscendAutoRegressiveSpeculator._update_decode_attn_metadata through run_fullgraph (main)",
+        "a dummy run replays the decode graph its peers replay, the padded rows' host lengths 0",
+        "a real batch hands the speculator the runner's whole seq_lens_np buffer, the dummy batch its own requests' "
+        "lengths only; the decode graph replays at its captured request count (capture sizes rounded up to 1 + K), "
+        "and build_draft_attn_metadatas copies seq_lens_np[:num_reqs_padded] into each step's padded seq_lens_cpu: "
+        "an idle DP rank's dummy of 2 up to the padded count less one requests raises (a size mismatch), one of 1 "
+        "request hands the attention task one key length for the padded rows (which the simulator's FIA refuses). "
+        "A crash: sidestepped (the dummy batch handed the whole buffer, as a real batch is) everywhere but the pin "
+        "(crashes.sidestepped); read on v0.26.0rc and v0.25.1rc (the same lines), not run",
+        "test_graphs.py::test_a_dummy_run_of_fewer_requests_than_its_graph_crashes_where_its_known_defect_says",
+        kind=Kind.DEFECT,
+    ),
+    Divergence(
+        "dummy-run-draft-steps-write-the-rows-last-blocks",
+        "vLLM's AutoRegressiveSpeculator._multi_step_decode on a dummy batch (BlockTables.compute_slot_mappings "
+        "reads the staged tables through idx_mapping, make_dummy's arange), run by vllm-ascend's decode graph (main)",
+        "a dummy run writes no KV: its batch's slots are padding (get_dummy_slot_mappings), its tables zeroed rows",
+        "the runner zeroes the dummy's input block tables and hands the first pass padding slots, but each draft "
+        "step computes its slots from the staged table's rows 0..n-1 (the request states a dummy's arange maps to), "
+        "which hold the blocks of the requests last in those rows: the dummy's draft forwards write draft KV into "
+        "them (on an idle DP rank, blocks of finished requests: a prefix-cache hit on one later reads that KV). "
+        "Tolerated exactly at the blocks of those rows (dummy_kv.writes_no_kv), any other write fails",
+        "test_graphs.py::test_a_dummy_run_after_a_call_writes_where_its_known_defect_says",
+        kind=Kind.DEFECT,
+    ),
 )
+DUMMY_SEQ_LENS = DIVERGENCES["dummy-run-seq-lens-of-its-requests"]
+DUMMY_WRITES_KV = DIVERGENCES["dummy-run-draft-steps-write-the-rows-last-blocks"]
 
 # The generation-only entries: the generations whose speculator has the divergence (``generation``).
 GENERATION = {
     "host-seq-lens-advanced-twice": ("0.23.0",),
     "random-drafts-always-accepted": ("0.23.0", "0.26.0"),
     "draft-seq-lens-batch-bound": ("main", "0.26.0"),
+    "dummy-run-seq-lens-of-its-requests": ("main",),
+    "dummy-run-draft-steps-write-the-rows-last-blocks": ("main",),
 }
 
 HOST_LISTS = tables.host_copies(
@@ -181,7 +213,7 @@ def in_force(generation: str) -> SimpleNamespace:
     lacks = LACKS if picks_handling_by_family() else {**LACKS, **FLAT_ONLY}
     full = graphs.lacks()
     if full is None:
-        lacks = {f: skip for f, skip in lacks.items() if f is not Feature.FULL_GRAPHS} | FULL_LACKS
+        lacks = {f: skip for f, skip in lacks.items() if f is not Feature.FULL_GRAPHS}
     else:
         lacks = {**lacks, Feature.FULL_GRAPHS: Skip(full)}
     return SimpleNamespace(DIVERGENCES=kept, RULES=rules_of(kept.values()), LACKS=lacks)

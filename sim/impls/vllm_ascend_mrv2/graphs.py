@@ -17,7 +17,8 @@ gives its speculator is made as it makes it: the update stream, its model state 
 ``AscendModelState``, whose ``prepare_attn`` builds the capture's metadata, and which holds the call's
 target metadata, read by ``build_draft_attn_metadatas``), block tables that stay in place (each call's
 table copied in: a captured slot-mapping kernel reads them through their pointers), the draft layer's
-backend (whose impl updates the captured tasks).
+backend (whose impl updates the captured tasks). ``dummy_run`` is the runner's dummy run (an idle DP rank's),
+which replays the same graph.
 """
 
 from __future__ import annotations
@@ -173,3 +174,51 @@ def capture(spec, backend) -> None:
             spec.kv_cache_config,
         )  # fmt: skip
     spec.graphs_captured = True
+
+
+def dummy_run(spec, num_tokens: int, hidden_dtype: torch.dtype, target_buffers, whole_buffer: bool = False) -> int:
+    """The speculator's part of the MRV2 runner's ``_dummy_run(num_tokens, uniform_decode=True)`` under
+    FULL_DECODE_ONLY (a DP rank with no requests keeping step with its peers, ``execute_dummy_batch``): requests of
+    the runner's decode query length in vllm-ascend's dummy ``AscendInputBatch`` (on the runner's ``target_buffers``),
+    the dummy block tables and slots (``prepare_dummy_attn``: zeroed rows, every slot padding), the target's
+    metadata the model state builds for a FULL dummy (``prepare_attn``, ``for_capture``), then ``propose`` with
+    ``dummy_run=True``, one sampled token and none rejected per request, as ``sample_tokens`` calls it.
+    ``whole_buffer``: the dummy batch handed the buffer's host lengths whole, as a real batch is (the sidestep of
+    ``dummy-run-seq-lens-of-its-requests``). Returns the request rows its decode graph ran."""
+    q = spec.num_speculative_steps + 1  # the runner's decode_query_len
+    num_tokens = max(num_tokens, q)
+    num_reqs = num_tokens // q
+    # the runner's descriptor of a uniform decode (its graphs' sizes: the speculator's first-pass manager holds them)
+    dp = import_ascend("vllm.v1.worker.gpu.dp_utils")
+    desc, _ = dp.dispatch_cg_and_sync_dp(spec.prefill_cudagraph_manager, num_reqs, num_reqs * q, q, 1, 0)
+    batch = import_ascend("vllm_ascend.worker.v2.input_batch").AscendInputBatch
+    input_batch = batch.make_dummy(desc.num_reqs or num_reqs, desc.num_tokens, target_buffers)
+    num_reqs, num_tokens = input_batch.num_reqs, input_batch.num_tokens
+    if whole_buffer:  # crashes.SIDESTEPS
+        input_batch.seq_lens_np = target_buffers.seq_lens_np
+    tables = spec.block_tables.get_dummy_block_tables(num_reqs)
+    slots = spec.block_tables.get_dummy_slot_mappings(num_tokens)
+    full = import_ascend("vllm.config").CUDAGraphMode.FULL
+    with generation.propose_context(spec):
+        attn = spec.model_state.prepare_attn(
+            input_batch, full, tables, slots, spec.attn_groups, spec.kv_cache_config, for_capture=True
+        )
+    layers = sorted(spec.draft_attn_layer_names)
+    zeros = torch.zeros(spec.max_num_reqs)
+    hidden = torch.zeros(num_tokens, spec.hidden_size, dtype=hidden_dtype)
+    with cuda_as_npu():
+        spec.propose(
+            input_batch, attn, {name: slots[0] for name in layers}, hidden, None,
+            torch.ones(num_reqs, dtype=torch.int32), torch.zeros(num_reqs, dtype=torch.int32),
+            zeros.to(torch.int64), zeros.to(torch.int64), zeros, zeros.to(torch.int64),
+            dummy_run=True, is_profile=False,
+        )  # fmt: skip
+    decode, _ = dp.dispatch_cg_and_sync_dp(spec.decode_cudagraph_manager, num_reqs, num_reqs, 1, 1, 0)
+    return decode.num_reqs or num_reqs
+
+
+def rows_blocks_slots(spec, rows: int, block_size: int) -> frozenset[int]:
+    """Every slot of the blocks the speculator's request-state rows ``0..rows-1`` hold (its staged block table, which
+    its slot kernel reads through ``idx_mapping``), the null block's and padding's aside."""
+    blocks = {b for b in spec.block_tables.block_tables[0].gpu[:rows].flatten().tolist() if b > 0}
+    return frozenset(b * block_size + o for b in blocks for o in range(block_size))

@@ -18,6 +18,7 @@ from devices.base import GraphError
 from sim.impls.kit import kernel_bounds
 from sim.impls.kit.ascend import fake_npu_graphs
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.dummy_kv import DummyRunWroteKv
 from sim.impls.vllm_ascend import build, crashes, generation, handoff
 from sim.impls.vllm_ascend.adapter import AscendProposer
 from sim.impls.vllm_ascend.branch_divergences import (
@@ -28,11 +29,10 @@ from sim.impls.vllm_ascend.branch_divergences import (
     PADDING_STALE_INDICES,
 )
 from sim.impls.vllm_ascend.build import configured_graph
-from sim.impls.vllm_ascend.graphs import DummyRunWroteKv
 from sim.serving.run import run_scenario
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import after_a_call, check_implementation
-from tests.checks.known_defects import pin
+from tests.checks.known_defects import pin, pin_a_crash
 from tests.impls.fixes import defining_class, edited
 from tests.impls.vllm_ascend import broken_gate, graph_breaks
 from tests.properties.test_propose_loop import TYPICAL
@@ -300,21 +300,8 @@ def test_an_mtp_draft_in_full_graphs_replays_where_its_known_defect_says(device,
 
 
 def _pin_a_crash(impl, defect: str, run, crash=IndexError, says: str = "out of bounds") -> None:
-    """``run()`` as the checkout has it (``crashes.letting``: no sidestep): where the session accepts
-    ``defect``, its ``crash`` (an out-of-bounds gather unless told) is the defect and a run that passes is
-    the spec (fixed); dropped from the list, the run must pass."""
-    accepted = any(d.id == defect for d in impl.divergences)
-    try:
-        with crashes.letting(defect):
-            run()
-    except crash as raised:
-        if not accepted:
-            raise
-        assert says in str(raised), raised
-        pin(defect, present=True, fixed=False)
-    else:
-        if accepted:
-            pin(defect, present=False, fixed=True)
+    """``known_defects.pin_a_crash`` with the V1 drafter's sidesteps (an out-of-bounds gather unless told)."""
+    pin_a_crash(impl, defect, run, crashes.letting, crash, says)
 
 
 # Four one-token prompts' first call (eager: a batch with prefills), its last sample row past 8, then three
@@ -355,7 +342,7 @@ def test_a_dummy_run_that_writes_kv_at_the_last_calls_slots_fails_the_gate(monke
     """v0.22.1rc's dummy run put into this one: each draft step's capture built on the per-step slot buffer
     as the last real call left it, without first copying the dummy batch's slots (-1) in. Its dummy forwards
     write draft KV there, over live requests' KV on an NPU; the gate names the slots
-    (``graphs.writes_no_kv``)."""
+    (``dummy_kv.writes_no_kv``)."""
     cls = defining_class(configured_graph(_config(), (4, 8)), "dummy_run")
     dummy_run = inspect.unwrap(cls.dummy_run)  # its own module's names: the decorator is compiled again
     if _DUMMY_SLOTS_COPIED[0] not in inspect.getsource(dummy_run):

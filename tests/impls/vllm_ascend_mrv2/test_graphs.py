@@ -19,9 +19,12 @@ import pytest
 
 from mtp.trace import Phase
 from sim.impls.kit.ascend import patches
-from sim.impls.vllm_ascend_mrv2 import graphs
+from sim.impls.vllm_ascend_mrv2 import crashes, graphs
 from sim.impls.vllm_ascend_mrv2.adapter import AscendMrv2Proposer
+from sim.impls.vllm_ascend_mrv2.divergences import DUMMY_SEQ_LENS, DUMMY_WRITES_KV
 from sim.serving.run import run_scenario
+from tests.checks.e2e_checks import after_a_call
+from tests.checks.known_defects import pin, pin_a_crash
 from tests.impls.vllm_ascend_mrv2 import broken_gate
 from tests.properties.test_propose_loop import TYPICAL, TYPICAL_SFA
 
@@ -96,3 +99,36 @@ def test_an_sfa_builder_handing_keys_one_short_fails_a_run_by_name(monkeypatch, 
     scenario = FULL_OF["sfa"] if mode == "full" else TYPICAL_SFA
     report = run_scenario(scenario, device, impl)
     assert not report.ok and any("step 2 seq_lens" in str(m) for m in report.mismatches), report.mismatches[:3]
+
+
+def test_a_dummy_run_after_a_call_writes_where_its_known_defect_says(monkeypatch, device, impl):
+    """``dummy-run-draft-steps-write-the-rows-last-blocks``: a dummy run after a real call, in full graphs (an idle
+    DP rank keeping step). Main's draft steps compute their slots from the staged rows the dummy's requests map to,
+    which hold the last call's blocks: accepted, exactly writes inside those rows' blocks pass and the pin records
+    them (a dummy run writing none is the spec: fixed); dropped from the list, any write fails."""
+    _deployed()
+    accepted = any(d.id == DUMMY_WRITES_KV.id for d in impl.divergences)
+    if not accepted:
+        monkeypatch.setattr(AscendMrv2Proposer, "tolerates_dummy_writes", False)
+    proposer, _ = after_a_call(device, AscendMrv2Proposer)
+    blocks = graphs.rows_blocks_slots(proposer.graphed, proposer.graphed.max_num_reqs, proposer.cfg.block_size)
+    assert blocks, "the call left no blocks in the speculator's rows"
+    proposer.dummy_run(2)
+    written = proposer.dummy_wrote
+    if accepted:
+        pin(DUMMY_WRITES_KV.id, present=bool(written), fixed=not written, detail=written)
+    else:
+        assert not written
+
+
+def test_a_dummy_run_of_fewer_requests_than_its_graph_crashes_where_its_known_defect_says(device, impl):
+    """``dummy-run-seq-lens-of-its-requests``: a dummy run of two requests (an idle DP rank beside a peer running
+    two), whose decode graph replays at the smallest captured request count above. Main's dummy batch hands the
+    host lengths of its two requests, which ``_update_decode_attn_metadata`` copies into the padded step's
+    (a size mismatch; its crash sidestepped everywhere else, ``crashes``): accepted, the pin runs it as the checkout
+    has it and records the crash, or a run that passes (fixed); dropped from the list, the dummy run must pass."""
+    _deployed()
+    proposer, _ = after_a_call(device, AscendMrv2Proposer)
+    q = proposer.cfg.num_spec_tokens + 1
+    assert min(graphs.captured_sizes(proposer.graphed)) > 2, "the decode graph is captured for two requests"
+    pin_a_crash(impl, DUMMY_SEQ_LENS.id, lambda: proposer.dummy_run(2 * q), crashes.letting, RuntimeError, "size")
