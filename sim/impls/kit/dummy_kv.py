@@ -24,8 +24,8 @@ def writes_no_kv(model, tolerated=frozenset()):
     block and the ``tolerated`` slots (a known defect's, exactly): a dummy batch's slots are -1 (as the
     runner's dummy run leaves them), and a capture's metadata is built from it, so a dummy forward that writes
     a slot writes over a live request's KV (v0.22.1rc's captures at start-up write slot 0 from a zero-filled
-    slot buffer, the null block, harmlessly). Compared bit for bit (a poisoned cache holds NaNs); raises ``DummyRunWroteKv``
-    naming the first slots written; yields the list the tolerated slots written are put in."""
+    slot buffer, the null block, harmlessly). Compared bit for bit (a poisoned cache holds NaNs); raises
+    ``DummyRunWroteKv`` naming the first slots written; yields the list the tolerated slots written are put in."""
     caches = [model.tiny.cache, *(cache for _, cache in model.more_layers)]
     before = [(cache.k[: cache.num_slots].clone(), cache.v[: cache.num_slots].clone()) for cache in caches]
     written: list[int] = []

@@ -311,9 +311,10 @@ class AscendMrv2Proposer(EagerAdapter):
         before, trace = self.model.calls, self.model.trace
         self.model.trace = None
         whole = crashes.sidestepped(divergences.DUMMY_SEQ_LENS.id)
-        # the blocks of every row (any dummy's decode rows), read before the run: its own rows' checked after it
-        rows_blocks = graphs.rows_blocks_slots(spec, spec.max_num_reqs, self.cfg.block_size)
-        tolerated = rows_blocks if self.tolerates_dummy_writes else frozenset()
+        # tolerated: the blocks of every row, read before the run; past the rows its decode graph ran, checked after
+        tolerated = frozenset()
+        if self.tolerates_dummy_writes:
+            tolerated = graphs.rows_blocks_slots(spec, spec.max_num_reqs, self.cfg.block_size)
         try:
             with early_copies.checked(self.device), splitting(self.kernel_block_size, self.cfg.block_size, False):
                 with writes_no_kv(self.model, tolerated) as written:
