@@ -16,6 +16,7 @@ from tests.checks.example_budget import share
 
 NEEDS_GRAPHS = pytest.mark.needs("supports_graphs")
 USES_PIECEWISE = pytest.mark.uses(Feature.PIECEWISE_GRAPHS)
+USES_UNPADDED = pytest.mark.uses(Feature.UNPADDED)
 USES_FULL_GRAPHS = pytest.mark.uses(Feature.FULL_GRAPHS)
 USES_DUMMY_RUN = pytest.mark.uses(Feature.DUMMY_RUN)
 USES_HOST_SYNC_COUNT = pytest.mark.uses(Feature.HOST_SYNC_COUNT)
@@ -43,7 +44,7 @@ GRAPH_ONLY = MODES[1:]
 # Padded and unpadded input, for a property of both of an implementation's paths.
 PADDING = [
     pytest.param(True, id="padded"),
-    pytest.param(False, id="unpadded", marks=pytest.mark.uses(Feature.UNPADDED)),
+    pytest.param(False, id="unpadded", marks=USES_UNPADDED),
 ]
 
 # Two groups, for a property that draws its mode: eager, or a graph mode (drawn) where graphs capture.

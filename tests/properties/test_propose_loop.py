@@ -37,6 +37,7 @@ from tests.checks.modes import (
     USES_KERNEL_BLOCKS,
     USES_MLA_DRAFT,
     USES_SFA_DRAFT,
+    USES_UNPADDED,
 )
 from tests.strategies.scenarios import kernel_block_sizes, scenarios
 
@@ -275,7 +276,7 @@ def test_a_typical_serving_run_of_each_family_matches_reference(device, impl, at
 
 @pytest.mark.order(0)
 @USES_KERNEL_BLOCKS
-@pytest.mark.parametrize("mode", [pytest.param("eager-unpadded", id="unpadded", marks=PADDING[1].marks), *MODES])
+@pytest.mark.parametrize("mode", [pytest.param("eager-unpadded", id="unpadded", marks=USES_UNPADDED), *MODES])
 def test_a_typical_serving_run_of_a_hybrid_targets_kernel_blocks_matches_reference(device, impl, mode, request):
     """``TYPICAL`` on a hybrid target's layout (Qwen3.5's MTP): its blocks of 8 tokens split into kernel blocks
     of 2, the runner's table of them handed on, padded in each mode and unpadded; every slot and every block

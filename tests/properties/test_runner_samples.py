@@ -21,7 +21,7 @@ from hypothesis import example, given
 from sim.serving.scenario import RequestSpec, Scenario
 from tests.checks.e2e_checks import check_implementation
 from tests.checks.example_budget import share
-from tests.checks.modes import MODES, PADDING, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES
+from tests.checks.modes import MODES, USES_ASYNC_SCHEDULING, USES_EAGLE, USES_EAGLE3, USES_RUNNER_SAMPLES, USES_UNPADDED
 from tests.properties.test_propose_loop import TYPICAL
 from tests.strategies.scenarios import scenarios
 
@@ -31,7 +31,7 @@ DRAWN = share(12 * len(MODES), at_least=3)
 SAMPLING = dataclasses.replace(TYPICAL, runner_samples=True)  # a chunked prompt among decodes: a discarded sample
 SCHEDULING = [  # asynchronous scheduling needs the padded drafter (vLLM refuses it unpadded)
     pytest.param(True, False, id="padded"),
-    pytest.param(False, False, id="unpadded", marks=PADDING[1].marks),
+    pytest.param(False, False, id="unpadded", marks=USES_UNPADDED),
     pytest.param(True, True, id="async", marks=USES_ASYNC_SCHEDULING),
 ]
 METHODS = [

@@ -19,8 +19,8 @@ AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
 # name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
-# "speculator", "builder" or "sfa-builder" (the checkout's attention metadata builders), the attribute, the break, the speculator
-# it applies to (generation.speculator_name) or None for both)
+# "speculator", "builder" or "sfa-builder" (the checkout's attention metadata builders), the attribute, the break,
+# the speculator it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
