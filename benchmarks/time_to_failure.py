@@ -42,7 +42,7 @@ from mtp.proposer import MtpProposer
 from tests.meta import broken_ops, broken_paths, broken_pcp, broken_proposers
 from tests.meta.broken_gate import tp_variants, variants_of
 
-GATE = ["--device", "sim", "-p", "no:cacheprovider", "--ignore=tests/impls", "-n", "auto", "--dist", "loadgroup"]
+GATE = ["--device", "sim", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadgroup", "tests/properties"]
 
 
 def variants() -> dict[str, tuple[list[str], dict[str, str]]]:
