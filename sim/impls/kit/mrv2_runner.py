@@ -18,8 +18,10 @@ vLLM's kernels, and so does this module:
 - ``next_prefill_tokens[r]``: the request's token at ``seq_len``, which MRV2's runner reads
   from ``all_token_ids`` at ``num_computed + query_len``: the core's backup.
 
-The runner's request-state index of batch row r is r; a discarded request (the core's partial
-prefill) is described with ``prefill_len = seq_len + 1``, every other with ``prefill_len = 0``.
+The runner's request-state row of each batch row is ``state_rows``'s (the batch in reverse), as a
+runner's ``RequestState`` hands rows out as requests arrive, never in batch order; a discarded request
+(the core's partial prefill) is described with ``prefill_len = seq_len + 1``, every other with
+``prefill_len = 0``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ class RunnerInputs:
     next_prefill_tokens: torch.Tensor  # int32 [max_num_reqs]
 
 
+def state_rows(num_reqs: int) -> torch.Tensor:
+    """The request-state row of each of ``num_reqs`` batch rows (int64): the batch's rows in reverse. Every row of a
+    batch of two or more moves, so code that reads a request's state (its last sampled token, next prompt token,
+    block-table row, temperature) at its batch row reads another request's."""
+    return torch.arange(num_reqs - 1, -1, -1, dtype=torch.int64)
+
+
 def sampled_counts(sampled: SampledTokens, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(sampled rows [B, K+1] int64, num_sampled [B] int32) as MRV2's rejection sampler returns them."""
     if sampled.is_padded:
@@ -69,7 +78,7 @@ def sampled_counts(sampled: SampledTokens, vocab_size: int) -> tuple[torch.Tenso
 def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
     """MRV2's ``InputBatch`` of ``batch`` (``cls``: the generation's own subclass, with its ``extra``
     fields), every field as the runner's ``prepare_inputs`` makes it from the scheduler's step: request
-    r in row r and request-state row r, its drafts' logits after its last query row, the host bounds of
+    r in row r and in request-state row ``state_rows(b)[r]``, its drafts' logits after its last query row, the host bounds of
     the lengths exact, no padding, no structured output, no DCP or PCP. ``discarded`` (per request, the
     core's partial prefill) gives the prefill lengths: such a request is still prefilling
     (``prefill_len = seq_len + 1``), every other has prefilled (``prefill_len = 0``; a prompt that ends in
@@ -88,7 +97,7 @@ def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
     prefilling = computed_prefill < prefill_len
     # vLLM 0.33's: a prefilling row of one new prompt token over computed context runs as a decode
     as_decode = prefilling & (query - drafts == 1) & (computed_prefill > 0)
-    idx = torch.arange(b, dtype=torch.int64)
+    idx = state_rows(b)
     cu_logits_np = np.concatenate([[0], np.cumsum(drafts + 1)]).astype(np.int32)
     logit_req = np.repeat(np.arange(b), drafts + 1)  # each logits row's request
     ends = qsl_np[1:][logit_req]
@@ -97,8 +106,8 @@ def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
         num_reqs=b,
         num_reqs_after_padding=b,
         idx_mapping=idx,
-        idx_mapping_np=np.arange(b, dtype=np.intp),
-        expanded_idx_mapping=torch.as_tensor(logit_req, dtype=torch.int64),
+        idx_mapping_np=idx.numpy().astype(np.intp),
+        expanded_idx_mapping=idx[torch.as_tensor(logit_req, dtype=torch.int64)],
         expanded_local_pos=torch.as_tensor(np.arange(len(logit_req)) - cu_logits_np[logit_req], dtype=torch.int32),
         num_scheduled_tokens=query,
         num_tokens=t,
@@ -150,7 +159,8 @@ def runner_inputs(
     view = input_batch(batch, sampled.discarded, cls, **extra)
     b = batch.num_reqs
     rows, num_sampled = sampled_counts(sampled, vocab_size)
-    prefill_len = torch.from_numpy(view.prefill_len_np.copy())
+    prefill_len = torch.zeros(max(max_num_reqs, b), dtype=torch.int32)  # the request states' prompt lengths
+    prefill_len[view.idx_mapping] = torch.from_numpy(view.prefill_len_np.copy())
     num_sampled, num_rejected = ib_module.get_num_sampled_and_rejected(
         num_sampled, view.seq_lens, view.cu_num_logits, view.idx_mapping, prefill_len
     )
@@ -168,7 +178,7 @@ def runner_inputs(
         torch.zeros(max_num_reqs, dtype=torch.int32),  # total_len
     )
     next_prefill = torch.zeros(max_num_reqs, dtype=torch.int32)
-    next_prefill[:b] = torch.as_tensor(np.asarray(sampled.backup), dtype=torch.int32)
+    next_prefill[view.idx_mapping] = torch.as_tensor(np.asarray(sampled.backup), dtype=torch.int32)
     return RunnerInputs(view, num_sampled, num_rejected, last_sampled.view(-1), next_prefill)
 
 
@@ -237,10 +247,14 @@ def start_fresh(spec) -> None:
 
 
 def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int, kernel_block_size: int = 0):
-    """vLLM's ``BlockTables`` holding ``block_table`` (request state r = batch row r), one KV group; a table of
-    ``kernel_block_size``-token kernel blocks where given (a hybrid target's, ``kernel_table``)."""
+    """vLLM's ``BlockTables`` holding ``block_table`` (batch order), one KV group: its staged table with batch row r
+    at request-state row ``state_rows[r]`` (what the slot kernel reads through ``idx_mapping``), the input table
+    (the batch's rows, as ``gather_block_tables`` copies them) as it is; a table of ``kernel_block_size``-token
+    kernel blocks where given (a hybrid target's, ``kernel_table``)."""
     bt_module = import_vllm("vllm.v1.worker.gpu.block_table")
     table = block_table.to(torch.int32).contiguous().clone()
+    staged = torch.empty_like(table)
+    staged[state_rows(table.shape[0])] = table
     bt = object.__new__(bt_module.BlockTables)
     bt.block_sizes, bt.num_kv_cache_groups, bt.device = [block_size], 1, CPU
     kernel = kernel_block_size or block_size  # vLLM 0.23 / 0.27's layout reads these
@@ -250,11 +264,11 @@ def block_tables(block_table: torch.Tensor, block_size: int, max_num_tokens: int
     bt._slot_mapping_enabled, bt._sliding_window_reach = [True], [0]
     bt.has_sliding_window_groups = False
     bt.dcp_sharded = torch.tensor([True])
-    bt.block_tables = [SimpleNamespace(gpu=table)]  # the staged tensor's device side, all it reads
-    bt.input_block_tables = [table.clone()]  # what gather_block_tables would copy for this batch
+    bt.block_tables = [SimpleNamespace(gpu=staged)]  # the staged tensor's device side, all it reads
+    bt.input_block_tables = [table]  # what gather_block_tables would copy for this batch
     bt.slot_mappings = torch.zeros(1, max_num_tokens, dtype=torch.int64)
     bt.init_block_table_layout_tensors()
-    kernel_bounds.reachable("block table of group 0 (through block_table_ptrs)", table)
+    kernel_bounds.reachable("block table of group 0 (through block_table_ptrs)", staged)
     return bt
 
 

@@ -198,7 +198,7 @@ def decode_loop(cfg: ProposerConfig, base_positions, accepted_seq_lens, block_ta
         )  # fmt: skip
         # what propose sets on entry from the runner's host bound
         spec.draft_max_seq_len = min(int(host.max()) + spec.num_speculative_steps, spec.max_model_len)
-        spec._copy_request_inputs(b, torch.arange(b, dtype=torch.int64), zeros, zeros.to(torch.int64))
+        spec._copy_request_inputs(b, mrv2_runner.state_rows(b), zeros, zeros.to(torch.int64))
         buffers.positions[:b] = base_positions
         ar.prepare_decode_inputs(
             spec.draft_tokens[:b, 0], host, torch.zeros(b, dtype=torch.int32), buffers, spec.max_model_len,

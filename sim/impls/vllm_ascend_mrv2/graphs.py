@@ -137,16 +137,19 @@ def fresh(spec, block_size: int, max_model_len: int, kernel_block_size: int = 0)
 
 
 def hold(spec, block_table: torch.Tensor) -> None:
-    """The call's block table copied into the speculator's, which stay in place (what a captured kernel reads)."""
+    """The call's block table copied into the speculator's, which stay in place (what a captured kernel reads): the
+    staged table's request-state rows (``mrv2_runner.state_rows``) and the input table's batch rows."""
     rows, width = block_table.shape
     tables = spec.block_tables
     if width > tables.input_block_tables[0].shape[1]:
         raise ValueError(
             f"block_table of {width} columns: the run's tables hold {tables.input_block_tables[0].shape[1]}"
         )
-    for table in (tables.block_tables[0].gpu, tables.input_block_tables[0]):
-        table.zero_()
-        table[:rows, :width] = block_table.to(torch.int32)
+    staged, given = tables.block_tables[0].gpu, tables.input_block_tables[0]
+    staged.zero_()
+    given.zero_()
+    staged[mrv2_runner.state_rows(rows), :width] = block_table.to(torch.int32)
+    given[:rows, :width] = block_table.to(torch.int32)
 
 
 def captured_sizes(spec) -> list[int]:

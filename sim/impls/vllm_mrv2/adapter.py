@@ -68,7 +68,7 @@ class Mrv2Ops(CoreOps):
             )  # fmt: skip
         tables = build.block_tables(block_table, cfg.block_size, b)
         slots = tables.compute_slot_mappings(
-            torch.arange(b, dtype=torch.int64), buffers.query_start_loc[: b + 1], buffers.positions[:b], b
+            mrv2_runner.state_rows(b), buffers.query_start_loc[: b + 1], buffers.positions[:b], b
         )
         return StepMeta(
             positions=buffers.positions[:b].clone(),

@@ -23,6 +23,12 @@ ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # mai
 # the speculator it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
+    "request-states-of-the-batch-rows": (
+        "module",
+        "prepare_prefill_inputs",
+        breaks.request_states_of_the_batch_rows,
+        None,
+    ),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
     "kernel-blocks-one-further-on": ("block-tables", "append_block_ids", breaks.kernel_blocks_one_further_on, None),
     "kernel-slots-by-the-block-size": (

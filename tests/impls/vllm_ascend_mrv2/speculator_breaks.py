@@ -8,7 +8,10 @@ attention metadata builder its ``build_attn_metadata`` asks.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+
+import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
 from tests.impls.fixes import edited
@@ -25,6 +28,20 @@ def positions_not_advanced(update_draft_inputs):
         update_draft_inputs(draft_tokens, current_draft_step, hidden_states, output_draft_tokens,
                             next_input_hidden_states, input_buffers, num_reqs, *args, **kwargs)  # fmt: skip
         input_buffers.positions[:num_reqs] = before
+
+    return broken
+
+
+def request_states_of_the_batch_rows(prepare_prefill_inputs):
+    """``prepare_prefill_inputs`` reading each request's state (the token it continues from, its next prompt token)
+    at its batch row, not its request-state row (``idx_mapping``): a runner hands rows out as requests arrive, so
+    each request continues from another's token. Invisible where state row r is batch row r."""
+
+    @functools.wraps(prepare_prefill_inputs)
+    def broken(last_token_indices, current_draft_step, input_buffers, input_batch, *args, **kwargs):
+        by_row = copy.copy(input_batch)
+        by_row.idx_mapping = torch.arange(input_batch.num_reqs, dtype=input_batch.idx_mapping.dtype)
+        return prepare_prefill_inputs(last_token_indices, current_draft_step, input_buffers, by_row, *args, **kwargs)
 
     return broken
 

@@ -53,6 +53,13 @@ def test_a_broken_builder_fails_a_serving_run(monkeypatch, device, impl):
     assert_serving_runs_fail(impl, device, "builder-query-starts-as-ends", r"mismatch", padded=True)
 
 
+def test_request_states_read_at_batch_rows_fail_a_serving_run(monkeypatch, device, impl):
+    """The runner's request-state rows are not its batch rows (``mrv2_runner.state_rows``): a speculator that reads
+    the token each request continues from at its batch row drafts from another request's token."""
+    _applied("request-states-of-the-batch-rows", monkeypatch)
+    assert_serving_runs_fail(impl, device, "request-states-of-the-batch-rows", r"mismatch", padded=True)
+
+
 def test_an_mla_draft_rotated_at_the_step_before_fails_by_name(monkeypatch, device, impl):
     """Main's speculator hands each draft step's builder the step's positions, which an MLA draft's builder
     gathers its cos/sin at: positions one back rotate every step by the position before, named."""

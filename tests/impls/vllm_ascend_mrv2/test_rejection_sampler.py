@@ -12,9 +12,10 @@ import pytest
 import torch
 from hypothesis import given
 
-from sim.impls.vllm_ascend_mrv2 import rejection
+from sim.impls.vllm_ascend_mrv2 import importing, rejection
 from tests.checks.known_defects import pin
 from tests.checks.rejection_checks import DRAFTERS, FIXED, check_first_ids, check_rows
+from tests.impls.vllm_ascend_mrv2 import rejection_breaks
 from tests.strategies.rejection import verifications
 
 CPU = torch.device("cpu")
@@ -31,6 +32,17 @@ def always_accepts(impl) -> bool:
 @pytest.mark.parametrize("name", list(FIXED))
 def test_fixed_batches_match_the_reference(name, always_accepts):
     check_rows(FIXED[name], rejection.sample(FIXED[name], CPU).rows, always_accepts)
+
+
+def test_temperatures_read_at_batch_rows_fail_the_mixed_batch(monkeypatch, always_accepts):
+    """A request's temperature sits in its request-state row (``rejection`` lays the batch out as a runner's states,
+    not in batch order): a kernel reading it at the batch row samples ``mixed``'s greedy request at the random one's
+    temperature."""
+    importing.prepare()
+    rejection_breaks.temperatures_of_the_batch_rows(monkeypatch)
+    v = FIXED["mixed"]
+    with pytest.raises(AssertionError, match=r"request 0 of 2 .*temperature 0\.0\): got"):
+        check_rows(v, rejection.sample(v, CPU).rows, always_accepts)
 
 
 @given(v=verifications(greedy=None, max_reqs=10))
