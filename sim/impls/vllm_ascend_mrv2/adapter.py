@@ -39,7 +39,7 @@ from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.ascend.kernel_blocks import splitting
 from sim.impls.kit.dummy_kv import DummyRunWroteKv, writes_no_kv
 from sim.impls.kit.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs
+from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs, host_lengths
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     LAYER,
@@ -52,12 +52,14 @@ from sim.impls.vllm_ascend_mrv2.model import (
 ATTN_UTILS, INPUT_BATCH = "vllm_ascend.worker.v2.attn_utils", "vllm_ascend.worker.v2.input_batch"
 
 
-def runner_inputs(batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int, vllm_config):
+def runner_inputs(
+    batch: VerifiedBatch, sampled: SampledTokens, vocab_size: int, max_num_reqs: int, vllm_config, device
+):
     """The kit's runner inputs in vllm-ascend's own ``AscendInputBatch``, with what it adds: ``seq_lens_np``
-    (the host lengths its speculator reads, and writes) and the ``attn_state`` its runner's
-    ``build_attn_state`` gives the step (of ``vllm_config``)."""
-    seq_np = np.zeros(max_num_reqs, dtype=np.int32)  # the runner's whole buffer: 0 past the batch's requests
-    seq_np[: batch.num_reqs] = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
+    (the host lengths its speculator reads, and writes: the runner's whole buffer, 0 past the batch's requests),
+    as its runner hands them from its device's counts on ``device`` (``host_lengths``), and the ``attn_state`` its
+    runner's ``build_attn_state`` gives the step (of ``vllm_config``)."""
+    seq_np = host_lengths.seq_lens_as_handed(device, batch, mrv2_runner.state_rows(batch.num_reqs), max_num_reqs)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32))
     state = import_ascend(ATTN_UTILS).build_attn_state(
         vllm_config, seq_np, batch.num_reqs, query, query - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)
@@ -270,9 +272,11 @@ class AscendMrv2Proposer(EagerAdapter):
         if self.graphed is not None:  # captured as the runner captures at start-up, before any batch is in place
             self._capture(spec)
             graphs.hold(spec, batch.block_table)
-        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs, spec.vllm_config)
+        run = runner_inputs(batch, sampled, self.cfg.vocab_size, spec.max_num_reqs, spec.vllm_config, self.device)
         self.model.sample_indices = spec.last_token_indices[: batch.num_reqs]  # written by the prefill kernel
-        target = self.groups[0].build(0, interop.to_ascend_metadata(batch))  # the target's metadata, as the runner's
+        # the target's metadata, as the runner's prepare_attn builds it: its host lengths those the runner handed
+        handed = run.input_batch.seq_lens_np[: batch.num_reqs]
+        target = self.groups[0].build(0, interop.to_ascend_metadata(batch, handed))
         layers = [name for g in self.groups for name in g.layer_names]
         if self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
             return mrv2_runner.propose(spec, run, batch, target, layers)

@@ -19,7 +19,8 @@ AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
 # name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
-# "speculator", "builder" or "sfa-builder" (the checkout's attention metadata builders), the attribute, the break,
+# "speculator", "runner" (vllm-ascend's MRV2 model runner), "builder" or "sfa-builder" (the checkout's attention
+# metadata builders), the attribute, the break,
 # the speculator it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
     "positions-not-advanced": ("module", "update_draft_inputs", breaks.positions_not_advanced, None),
@@ -29,6 +30,13 @@ VARIANTS = {
         breaks.request_states_of_the_batch_rows,
         None,
     ),
+    "host-lengths-read-before-their-event": (
+        "runner",
+        "_update_seq_lens_cpu",
+        breaks.host_lengths_read_before_their_event,
+        None,
+    ),
+    "host-lengths-of-the-batch-rows": ("runner", "_update_seq_lens_cpu", breaks.host_lengths_of_the_batch_rows, None),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
     "kernel-blocks-one-further-on": ("block-tables", "append_block_ids", breaks.kernel_blocks_one_further_on, None),
     "kernel-slots-by-the-block-size": (
@@ -93,12 +101,13 @@ def variants() -> list[str]:
 def _owner(where: str):
     """What a variant's ``where`` names, in the checkout installed."""
     from sim.impls.kit.ascend.importing import import_ascend
-    from sim.impls.vllm_ascend_mrv2 import generation
+    from sim.impls.vllm_ascend_mrv2 import generation, host_lengths
 
     return {
         "module": lambda: import_ascend(AR),
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
+        "runner": lambda: import_ascend(host_lengths.RUNNER).NPUModelRunner,
         "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
         "sfa-builder": lambda: import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder,
         "ascend-module": lambda: import_ascend(ASCEND_AR),

@@ -14,7 +14,7 @@ import functools
 import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
-from tests.impls.fixes import edited
+from tests.impls.fixes import edited, edited_everywhere
 
 
 def positions_not_advanced(update_draft_inputs):
@@ -44,6 +44,22 @@ def request_states_of_the_batch_rows(prepare_prefill_inputs):
         return prepare_prefill_inputs(last_token_indices, current_draft_step, input_buffers, by_row, *args, **kwargs)
 
     return broken
+
+
+def host_lengths_read_before_their_event(update_seq_lens_cpu):
+    """The runner's ``_update_seq_lens_cpu`` not waiting for its copy's event: the host lengths are laid out from
+    counts the copy stream has not landed (vllm-ascend#9456's class, on MRV2)."""
+    return edited_everywhere(update_seq_lens_cpu, r"(\n\s*)self\.num_computed_tokens_event\.synchronize\(\)", r"\1pass")
+
+
+def host_lengths_of_the_batch_rows(update_seq_lens_cpu):
+    """The runner's ``_update_seq_lens_cpu`` taking each request's copied count at its batch row, not its
+    request-state row: each request's host length is another's count plus its own query."""
+    return edited_everywhere(
+        update_seq_lens_cpu,
+        r"= self\.num_computed_tokens_cpu\[req_index\]",
+        "= self.num_computed_tokens_cpu[scheduler_output.scheduled_cached_reqs.req_ids.index(req_id)]",
+    )
 
 
 def slots_one_position_back(compute_slot_mappings):

@@ -60,6 +60,15 @@ def test_request_states_read_at_batch_rows_fail_a_serving_run(monkeypatch, devic
     assert_serving_runs_fail(impl, device, "request-states-of-the-batch-rows", r"mismatch", padded=True)
 
 
+@pytest.mark.parametrize("name", ["host-lengths-read-before-their-event", "host-lengths-of-the-batch-rows"])
+def test_host_lengths_handed_wrong_fail_a_serving_run_by_name(monkeypatch, device, impl, name):
+    """The host lengths the runner hands its speculator come from its device's counts (``host_lengths``): laid out
+    before their copy lands (poison) or from another request's state row, the first pass's (the target's metadata)
+    and every draft step's lengths are wrong, named."""
+    _applied(name, monkeypatch)
+    assert_serving_runs_fail(impl, device, name, r"(first pass|step \d) seq_lens\[0:\].*: got \[", padded=True)
+
+
 def test_an_mla_draft_rotated_at_the_step_before_fails_by_name(monkeypatch, device, impl):
     """Main's speculator hands each draft step's builder the step's positions, which an MLA draft's builder
     gathers its cos/sin at: positions one back rotate every step by the position before, named."""

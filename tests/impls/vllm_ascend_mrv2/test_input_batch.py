@@ -10,13 +10,17 @@ from tests.impls import suites
 from tests.strategies.batches import batch_cases
 
 
-def _make(batch, sampled, vocab_size):
-    config = build.speculator(32, "mtp").vllm_config  # the config its runner builds attn_state under
-    return adapter.runner_inputs(batch, sampled, vocab_size, batch.num_reqs, config)
+def _maker(device):
+    def make(batch, sampled, vocab_size):
+        config = build.speculator(32, "mtp").vllm_config  # the config its runner builds attn_state under
+        return adapter.runner_inputs(batch, sampled, vocab_size, batch.num_reqs, config, device)
+
+    return make
 
 
 @settings(max_examples=25)  # of the ci profile's 200: the env's budget (tox.ini)
 @given(case=batch_cases())
-def test_the_input_batch_is_vllm_ascends_as_its_runner_lays_it_out(case):
+def test_the_input_batch_is_vllm_ascends_as_its_runner_lays_it_out(device, case):
     cls = import_ascend(adapter.INPUT_BATCH).AscendInputBatch
-    suites.assert_input_batch_is_the_runners(import_ascend("vllm.v1.worker.gpu.input_batch"), cls, _make, case)
+    module = import_ascend("vllm.v1.worker.gpu.input_batch")
+    suites.assert_input_batch_is_the_runners(module, cls, _maker(device), case)

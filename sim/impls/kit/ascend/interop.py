@@ -22,15 +22,16 @@ from sim.impls.kit import vllm_interop, vllm_types
 from sim.impls.kit.ascend.importing import import_ascend
 
 
-def to_ascend_metadata(batch: VerifiedBatch):
-    """The target's ``AscendCommonAttentionMetadata`` of a verified batch, as the eager runner fills it."""
+def to_ascend_metadata(batch: VerifiedBatch, seq_lens_cpu=None):
+    """The target's ``AscendCommonAttentionMetadata`` of a verified batch, as the eager runner fills it; its
+    ``seq_lens_cpu`` the host lengths a runner hands (``seq_lens_cpu``, per request) where given, else the batch's."""
     utils = import_ascend("vllm_ascend.attention.utils")
     cad = vllm_interop.to_common_attn_metadata(batch)
     fields = {f.name: getattr(cad, f.name) for f in dataclasses.fields(cad) if f.init}
-    seq_lens_cpu = torch.as_tensor(np.asarray(batch.seq_lens_cpu), dtype=torch.int32)
-    computed = seq_lens_cpu - torch.as_tensor(batch.query_lens_cpu, dtype=torch.int32)
+    host = batch.seq_lens_cpu if seq_lens_cpu is None else seq_lens_cpu
+    computed = torch.as_tensor(np.asarray(batch.seq_lens_cpu) - np.asarray(batch.query_lens_cpu), dtype=torch.int32)
     fields.update(
-        seq_lens_cpu=seq_lens_cpu.clone(),
+        seq_lens_cpu=torch.as_tensor(np.asarray(host), dtype=torch.int32).clone(),
         num_computed_tokens_cpu=computed,
         positions=batch.positions[: batch.num_tokens].clone(),
         positions_cpu=batch.positions[: batch.num_tokens].cpu().clone(),
