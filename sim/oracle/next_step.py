@@ -49,7 +49,11 @@ class NextStep(NamedTuple):
     recurrent state is restored by): the valid count where it verified drafts, else 1.
     new_request: the new request's next-step row, its input ids then its corrected seq_len, device
     num_computed_tokens and num_accepted_tokens: its prompt, the prompt's length, 0 and 1, nothing of
-    another request's."""
+    another request's.
+
+    A field is None where the implementation's runner hands its next step nothing of the kind (an MRV2 runner
+    keeps its counts on the device and no accepted-token state for a model without recurrent layers): it is
+    not compared."""
 
     next_tokens: torch.Tensor
     valid_counts: torch.Tensor
@@ -93,6 +97,8 @@ def compare(it: int, case: BatchCase, got: NextStep, drafts: list[list[int]]) ->
     want = expected(case, drafts)
     out = []
     for field in NextStep._fields:
+        if getattr(got, field) is None:
+            continue
         g, w = getattr(got, field).to(torch.int64).cpu().tolist(), getattr(want, field).tolist()
         if field == "new_request":
             if g != w:

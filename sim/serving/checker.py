@@ -68,7 +68,9 @@ class RunChecker:
             )
             report.runner_samples_compared += len(iteration.case.requests)
         report.mismatches += mismatches
-        if self.scenario.async_scheduling:  # what the runner hands its next step
+        # what the runner hands its next step: under asynchronous scheduling, or at every step where the runner
+        # hands it on the same way in both (``hands_on_every_step``: an MRV2 runner's device-kept counts)
+        if self.scenario.async_scheduling or getattr(proposer, "hands_on_every_step", False):
             report.mismatches += next_step.compare(iteration.index, iteration.case, proposer.handed_on, drafts)
         report.followed.update(followed)
         report.steps_compared += len(proposer.trace)

@@ -226,6 +226,9 @@ class AscendMrv2Proposer(EagerAdapter):
     (Qwen3.5's), the table the speculator and its builders are handed one of kernel blocks."""
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
+    # its runner hands every next step the host lengths from its device's counts, synchronous or not (``handed_on``:
+    # ``host_lengths.handed_on``, compared by the checker at every call)
+    hands_on_every_step = True
 
     def __init__(
         self,
@@ -250,6 +253,7 @@ class AscendMrv2Proposer(EagerAdapter):
         sizes = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
         self.groups = draft_groups(*sizes, draft_attn, draft_attn_groups)
         self.graphed, self.kernel_block_size = None, kernel_block_size
+        self.handed_on = None  # what the runner handed the last call's next step (``host_lengths.handed_on``)
         if self.mode == "full":
             captured = tuple(sorted(set(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))))
             self.graphed = graphs.speculator(cfg.hidden_size, cfg.num_spec_tokens, captured, cfg.method)
@@ -279,12 +283,16 @@ class AscendMrv2Proposer(EagerAdapter):
         target = self.groups[0].build(0, interop.to_ascend_metadata(batch, handed))
         layers = [name for g in self.groups for name in g.layer_names]
         if self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-            return mrv2_runner.propose(spec, run, batch, target, layers)
-        self.model.num_reqs = batch.num_reqs
-        spec.model_state.attn_metadata = dict.fromkeys(layers, target)  # what the runner's prepare_attn left there
-        with early_copies.checked(self.device, batch, sampled):
-            drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
-            torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
+            drafts = mrv2_runner.propose(spec, run, batch, target, layers)
+        else:
+            self.model.num_reqs = batch.num_reqs
+            spec.model_state.attn_metadata = dict.fromkeys(layers, target)  # what the runner's prepare_attn left there
+            with early_copies.checked(self.device, batch, sampled):
+                drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
+                torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
+        self.handed_on = host_lengths.handed_on(
+            self.device, batch, sampled, run, self.cfg.vocab_size, self.cfg.num_spec_tokens
+        )
         return drafts
 
     def _capture(self, spec) -> None:

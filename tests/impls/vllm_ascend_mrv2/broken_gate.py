@@ -37,6 +37,12 @@ VARIANTS = {
         None,
     ),
     "host-lengths-of-the-batch-rows": ("runner", "_update_seq_lens_cpu", breaks.host_lengths_of_the_batch_rows, None),
+    "host-counts-copied-before-the-postprocess": (
+        "runner",
+        "postprocess_sampled",
+        breaks.host_counts_copied_before_the_postprocess,
+        None,
+    ),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
     "kernel-blocks-one-further-on": ("block-tables", "append_block_ids", breaks.kernel_blocks_one_further_on, None),
     "kernel-slots-by-the-block-size": (

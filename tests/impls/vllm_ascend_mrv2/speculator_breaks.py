@@ -62,6 +62,23 @@ def host_lengths_of_the_batch_rows(update_seq_lens_cpu):
     )
 
 
+def host_counts_copied_before_the_postprocess(postprocess_sampled):
+    """The runner's ``postprocess_sampled`` copying the device's counts to the host before vLLM's ``post_update``
+    lowers them by the rejected drafts (the copy issued first, none after): the next step's host lengths count
+    every draft as accepted."""
+
+    @functools.wraps(postprocess_sampled)
+    def broken(self, *args, **kwargs):
+        self._copy_num_computed_tokens_to_cpu()
+        self._copy_num_computed_tokens_to_cpu = lambda: None
+        try:
+            return postprocess_sampled(self, *args, **kwargs)
+        finally:
+            del self._copy_num_computed_tokens_to_cpu
+
+    return broken
+
+
 def slots_one_position_back(compute_slot_mappings):
     """``BlockTables.compute_slot_mappings`` told each position minus one: every step writes its KV at the
     slot of the position before (over the previous step's, or the last accepted token's)."""

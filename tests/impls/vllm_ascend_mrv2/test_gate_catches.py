@@ -69,6 +69,14 @@ def test_host_lengths_handed_wrong_fail_a_serving_run_by_name(monkeypatch, devic
     assert_serving_runs_fail(impl, device, name, r"(first pass|step \d) seq_lens\[0:\].*: got \[", padded=True)
 
 
+def test_host_counts_copied_before_the_postprocess_fail_the_next_steps_lengths(monkeypatch, device, impl):
+    """What the runner hands its next step (``host_lengths.handed_on``, compared at every call): counts copied to the
+    host before ``post_update`` lowers them leave the next step's host lengths a request's rejected drafts long."""
+    _applied("host-counts-copied-before-the-postprocess", monkeypatch)
+    match = r"the next step's corrected seq_len \(less its query\).*: got \d+, want \d+"
+    assert_serving_runs_fail(impl, device, "host-counts-copied-before-the-postprocess", match, padded=True)
+
+
 def test_an_mla_draft_rotated_at_the_step_before_fails_by_name(monkeypatch, device, impl):
     """Main's speculator hands each draft step's builder the step's positions, which an MLA draft's builder
     gathers its cos/sin at: positions one back rotate every step by the position before, named."""
