@@ -18,10 +18,9 @@ vLLM's kernels, and so does this module:
 - ``next_prefill_tokens[r]``: the request's token at ``seq_len``, which MRV2's runner reads
   from ``all_token_ids`` at ``num_computed + query_len``: the core's backup.
 
-The runner's request-state row of each batch row is ``state_rows``'s (the batch in reverse), as a
-runner's ``RequestState`` hands rows out as requests arrive, never in batch order; a discarded request
-(the core's partial prefill) is described with ``prefill_len = seq_len + 1``, every other with
-``prefill_len = 0``.
+The runner's request-state row of each batch row is ``state_rows``'s (the batch in reverse): a runner's
+``RequestState`` hands rows out as requests arrive, not in batch order. A discarded request (the core's
+partial prefill) is described with ``prefill_len = seq_len + 1``, every other with ``prefill_len = 0``.
 """
 
 from __future__ import annotations
@@ -78,8 +77,8 @@ def sampled_counts(sampled: SampledTokens, vocab_size: int) -> tuple[torch.Tenso
 def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
     """MRV2's ``InputBatch`` of ``batch`` (``cls``: the generation's own subclass, with its ``extra``
     fields), every field as the runner's ``prepare_inputs`` makes it from the scheduler's step: request
-    r in row r and in request-state row ``state_rows(b)[r]``, its drafts' logits after its last query row, the host bounds of
-    the lengths exact, no padding, no structured output, no DCP or PCP. ``discarded`` (per request, the
+    r in row r and in request-state row ``state_rows(b)[r]``, its drafts' logits after its last query
+    row, the host bounds of the lengths exact, no padding, no structured output, no DCP or PCP. ``discarded`` (per request, the
     core's partial prefill) gives the prefill lengths: such a request is still prefilling
     (``prefill_len = seq_len + 1``), every other has prefilled (``prefill_len = 0``; a prompt that ends in
     this step is described so too, which no speculator's read tells apart). A field the
@@ -157,9 +156,8 @@ def runner_inputs(
     ``extra``: the generation's own ``InputBatch``, as ``input_batch`` takes them)."""
     ib_module = import_vllm("vllm.v1.worker.gpu.input_batch")
     view = input_batch(batch, sampled.discarded, cls, **extra)
-    b = batch.num_reqs
     rows, num_sampled = sampled_counts(sampled, vocab_size)
-    prefill_len = torch.zeros(max(max_num_reqs, b), dtype=torch.int32)  # the request states' prompt lengths
+    prefill_len = torch.zeros(max_num_reqs, dtype=torch.int32)  # the request states' prompt lengths
     prefill_len[view.idx_mapping] = torch.from_numpy(view.prefill_len_np.copy())
     num_sampled, num_rejected = ib_module.get_num_sampled_and_rejected(
         num_sampled, view.seq_lens, view.cu_num_logits, view.idx_mapping, prefill_len

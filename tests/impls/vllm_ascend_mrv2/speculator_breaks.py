@@ -1,8 +1,9 @@
 """The code vllm-ascend's MRV2 speculator runs, broken as a regression there would break it, for
 ``test_gate_catches`` and the whole-gate runs of ``broken_gate`` (``broken_gate.VARIANTS``): each takes
 the original function or method and returns the broken one. vLLM's MRV2 kernels' wrappers and
-``BlockTables`` (what vllm-ascend's speculator runs), vllm-ascend's own host-length update, or the checkout's
-attention metadata builder its ``build_attn_metadata`` asks.
+``BlockTables`` (what vllm-ascend's speculator runs), vllm-ascend's own host-length update, its MRV2 runner's
+postprocess and host-length layout (what it hands the speculator), or the checkout's attention metadata builder its
+``build_attn_metadata`` asks.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ generation's rules: it must fail. Without these, a modelled divergence could hid
 The draft steps labelled ``PrefillNoCache`` (what the step check does not compare: the attention
 state) fail a serving run by name, at the forward that reads no cached context; a broken metadata builder
 (the checkout's, which the speculator's ``build_attn_metadata`` asks) fails a serving run, and main's
-speculator handing an MLA draft's builder the rotary positions of the step before fails its run by name.
+speculator handing an MLA draft's builder the rotary positions of the step before fails its run by name. The
+runner's side: request states read at batch rows, and the host lengths it hands on (laid out before their copy
+lands, from the wrong row, or from counts copied before the postprocess lowered them), fail serving runs.
 """
 
 from __future__ import annotations
