@@ -39,7 +39,7 @@ from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.ascend.kernel_blocks import splitting
 from sim.impls.kit.dummy_kv import DummyRunWroteKv, writes_no_kv
 from sim.impls.kit.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs, host_lengths
+from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs, handoff, host_lengths
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     LAYER,
@@ -226,8 +226,8 @@ class AscendMrv2Proposer(EagerAdapter):
     (Qwen3.5's), the table the speculator and its builders are handed one of kernel blocks."""
 
     label, graphs_need = "the vllm-ascend MRV2 adapter", "an NPU (ACL graphs)"
-    # its runner hands every next step the host lengths from its device's counts, synchronous or not (``handed_on``:
-    # ``host_lengths.handed_on``, compared by the checker at every call)
+    # its runner hands every next step the same, synchronous or not (``handed_on``: ``handoff.handed_on``, compared by
+    # the checker at every call)
     hands_on_every_step = True
 
     def __init__(
@@ -253,7 +253,7 @@ class AscendMrv2Proposer(EagerAdapter):
         sizes = (cfg.block_size, cfg.hidden_size, cfg.num_spec_tokens, cfg.method)
         self.groups = draft_groups(*sizes, draft_attn, draft_attn_groups)
         self.graphed, self.kernel_block_size = None, kernel_block_size
-        self.handed_on = None  # what the runner handed the last call's next step (``host_lengths.handed_on``)
+        self.handed_on = None  # what the runner handed the last call's next step (``handoff.handed_on``)
         if self.mode == "full":
             captured = tuple(sorted(set(capture_sizes or CaptureSizes.default(cfg.max_num_tokens))))
             self.graphed = graphs.speculator(cfg.hidden_size, cfg.num_spec_tokens, captured, cfg.method)
@@ -290,9 +290,7 @@ class AscendMrv2Proposer(EagerAdapter):
             with early_copies.checked(self.device, batch, sampled):
                 drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
                 torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
-        self.handed_on = host_lengths.handed_on(
-            self.device, batch, sampled, run, self.cfg.vocab_size, self.cfg.num_spec_tokens
-        )
+        self.handed_on = handoff.handed_on(self.device, batch, sampled, run, drafts, self.cfg.vocab_size)
         return drafts
 
     def _capture(self, spec) -> None:

@@ -9,11 +9,10 @@ num_scheduled`` out in batch order through the request's state row (``_update_se
 the input batch's ``seq_lens_np``: what the target's metadata and the speculator's host-length updates read.
 
 Here those methods run as the checkout has them, on an instance of its ``NPUModelRunner`` whose constructor is not
-run (``_runner``: the attributes they read, its request states a view: plumbing), under the simulator's early-read
+run (``runner_view``: the attributes they read, its request states a view: plumbing), under the simulator's early-read
 check: a host read before the copy lands reads poison. ``seq_lens_as_handed`` gives a call its lengths from the
 device counts the last step left (each request's computed tokens before the call) in its state row
-(``mrv2_runner.state_rows``); ``handed_on`` runs the call's own postprocess and the next step's layout, which must
-give each request its accepted length. Every request is one of the scheduler's cached requests (its count from the
+(``mrv2_runner.state_rows``); ``handoff`` runs the call's own postprocess and the next step's preparation. Every request is one of the scheduler's cached requests (its count from the
 device's copy); a new request's count, which the runner takes from the scheduler when the request is added, is the
 same number and is not told apart.
 """
@@ -26,18 +25,16 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from mtp.batch import SampledTokens, VerifiedBatch
-from sim.impls.kit import mrv2_runner
+from mtp.batch import VerifiedBatch
 from sim.impls.kit.ascend import early_copies
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend_mrv2 import graphs
-from sim.oracle.next_step import NextStep, next_rows
 
 RUNNER = "vllm_ascend.worker.v2.model_runner"
 DEVICE = torch.device("cpu", 0)  # a device tensor of the simulator (``devices.sim.early_reads``)
 
 
-def _runner(counts: torch.Tensor, req_ids: list[str], state: list[int], width: int):
+def runner_view(counts: torch.Tensor, req_ids: list[str], state: list[int], width: int):
     """The checkout's ``NPUModelRunner`` holding ``counts`` (its device's computed counts, by state row) for the
     requests ``req_ids`` in state rows ``state``; ``width``: its token rows' (a step's sampled tokens at most)."""
     cls = import_ascend(RUNNER).NPUModelRunner
@@ -63,20 +60,22 @@ def _runner(counts: torch.Tensor, req_ids: list[str], state: list[int], width: i
     return runner
 
 
-def _laid_out(runner, req_ids: list[str], queries: list[int]) -> np.ndarray:
+def laid_out(runner, req_ids: list[str], queries: list[int], cached: list[str] | None = None) -> np.ndarray:
     """The host lengths of a step scheduling ``queries`` tokens of ``req_ids`` (batch order), as the runner's
-    ``_update_seq_lens_cpu`` lays them out (every request a cached one)."""
+    ``_update_seq_lens_cpu`` lays them out; ``cached``: the scheduler's cached requests among them (default: all)."""
     output = import_ascend("vllm.v1.core.sched.output")
     scheduled = dataclasses.replace(
         output.SchedulerOutput.make_empty(),
         num_scheduled_tokens=dict(zip(req_ids, queries)),
-        scheduled_cached_reqs=dataclasses.replace(output.CachedRequestData.make_empty(), req_ids=list(req_ids)),
+        scheduled_cached_reqs=dataclasses.replace(
+            output.CachedRequestData.make_empty(), req_ids=list(req_ids if cached is None else cached)
+        ),
     )
     runner._update_seq_lens_cpu(scheduled, list(req_ids))
     return runner.input_buffers.seq_lens_cpu[: len(req_ids)].numpy().copy()
 
 
-def _counts(batch: VerifiedBatch, state: torch.Tensor, rows: int) -> torch.Tensor:
+def device_counts(batch: VerifiedBatch, state: torch.Tensor, rows: int) -> torch.Tensor:
     """The device's counts before ``batch``'s step: each request's computed tokens, in its state row."""
     seq = np.asarray(batch.seq_lens_cpu, dtype=np.int32)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32))
@@ -93,31 +92,8 @@ def seq_lens_as_handed(device, batch: VerifiedBatch, state: torch.Tensor, max_nu
     req_ids = [f"r{r}" for r in range(b)]  # the input batch's (``mrv2_runner.input_batch``)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32)).tolist()
     with early_copies.checked(device), graphs.cuda_as_npu():
-        runner = _runner(_counts(batch, state, max_num_reqs), req_ids, state.tolist(), 1)
+        runner = runner_view(device_counts(batch, state, max_num_reqs), req_ids, state.tolist(), 1)
         runner._copy_num_computed_tokens_to_cpu()  # the last step's postprocess
         out = np.zeros(max_num_reqs, dtype=np.int32)
-        out[:b] = _laid_out(runner, req_ids, query)  # this step's prepare_inputs
+        out[:b] = laid_out(runner, req_ids, query)  # this step's prepare_inputs
     return out
-
-
-def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, vocab_size: int, k: int) -> NextStep:
-    """What the runner hands the step after ``batch``'s: its ``postprocess_sampled`` (vLLM's ``post_update`` of the
-    device counts, then vllm-ascend's copy of them) on the call's sampler counts (``run``, ``mrv2_runner.RunnerInputs``),
-    then the next step's ``_update_seq_lens_cpu`` with the call's requests in reverse order (each in another row),
-    each a decode of its ``k`` drafts. Per request of ``batch``: the host length less that query, and the device's count;
-    both must be the request's accepted length. The next step's tokens are not handed here (MRV2 reads them from its
-    request states on the device, which this call's first pass already read), nor any count a model without recurrent
-    layers keeps: None."""
-    b, ib = batch.num_reqs, run.input_batch
-    rows, _ = mrv2_runner.sampled_counts(sampled, vocab_size)
-    state = ib.idx_mapping
-    req_ids = [f"r{r}" for r in range(b)]
-    order = [i for i in next_rows(b) if i is not None]  # this step's row of each next row
-    with early_copies.checked(device), graphs.cuda_as_npu():
-        counts = _counts(batch, state, b)
-        runner = _runner(counts, req_ids, state.tolist(), rows.shape[1])
-        runner.postprocess_sampled(state, rows.to(DEVICE), run.num_sampled, run.num_rejected, ib.query_start_loc)
-        host = _laid_out(runner, [req_ids[i] for i in order], [1 + k] * b) - (1 + k)
-        num_computed = counts[state].cpu()
-    by_request = [order.index(r) for r in range(b)]
-    return NextStep(None, None, torch.from_numpy(host[by_request]), None, num_computed, None, None)

@@ -19,7 +19,8 @@ AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
 # name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
-# "speculator", "runner" (vllm-ascend's MRV2 model runner), "builder" or "sfa-builder" (the checkout's attention
+# "speculator", "runner" (vllm-ascend's MRV2 model runner), "input-batch" (vLLM's MRV2 input kernels' module),
+# "builder" or "sfa-builder" (the checkout's attention
 # metadata builders), the attribute, the break,
 # the speculator it applies to (generation.speculator_name) or None for both)
 VARIANTS = {
@@ -41,6 +42,12 @@ VARIANTS = {
         "runner",
         "postprocess_sampled",
         breaks.host_counts_copied_before_the_postprocess,
+        None,
+    ),
+    "next-step-drafts-of-the-batch-rows": (
+        "input-batch",
+        "combine_sampled_and_draft_tokens",
+        breaks.next_step_drafts_of_the_batch_rows,
         None,
     ),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
@@ -114,6 +121,7 @@ def _owner(where: str):
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
         "runner": lambda: import_ascend(host_lengths.RUNNER).NPUModelRunner,
+        "input-batch": lambda: import_ascend("vllm.v1.worker.gpu.input_batch"),
         "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
         "sfa-builder": lambda: import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder,
         "ascend-module": lambda: import_ascend(ASCEND_AR),

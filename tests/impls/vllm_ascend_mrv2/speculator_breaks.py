@@ -80,6 +80,19 @@ def host_counts_copied_before_the_postprocess(postprocess_sampled):
     return broken
 
 
+def next_step_drafts_of_the_batch_rows(combine_sampled_and_draft_tokens):
+    """The runner's ``combine_sampled_and_draft_tokens`` reading each next-step row's last sampled token and drafts at
+    its batch row, not its request-state row: a condensed or reordered step continues each request from another's
+    token and verifies another's drafts."""
+
+    @functools.wraps(combine_sampled_and_draft_tokens)
+    def broken(input_ids, idx_mapping, *args, **kwargs):
+        rows = torch.arange(idx_mapping.shape[0], dtype=idx_mapping.dtype, device=idx_mapping.device)
+        return combine_sampled_and_draft_tokens(input_ids, rows, *args, **kwargs)
+
+    return broken
+
+
 def slots_one_position_back(compute_slot_mappings):
     """``BlockTables.compute_slot_mappings`` told each position minus one: every step writes its KV at the
     slot of the position before (over the previous step's, or the last accepted token's)."""

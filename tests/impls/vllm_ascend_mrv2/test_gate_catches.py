@@ -79,6 +79,14 @@ def test_host_counts_copied_before_the_postprocess_fail_the_next_steps_lengths(m
     assert_serving_runs_fail(impl, device, "host-counts-copied-before-the-postprocess", match, padded=True)
 
 
+def test_next_step_drafts_of_the_batch_rows_fail_the_next_steps_input_ids(monkeypatch, device, impl):
+    """The next step's input ids as the runner's kernels write them (``handoff.handed_on``): read at batch rows, a
+    reordered step's rows hold other requests' tokens and drafts."""
+    _applied("next-step-drafts-of-the-batch-rows", monkeypatch)
+    match = r"the next step's input ids: got \["
+    assert_serving_runs_fail(impl, device, "next-step-drafts-of-the-batch-rows", match, padded=True)
+
+
 def test_an_mla_draft_rotated_at_the_step_before_fails_by_name(monkeypatch, device, impl):
     """Main's speculator hands each draft step's builder the step's positions, which an MLA draft's builder
     gathers its cos/sin at: positions one back rotate every step by the position before, named."""

@@ -1,0 +1,101 @@
+"""What vllm-ascend's MRV2 runner hands the step after a propose call, as its own code prepares that step.
+
+After the speculator drafts, the runner keeps the drafts in its request states (``draft_tokens``, by state row)
+and postprocesses the call's samples (its ``postprocess_sampled``: vLLM's ``post_update`` lowers each request's
+device count by its rejected drafts and keeps its last sampled token; vllm-ascend's copies the counts to the host
+on a stream of its own). The next step's ``prepare_inputs`` then lays out the host lengths (``_update_seq_lens_cpu``,
+after the copy's event), copies a prefilling request's prompt tokens (``prepare_prefill_inputs``), computes the
+device lengths (``prepare_pos_seq_lens``) and writes each decode's last sampled token and drafts into its input ids
+(``combine_sampled_and_draft_tokens``): a synchronous or an asynchronous schedule alike, the scheduler's
+placeholders replaced on the device.
+
+Here the next step is the oracle's (``sim.oracle.next_step.next_rows``): the call's requests in reverse order, each a
+decode of its drafts, with a new request's prompt among them (state row ``b``, the first the batch leaves free),
+run through those methods and kernels of the checkout's runner (``host_lengths.runner_view``). Each request's
+prompt token past a chunk it did not finish is its request state's (the core's backup), as the scheduler handed the
+runner its prompt. ``handed_on`` reads back per request the next step's input ids, its host length less its query
+and its device count; and the new request's row. The token a request continues from is in its input ids (MRV2 keeps
+no other), and a model without recurrent layers keeps no accepted-token count: those fields are None. A request
+still in its prompt is handed a decode of drafts only where the env's vLLM schedules drafts beside a prompt's last
+token (0.27 on); before, its input ids are not compared (``NextStep.unscheduled``): vLLM 0.23's kernel writes the
+last sampled token over the prompt's, in a step its scheduler never makes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mtp.batch import SampledTokens, VerifiedBatch
+from sim.impls.kit import mrv2_runner, vllm_schedule
+from sim.impls.kit.ascend import early_copies
+from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.vllm_ascend_mrv2 import graphs
+from sim.impls.vllm_ascend_mrv2.host_lengths import DEVICE, device_counts, laid_out, runner_view
+from sim.oracle.next_step import NEW_PROMPT, NextStep, next_rows
+
+NEW = "new"  # the next step's new request
+
+
+def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts: torch.Tensor, vocab_size: int):
+    """The ``NextStep`` the runner hands after ``batch``'s call (``run``: its ``mrv2_runner.RunnerInputs``; ``drafts``:
+    the call's, [B, K])."""
+    ib_module = import_ascend("vllm.v1.worker.gpu.input_batch")
+    b, k, ib = batch.num_reqs, drafts.shape[1], run.input_batch
+    rows, _ = mrv2_runner.sampled_counts(sampled, vocab_size)
+    state = ib.idx_mapping.tolist()
+    seq = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
+    discarded = np.flatnonzero(np.asarray(sampled.discarded, dtype=bool))  # the requests still in their prompt
+    order = next_rows(b)  # this call's row of each next row, None: the new request
+    queries = [len(NEW_PROMPT) if i is None else 1 + k for i in order]
+    logits = [1 if i is None else 1 + k for i in order]  # a prompt's one sample, or a decode's drafts and bonus
+    req_ids = [f"r{r}" for r in range(b)]
+    next_ids = [NEW if i is None else req_ids[i] for i in order]
+    idx = torch.tensor([b if i is None else state[i] for i in order], dtype=torch.int32, device=DEVICE)
+    qsl = torch.tensor(np.concatenate([[0], np.cumsum(queries)]), dtype=torch.int32, device=DEVICE)
+    cu_logits = torch.tensor(np.concatenate([[0], np.cumsum(logits)]), dtype=torch.int32, device=DEVICE)
+    width = int(seq.max()) + 2 * (1 + k) + len(NEW_PROMPT)  # every token a request has, and the next step's
+    with early_copies.checked(device), graphs.cuda_as_npu():
+        counts = device_counts(batch, ib.idx_mapping, b + 1)
+        runner = runner_view(counts, [*req_ids, NEW], [*state, b], width)
+        states = runner.req_states
+        states.total_len.gpu[ib.idx_mapping] = torch.from_numpy(seq).to(torch.int32)  # the tokens each one holds
+        prefill_len = torch.zeros(b + 1, dtype=torch.int32, device=DEVICE)  # the requests' prompt lengths
+        prefill_len[ib.idx_mapping] = torch.from_numpy(ib.prefill_len_np).to(torch.int32)
+        prefill_len[b] = len(NEW_PROMPT)
+        for r in discarded:  # its prompt token past the chunk
+            states.all_token_ids.gpu[state[r], seq[r]] = int(sampled.backup[r])
+        states.all_token_ids.gpu[b, : len(NEW_PROMPT)] = torch.tensor(NEW_PROMPT, dtype=torch.int32)
+        draft_tokens = torch.zeros(b + 1, k, dtype=torch.int64, device=DEVICE)
+        draft_tokens[ib.idx_mapping] = drafts.to(torch.int64)  # the runner's req_states.draft_tokens[idx_mapping]
+        # this call's postprocess
+        runner.postprocess_sampled(
+            ib.idx_mapping, rows.to(DEVICE), run.num_sampled, run.num_rejected, ib.query_start_loc
+        )
+        # the next step's prepare_inputs: its host lengths, then its input ids on the device
+        lens = laid_out(runner, next_ids, queries, cached=req_ids)
+        input_ids = torch.full((int(qsl[-1]),), -1, dtype=torch.int32, device=DEVICE)  # the scheduler's placeholders
+        lookahead = torch.zeros(1, b + 1, dtype=torch.int32, device=DEVICE)  # its next prompt tokens, not read here
+        ib_module.prepare_prefill_inputs(input_ids, lookahead, idx, qsl, states.all_token_ids.gpu, prefill_len, counts)
+        seq_lens = torch.zeros(len(order), dtype=torch.int32, device=DEVICE)
+        positions = torch.zeros(int(qsl[-1]), dtype=torch.int64, device=DEVICE)
+        ib_module.prepare_pos_seq_lens(idx, qsl, counts, positions, seq_lens)
+        ib_module.combine_sampled_and_draft_tokens(
+            input_ids, idx, states.last_sampled_tokens, qsl, seq_lens, prefill_len, draft_tokens, cu_logits,
+            int(cu_logits[-1]),
+        )  # fmt: skip
+        row_ids = [input_ids[int(qsl[j]) : int(qsl[j + 1])].cpu() for j in range(len(order))]
+        num_computed = counts.cpu()
+    by_request = [order.index(r) for r in range(b)]
+    new = order.index(None)
+    corrected = lens - np.asarray(queries)
+    return NextStep(
+        next_tokens=None,
+        valid_counts=None,
+        seq_lens=torch.from_numpy(corrected[by_request]),
+        input_ids=torch.stack([row_ids[j] for j in by_request]),
+        num_computed=num_computed[ib.idx_mapping],
+        num_accepted=None,
+        new_request=torch.tensor([*row_ids[new].tolist(), int(lens[new]), int(num_computed[b])]),
+        unscheduled=() if vllm_schedule.pads_last_prompt_tokens() else tuple(int(r) for r in discarded),
+    )
