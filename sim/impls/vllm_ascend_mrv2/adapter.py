@@ -241,7 +241,10 @@ class AscendMrv2Proposer(EagerAdapter):
         draft_attn_groups=1,
         capture_sizes=None,
         kernel_block_size=0,
+        async_scheduling=False,
     ):
+        # ``async_scheduling``: its runner takes every count from its device and replaces the scheduler's placeholders
+        # there, so it hands the speculator and the next step the same as under a synchronous schedule
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "full":
             refused = graphs.lacks() or (draft_attn_groups > 1 and divergences.FULL_GRAPHS_ONE_GROUP)

@@ -185,6 +185,7 @@ LACKS = tables.lacks(
         Feature.SFA_DRAFT,
         Feature.DRAFT_ATTN_GROUPS,
         Feature.KERNEL_BLOCKS,
+        Feature.ASYNC_SCHEDULING,
     ),  # fmt: skip
 )
 FULL_GRAPHS_ONE_GROUP = (
