@@ -59,7 +59,7 @@ def runner_inputs(
     (the host lengths its speculator reads, and writes: the runner's whole buffer, 0 past the batch's requests),
     as its runner hands them from its device's counts on ``device`` (``host_lengths``), and the ``attn_state`` its
     runner's ``build_attn_state`` gives the step (of ``vllm_config``)."""
-    seq_np = host_lengths.seq_lens_as_handed(device, batch, mrv2_runner.state_rows(batch.num_reqs), max_num_reqs)
+    seq_np = host_lengths.seq_lens_as_handed(device, batch, max_num_reqs)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32))
     state = import_ascend(ATTN_UTILS).build_attn_state(
         vllm_config, seq_np, batch.num_reqs, query, query - np.asarray(batch.num_draft_tokens_cpu, dtype=np.int32)

@@ -49,7 +49,7 @@ def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts:
     order = next_rows(b)  # this call's row of each next row, None: the new request
     queries = [len(NEW_PROMPT) if i is None else 1 + k for i in order]
     logits = [1 if i is None else 1 + k for i in order]  # a prompt's one sample, or a decode's drafts and bonus
-    req_ids = [f"r{r}" for r in range(b)]
+    req_ids = list(ib.req_ids)
     next_ids = [NEW if i is None else req_ids[i] for i in order]
     idx = torch.tensor([b if i is None else state[i] for i in order], dtype=torch.int32, device=DEVICE)
     qsl = torch.tensor(np.concatenate([[0], np.cumsum(queries)]), dtype=torch.int32, device=DEVICE)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mtp.batch import VerifiedBatch
+from sim.impls.kit import mrv2_runner
 from sim.impls.kit.ascend import early_copies
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend_mrv2 import graphs
@@ -84,11 +85,12 @@ def device_counts(batch: VerifiedBatch, state: torch.Tensor, rows: int) -> torch
     return counts
 
 
-def seq_lens_as_handed(device, batch: VerifiedBatch, state: torch.Tensor, max_num_reqs: int) -> np.ndarray:
+def seq_lens_as_handed(device, batch: VerifiedBatch, max_num_reqs: int) -> np.ndarray:
     """The host lengths of ``batch``'s requests (int32 [max_num_reqs], batch order, 0 past the batch) as the runner
-    hands them: request r's device count in state row ``state[r]``, copied and laid out by the checkout's own
-    ``_copy_num_computed_tokens_to_cpu`` and ``_update_seq_lens_cpu``."""
+    hands them: request r's device count in its state row (``mrv2_runner.state_rows``), copied and laid out by the
+    checkout's own ``_copy_num_computed_tokens_to_cpu`` and ``_update_seq_lens_cpu``."""
     b = batch.num_reqs
+    state = mrv2_runner.state_rows(b)
     req_ids = [f"r{r}" for r in range(b)]  # the input batch's (``mrv2_runner.input_batch``)
     query = np.diff(np.asarray(batch.query_start_loc_cpu, dtype=np.int32)).tolist()
     with early_copies.checked(device), graphs.cuda_as_npu():
