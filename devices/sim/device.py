@@ -94,7 +94,8 @@ class SimDevice:
         keep = []
         for n, dst, src in self._pending:
             if landed(n):
-                dst.copy_(src)
+                with torch.inference_mode():  # a copy lands whatever mode the host is in (its buffer may be one's)
+                    dst.copy_(src)
             else:
                 keep.append((n, dst, src))
         self._pending = keep

@@ -86,6 +86,12 @@ def set_default(stream: SimStream) -> None:
     _current[0] = stream
 
 
+def set_current(stream: SimStream) -> None:
+    """``torch.npu.set_stream(s)``: work issued from here on runs on ``stream``, until the current stream is set
+    again (or the ``using`` block it was set in ends)."""
+    _current[-1] = stream
+
+
 @contextmanager
 def using(stream: SimStream):
     """``torch.npu.stream(s)``: work issued inside runs on ``stream``."""

@@ -123,7 +123,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     run.add_argument(
         "--runner-samples",
         action="store_true",
-        help="the model runner samples (--impl vllm_ascend): its rejection sampler and bookkeeping feed the drafter",
+        help="the model runner samples (--impl vllm_ascend, vllm_ascend_mrv2): its sampler and bookkeeping feed the drafter",
     )
     run.add_argument(
         "--dp",

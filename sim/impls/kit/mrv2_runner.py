@@ -298,17 +298,15 @@ def propose(
     attention metadata (``target``) and slots for each of the draft's ``layers`` (a name, or several), its hidden states, the sampler's counts,
     greedy drafting (temperature 0), eager dispatch unless ``is_profile`` is False (a full-graph speculator's
     captured graphs dispatched); ``kwargs``
-    are what one generation's signature adds. An eagle3 speculator is handed the target's last layer and
-    its auxiliary layers apart, as the runner hands them (``vllm_model.target_layers``)."""
-    t, names = batch.num_tokens, (layers,) if isinstance(layers, str) else tuple(layers)
+    are what one generation's signature adds."""
+    target_step = target_outputs(spec, batch, target, layers)
     zeros = torch.zeros(spec.max_num_reqs)
-    last, aux = target_layers(batch.hidden_states[:t].to(spec.dtype), getattr(spec, "method", "mtp") == "eagle3")
     return spec.propose(
         run.input_batch,
-        dict.fromkeys(names, target),
-        {name: batch.slot_mapping[:t].to(torch.int64).clone() for name in names},
-        last,
-        aux,
+        target_step.attn_metadata,
+        target_step.slot_mappings_by_layer,
+        target_step.hidden_states,
+        target_step.aux_hidden_states,
         run.num_sampled,
         run.num_rejected,
         run.last_sampled,
@@ -317,4 +315,19 @@ def propose(
         zeros.to(torch.int64),
         is_profile=is_profile,
         **kwargs,
+    )
+
+
+def target_outputs(spec, batch: VerifiedBatch, target, layers) -> SimpleNamespace:
+    """What the target's step leaves the runner for sampling and drafting (``execute_model``'s state, by its field
+    names): the attention metadata ``target`` and the batch's slots for each of the draft's ``layers``, the target's
+    hidden states; an eagle3 speculator's apart from its auxiliary layers', as the runner hands them
+    (``vllm_model.target_layers``)."""
+    t, names = batch.num_tokens, (layers,) if isinstance(layers, str) else tuple(layers)
+    last, aux = target_layers(batch.hidden_states[:t].to(spec.dtype), getattr(spec, "method", "mtp") == "eagle3")
+    return SimpleNamespace(
+        attn_metadata=dict.fromkeys(names, target),
+        slot_mappings_by_layer={name: batch.slot_mapping[:t].to(torch.int64).clone() for name in names},
+        hidden_states=last,
+        aux_hidden_states=aux,
     )

@@ -39,7 +39,7 @@ from sim.impls.kit.ascend.importing import describe, import_ascend
 from sim.impls.kit.ascend.kernel_blocks import splitting
 from sim.impls.kit.dummy_kv import DummyRunWroteKv, writes_no_kv
 from sim.impls.kit.eager_adapter import EagerAdapter
-from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs, handoff, host_lengths
+from sim.impls.vllm_ascend_mrv2 import build, crashes, divergences, generation, graphs, handoff, host_lengths, sampling
 from sim.impls.vllm_ascend_mrv2.generation import AR, unavailable_reason
 from sim.impls.vllm_ascend_mrv2.model import (
     LAYER,
@@ -229,6 +229,7 @@ class AscendMrv2Proposer(EagerAdapter):
     # its runner hands every next step the same, synchronous or not (``handed_on``: ``handoff.handed_on``, compared by
     # the checker at every call)
     hands_on_every_step = True
+    books_on_the_device = True  # its runner books what it samples in its request states, under either schedule
 
     def __init__(
         self,
@@ -242,9 +243,12 @@ class AscendMrv2Proposer(EagerAdapter):
         capture_sizes=None,
         kernel_block_size=0,
         async_scheduling=False,
+        runner_samples=False,
     ):
         # ``async_scheduling``: its runner takes every count from its device and replaces the scheduler's placeholders
         # there, so it hands the speculator and the next step the same as under a synchronous schedule
+        self.async_scheduling, self.runner_samples = async_scheduling, runner_samples
+        self.runner_sampled = None  # runner_samples: what the runner sampled and holds at the last call
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "full":
             refused = graphs.lacks() or (draft_attn_groups > 1 and divergences.FULL_GRAPHS_ONE_GROUP)
@@ -285,11 +289,16 @@ class AscendMrv2Proposer(EagerAdapter):
         handed = run.input_batch.seq_lens_np[: batch.num_reqs]
         target = self.groups[0].build(0, interop.to_ascend_metadata(batch, handed))
         layers = [name for g in self.groups for name in g.layer_names]
-        if self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
-            drafts = mrv2_runner.propose(spec, run, batch, target, layers)
-        else:
+        if self.graphed is not None:
             self.model.num_reqs = batch.num_reqs
             spec.model_state.attn_metadata = dict.fromkeys(layers, target)  # what the runner's prepare_attn left there
+        if self.runner_samples:  # its runner's sample_tokens, whose speculator call dispatches as the runner's
+            drafts, self.runner_sampled = sampling.sample_and_propose(
+                spec, run, batch, sampled, target, layers, self.cfg.vocab_size, self.device, self.async_scheduling
+            )
+        elif self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
+            drafts = mrv2_runner.propose(spec, run, batch, target, layers)
+        else:
             with early_copies.checked(self.device, batch, sampled):
                 drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
                 torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay

@@ -186,6 +186,7 @@ LACKS = tables.lacks(
         Feature.DRAFT_ATTN_GROUPS,
         Feature.KERNEL_BLOCKS,
         Feature.ASYNC_SCHEDULING,
+        Feature.RUNNER_SAMPLES,
     ),  # fmt: skip
 )
 FULL_GRAPHS_ONE_GROUP = (

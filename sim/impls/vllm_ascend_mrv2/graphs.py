@@ -66,8 +66,10 @@ def deploy() -> None:
 
 
 # What the fake torch.npu really has of what the checkout's torch_cuda_wrapper points torch.cuda at; the rest
-# (set_stream, current_device, mem_get_info: the runner's, never called on the drafting path) is assigned only.
-REAL_NPU = ("Event", "Stream", "stream", "current_stream", "synchronize", "graph_pool_handle", "NPUGraph", "graph")
+# (current_device, mem_get_info: the runner's, never called on the drafting or sampling path) is assigned only.
+REAL_NPU = (
+    "Event", "Stream", "stream", "set_stream", "current_stream", "synchronize", "graph_pool_handle", "NPUGraph", "graph",
+)  # fmt: skip
 MISSING = object()  # an attribute torch.cuda had not before the block
 
 
@@ -78,7 +80,7 @@ def _cuda_as_the_wrapper_sets_it() -> dict:
     wrapper = import_ascend("vllm_ascend.worker.v2.utils").torch_cuda_wrapper
     npu = SimpleNamespace(**{name: getattr(torch.npu, name) for name in REAL_NPU})
     npu.default_stream = torch.npu.current_stream  # the fake's only stream outside a stream context
-    npu.set_stream = npu.current_device = npu.mem_get_info = None
+    npu.current_device = npu.mem_get_info = None
     stand_in = SimpleNamespace(cuda=SimpleNamespace(), npu=npu)
     inner = wrapper.__wrapped__
     compiled = types.FunctionType(inner.__code__, {**inner.__globals__, "torch": stand_in}, inner.__name__)

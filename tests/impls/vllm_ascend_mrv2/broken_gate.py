@@ -3,7 +3,7 @@ with ``MTP_BROKEN_VLLM_ASCEND_MRV2=NAME`` applies the break ``NAME`` for the ses
 worker), as a pull request carrying that regression would. ``benchmarks/time_to_failure.py --impl
 vllm_ascend_mrv2`` runs the gate once per variant and times its first failure.
 
-The breaks are ``speculator_breaks``'s, each of the code under test.
+The breaks are ``speculator_breaks``'s and ``sampling_breaks``'s, each of the code under test.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.impls.fixes import session_plugin
-from tests.impls.vllm_ascend_mrv2 import defect_fixes
+from tests.impls.vllm_ascend_mrv2 import defect_fixes, sampling_breaks
 from tests.impls.vllm_ascend_mrv2 import speculator_breaks as breaks
 
 ENV = "MTP_BROKEN_VLLM_ASCEND_MRV2"
@@ -19,7 +19,8 @@ AR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
 ASCEND_AR = "vllm_ascend.worker.v2.spec_decode.autoregressive.speculator"  # main's shared speculator
 
 # name -> (where: "module" (vLLM's AR speculator module), "ascend-module" (vllm-ascend's, main), "block-tables",
-# "speculator", "runner" (vllm-ascend's MRV2 model runner), "input-batch" (vLLM's MRV2 input kernels' module),
+# "speculator", "runner" (vllm-ascend's MRV2 model runner), "vllm-runner" (vLLM's, which it inherits sampling from),
+# "async-output" (vLLM's MRV2 asynchronous output), "input-batch" (vLLM's MRV2 input kernels' module),
 # "builder" or "sfa-builder" (the checkout's attention
 # metadata builders), the attribute, the break,
 # the speculator it applies to (generation.speculator_name) or None for both)
@@ -48,6 +49,24 @@ VARIANTS = {
         "input-batch",
         "combine_sampled_and_draft_tokens",
         breaks.next_step_drafts_of_the_batch_rows,
+        None,
+    ),
+    "output-copied-before-the-sampler-finishes": (
+        "async-output",
+        "__init__",
+        sampling_breaks.output_copied_before_the_sampler_finishes,
+        None,
+    ),
+    "drafts-kept-at-the-batch-rows": (
+        "vllm-runner",
+        "sample_tokens",
+        sampling_breaks.drafts_kept_at_the_batch_rows,
+        None,
+    ),
+    "reported-sampled-tokens-one-short": (
+        "async-output",
+        "get_output",
+        sampling_breaks.reported_sampled_tokens_one_short,
         None,
     ),
     "slots-one-position-back": ("block-tables", "compute_slot_mappings", breaks.slots_one_position_back, None),
@@ -121,6 +140,8 @@ def _owner(where: str):
         "block-tables": lambda: import_ascend("vllm.v1.worker.gpu.block_table").BlockTables,
         "speculator": generation.speculator_class,
         "runner": lambda: import_ascend(host_lengths.RUNNER).NPUModelRunner,
+        "vllm-runner": lambda: import_ascend("vllm.v1.worker.gpu.model_runner").GPUModelRunner,
+        "async-output": lambda: import_ascend("vllm.v1.worker.gpu.async_utils").AsyncOutput,
         "input-batch": lambda: import_ascend("vllm.v1.worker.gpu.input_batch"),
         "builder": lambda: import_ascend("vllm_ascend.attention.attention_v1").AscendAttentionMetadataBuilder,
         "sfa-builder": lambda: import_ascend("vllm_ascend.attention.sfa_v1").AscendSFAMetadataBuilder,

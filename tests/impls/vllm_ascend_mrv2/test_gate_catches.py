@@ -17,6 +17,7 @@ import dataclasses
 
 import pytest
 
+from devices.sim.streams import StreamOrderError
 from sim.impls.vllm_ascend_mrv2 import graphs
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
@@ -121,3 +122,25 @@ def test_a_broken_kernel_block_layout_fails_a_hybrid_targets_run_by_name(monkeyp
     scenario = dataclasses.replace(HYBRID, graph_mode=mode, capture_sizes=(2, 8) if mode == "full" else None)
     with pytest.raises((AssertionError, IndexError), match=KERNEL_BLOCKS[name]):
         check_implementation(impl, scenario, device, f"broken-{name}")
+
+
+SAMPLING = {
+    "output-copied-before-the-sampler-finishes": (
+        StreamOrderError,
+        r"a non-blocking copy to the host on side stream \d+ reads a device tensor .* last written on the default stream",
+    ),
+    "drafts-kept-at-the-batch-rows": (AssertionError, r"draft \d \(.*\): got \d+, want \d+"),
+    "reported-sampled-tokens-one-short": (AssertionError, r"the runner's valid sampled tokens: got \["),
+}
+
+
+@pytest.mark.parametrize("name", list(SAMPLING))
+def test_a_broken_sampling_half_fails_a_serving_run_by_name(monkeypatch, device, impl, name):
+    """Where the runner samples (``Scenario.runner_samples``, vLLM's ``sample_tokens`` as vllm-ascend's MRV2 runner
+    inherits it): the sampled tokens copied to the host before the sampler wrote them (the simulator's stream order
+    names the copy), the scheduler reported one token short of what was sampled, the drafts kept where the next step
+    does not take them from."""
+    _applied(name, monkeypatch)
+    error, match = SAMPLING[name]
+    with pytest.raises(error, match=match):
+        check_implementation(impl, dataclasses.replace(TYPICAL, runner_samples=True), device, name)

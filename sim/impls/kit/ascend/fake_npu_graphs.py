@@ -300,6 +300,11 @@ def current_stream(device=None) -> Stream:
     return streams.current()
 
 
+def set_stream(s) -> None:
+    """``torch.npu.set_stream(s)``: work issued from here on runs on ``s``."""
+    streams.set_current(s)
+
+
 @contextlib.contextmanager
 def stream(s=None):
     """``torch.npu.stream(s)``: work issued inside runs on ``s`` (None: the current stream)."""
@@ -324,6 +329,7 @@ API = {
     "Stream": Stream,
     "current_stream": current_stream,
     "stream": stream,
+    "set_stream": set_stream,
     "synchronize": synchronize,
 }
 

@@ -1,4 +1,4 @@
-"""The target's logits a step's verification stands for (``iteration.verified_rows``), which the runner's
+"""The target's logits a step's verification stands for (``verified_logits.verified_rows``), which a runner's
 own sampling turns back into that verification under ``Scenario.runner_samples``: worked rows, and a
 verification no rejection sampler gives refused by name."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mtp.config import ProposerConfig
-from sim.impls.vllm_ascend import iteration
+from sim.impls.kit import verified_logits
 from sim.oracle.cases import BatchCase, RequestCase, to_batch
 
 CONFIG = ProposerConfig(3, 96, 4, 96, 64, 8)
@@ -22,12 +22,12 @@ ALL_KEPT = RequestCase([20, 21, 22, 23, 60], 8, 4, 3, [21, 22, 23, 60], False, [
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 def test_each_row_chooses_what_the_verification_decided(padded):
     batch, sampled = to_batch(BatchCase(CONFIG, [DECODE, PARTIAL, ALL_KEPT], seed=0), torch.device("cpu"), padded)
-    rows = iteration.verified_rows(batch, sampled, 96)
+    rows = verified_logits.verified_rows(batch, sampled, 96)
     # kept draft, the target's token at the first rejected, a later draft's own id, the bonus row past it
     assert rows[:4] == [11, 40, 13, 41]
     assert rows[4:6] == [(7 * 4 + 3) % 96, (7 * 5 + 3) % 96]  # nothing samples a discarded chunk's rows
     assert rows[6:] == [21, 22, 23, 60]  # every draft kept, then the bonus
-    logits = iteration.logits_as_verified(batch, sampled, 96)
+    logits = verified_logits.logits_as_verified(batch, sampled, 96)
     assert logits.argmax(dim=1).tolist() == rows
 
 
@@ -35,4 +35,4 @@ def test_a_rejected_draft_the_target_chooses_is_refused_by_name():
     rejected = DECODE._replace(sampled=[11, 12, -1, -1])  # draft 1 (12) rejected, the target's token 12
     batch, sampled = to_batch(BatchCase(CONFIG, [rejected], seed=0), torch.device("cpu"), True)
     with pytest.raises(ValueError, match=r"^request 0: draft 1 \(12\) rejected with the target choosing it"):
-        iteration.verified_rows(batch, sampled, 96)
+        verified_logits.verified_rows(batch, sampled, 96)
