@@ -127,10 +127,10 @@ def variants() -> list[str]:
     from sim.impls.vllm_ascend_mrv2 import generation
 
     mine = [(name, v) for name, v in VARIANTS.items() if v[3] in (None, generation.speculator_name())]
-    return [name for name, (where, attribute, *_) in mine if hasattr(_owner(where), attribute)]
+    return [name for name, (where, attribute, *_) in mine if hasattr(owner(where), attribute)]
 
 
-def _owner(where: str):
+def owner(where: str):
     """What a variant's ``where`` names, in the checkout installed."""
     from sim.impls.kit.ascend.importing import import_ascend
     from sim.impls.vllm_ascend_mrv2 import generation, host_lengths
@@ -169,8 +169,8 @@ def apply(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             f"{ENV}={name!r}: changes {attribute} of vllm-ascend {gen or 'any'}'s speculator, which this checkout"
             f" ({generation.speculator_name()}) has not"
         )
-    owner = _owner(where)
-    monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
+    changed = owner(where)
+    monkeypatch.setattr(changed, attribute, breaking(getattr(changed, attribute)))
 
 
 pytest_configure = session_plugin(ENV, lambda name, monkeypatch: apply(name, monkeypatch))

@@ -10,6 +10,10 @@ broken one.
 - ``reported_sampled_tokens_one_short``: ``AsyncOutput.get_output`` keeping one sampled token fewer than the counts
   say: the scheduler books every request's last sampled token (the bonus, or the target's at the rejection) as never
   sampled.
+
+Written otherwise, and right (controls: the gate must pass them): ``output_copy_ordered_by_an_event``, the copy stream
+waiting for an event the sampling stream recorded, not for the stream itself; ``drafts_kept_by_index_copy``, the
+drafts written into their request-state rows with ``index_copy_``.
 """
 
 from __future__ import annotations
@@ -33,3 +37,24 @@ def drafts_kept_at_the_batch_rows(sample_tokens):
 
 def reported_sampled_tokens_one_short(get_output):
     return edited(get_output, ("del token_ids[num_tokens:]", "del token_ids[max(num_tokens - 1, 0) :]"))
+
+
+def output_copy_ordered_by_an_event(init):
+    return edited(
+        init,
+        (
+            "copy_stream.wait_stream(main_stream)",
+            "sampled_event = torch.cuda.Event()\n            sampled_event.record(main_stream)\n"
+            "            copy_stream.wait_event(sampled_event)",
+        ),
+    )
+
+
+def drafts_kept_by_index_copy(sample_tokens):
+    return edited(
+        sample_tokens,
+        (
+            "self.req_states.draft_tokens[input_batch.idx_mapping] = draft_tokens",
+            "self.req_states.draft_tokens.index_copy_(0, input_batch.idx_mapping, draft_tokens)",
+        ),
+    )

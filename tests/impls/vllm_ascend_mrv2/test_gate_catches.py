@@ -22,7 +22,7 @@ from sim.impls.vllm_ascend_mrv2 import graphs
 from tests.checks import core_checks
 from tests.checks.e2e_checks import check_implementation
 from tests.impls.suites import assert_gate_fails, assert_serving_runs_fail
-from tests.impls.vllm_ascend_mrv2 import broken_gate
+from tests.impls.vllm_ascend_mrv2 import broken_gate, sampling_breaks
 from tests.impls.vllm_ascend_mrv2.cases import OPS, rules
 from tests.properties.test_propose_loop import TYPICAL
 
@@ -144,3 +144,21 @@ def test_a_broken_sampling_half_fails_a_serving_run_by_name(monkeypatch, device,
     error, match = SAMPLING[name]
     with pytest.raises(error, match=match):
         check_implementation(impl, dataclasses.replace(TYPICAL, runner_samples=True), device, name)
+
+
+CONTROLS = {
+    "output-copy-ordered-by-an-event": ("async-output", "__init__", sampling_breaks.output_copy_ordered_by_an_event),
+    "drafts-kept-by-index-copy": ("vllm-runner", "sample_tokens", sampling_breaks.drafts_kept_by_index_copy),
+}
+
+
+@pytest.mark.parametrize("name", list(CONTROLS))
+def test_a_sampling_half_written_otherwise_passes(monkeypatch, device, impl, name):
+    """The same sampling half written otherwise, and right: the copy ordered after the sampler by an event, the
+    drafts kept in their state rows by ``index_copy_``. The gate blocks neither."""
+    where, attribute, change = CONTROLS[name]
+    changed = broken_gate.owner(where)
+    monkeypatch.setattr(changed, attribute, change(getattr(changed, attribute)))
+    for asynchronous in (False, True):
+        scenario = dataclasses.replace(TYPICAL, runner_samples=True, async_scheduling=asynchronous)
+        check_implementation(impl, scenario, device, name)
