@@ -292,8 +292,9 @@ class AscendMrv2Proposer(EagerAdapter):
         if self.graphed is not None:
             self.model.num_reqs = batch.num_reqs
             spec.model_state.attn_metadata = dict.fromkeys(layers, target)  # what the runner's prepare_attn left there
+        sampler = None  # the runner that sampled the call, whose request states the next step is prepared from
         if self.runner_samples:  # its runner's sample_tokens, whose speculator call dispatches as the runner's
-            drafts, self.runner_sampled = sampling.sample_and_propose(
+            drafts, self.runner_sampled, sampler = sampling.sample_and_propose(
                 spec, run, batch, sampled, target, layers, self.cfg.vocab_size, self.device, self.async_scheduling
             )
         elif self.graphed is None:  # eager dispatch without a graph manager (dispatch_cg_and_sync_dp's need_eager)
@@ -302,7 +303,7 @@ class AscendMrv2Proposer(EagerAdapter):
             with early_copies.checked(self.device, batch, sampled):
                 drafts = mrv2_runner.propose(spec, run, batch, target, layers, is_profile=False)
                 torch.npu.current_stream().synchronize()  # the runner's host copy of the drafts waits for the replay
-        self.handed_on = handoff.handed_on(self.device, batch, sampled, run, drafts, self.cfg.vocab_size)
+        self.handed_on = handoff.handed_on(self.device, batch, sampled, run, drafts, self.cfg.vocab_size, sampler)
         return drafts
 
     def _capture(self, spec) -> None:

@@ -23,6 +23,8 @@ last sampled token over the prompt's, in a step its scheduler never makes.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 
@@ -30,19 +32,22 @@ from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import mrv2_runner, vllm_schedule
 from sim.impls.kit.ascend import early_copies
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.vllm_ascend_mrv2 import graphs
+from sim.impls.vllm_ascend_mrv2 import graphs, sampling
 from sim.impls.vllm_ascend_mrv2.host_lengths import DEVICE, device_counts, laid_out, runner_view
 from sim.oracle.next_step import NEW_PROMPT, NextStep, next_rows
 
 NEW = "new"  # the next step's new request
 
 
-def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts: torch.Tensor, vocab_size: int):
+def handed_on(
+    device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts: torch.Tensor, vocab_size: int, runner=None
+):
     """The ``NextStep`` the runner hands after ``batch``'s call (``run``: its ``mrv2_runner.RunnerInputs``; ``drafts``:
-    the call's, [B, K])."""
+    the call's, [B, K]). ``runner``: the runner that sampled the call (``sampling``), its request states as its
+    ``sample_tokens`` left them; else a view of one (``host_lengths.runner_view``) holding what the call's own
+    postprocess leaves."""
     ib_module = import_ascend("vllm.v1.worker.gpu.input_batch")
     b, k, ib = batch.num_reqs, drafts.shape[1], run.input_batch
-    rows, _ = mrv2_runner.sampled_counts(sampled, vocab_size)
     state = ib.idx_mapping.tolist()
     seq = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
     discarded = np.flatnonzero(np.asarray(sampled.discarded, dtype=bool))  # the requests still in their prompt
@@ -56,33 +61,28 @@ def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts:
     cu_logits = torch.tensor(np.concatenate([[0], np.cumsum(logits)]), dtype=torch.int32, device=DEVICE)
     width = int(seq.max()) + 2 * (1 + k) + len(NEW_PROMPT)  # every token a request has, and the next step's
     with early_copies.checked(device), graphs.cuda_as_npu():
-        counts = device_counts(batch, ib.idx_mapping, b + 1)
-        runner = runner_view(counts, [*req_ids, NEW], [*state, b], width)
+        if runner is None:
+            runner = runner_view(device_counts(batch, ib.idx_mapping, b + 1), [*req_ids, NEW], [*state, b], width)
+            postprocessed(runner, batch, sampled, run, drafts, vocab_size)
+        else:
+            sampling.arrive_new(runner, NEW, NEW_PROMPT, b)
         states = runner.req_states
-        states.total_len.gpu[ib.idx_mapping] = torch.from_numpy(seq).to(torch.int32)  # the tokens each one holds
-        prefill_len = torch.zeros(b + 1, dtype=torch.int32, device=DEVICE)  # the requests' prompt lengths
-        prefill_len[ib.idx_mapping] = torch.from_numpy(ib.prefill_len_np).to(torch.int32)
-        prefill_len[b] = len(NEW_PROMPT)
-        for r in discarded:  # its prompt token past the chunk
-            states.all_token_ids.gpu[state[r], seq[r]] = int(sampled.backup[r])
-        states.all_token_ids.gpu[b, : len(NEW_PROMPT)] = torch.tensor(NEW_PROMPT, dtype=torch.int32)
-        draft_tokens = torch.zeros(b + 1, k, dtype=torch.int64, device=DEVICE)
-        draft_tokens[ib.idx_mapping] = drafts.to(torch.int64)  # the runner's req_states.draft_tokens[idx_mapping]
-        # this call's postprocess
-        runner.postprocess_sampled(
-            ib.idx_mapping, rows.to(DEVICE), run.num_sampled, run.num_rejected, ib.query_start_loc
-        )
+        counts = states.num_computed_tokens.gpu
         # the next step's prepare_inputs: its host lengths, then its input ids on the device
         lens = laid_out(runner, next_ids, queries, cached=req_ids)
         input_ids = torch.full((int(qsl[-1]),), -1, dtype=torch.int32, device=DEVICE)  # the scheduler's placeholders
-        lookahead = torch.zeros(1, b + 1, dtype=torch.int32, device=DEVICE)  # its next prompt tokens, not read here
-        ib_module.prepare_prefill_inputs(input_ids, lookahead, idx, qsl, states.all_token_ids.gpu, prefill_len, counts)
+        lookahead = torch.zeros(
+            1, counts.shape[0], dtype=torch.int32, device=DEVICE
+        )  # its next prompt tokens: not read
+        ib_module.prepare_prefill_inputs(
+            input_ids, lookahead, idx, qsl, states.all_token_ids.gpu, states.prefill_len.gpu, counts
+        )
         seq_lens = torch.zeros(len(order), dtype=torch.int32, device=DEVICE)
         positions = torch.zeros(int(qsl[-1]), dtype=torch.int64, device=DEVICE)
         ib_module.prepare_pos_seq_lens(idx, qsl, counts, positions, seq_lens)
         ib_module.combine_sampled_and_draft_tokens(
-            input_ids, idx, states.last_sampled_tokens, qsl, seq_lens, prefill_len, draft_tokens, cu_logits,
-            int(cu_logits[-1]),
+            input_ids, idx, states.last_sampled_tokens, qsl, seq_lens, states.prefill_len.gpu, states.draft_tokens,
+            cu_logits, int(cu_logits[-1]),
         )  # fmt: skip
         row_ids = [input_ids[int(qsl[j]) : int(qsl[j + 1])].cpu() for j in range(len(order))]
         num_computed = counts.cpu()
@@ -99,3 +99,23 @@ def handed_on(device, batch: VerifiedBatch, sampled: SampledTokens, run, drafts:
         new_request=torch.tensor([*row_ids[new].tolist(), int(lens[new]), int(num_computed[b])]),
         unscheduled=() if vllm_schedule.pads_last_prompt_tokens() else tuple(int(r) for r in discarded),
     )
+
+
+def postprocessed(runner, batch: VerifiedBatch, sampled: SampledTokens, run, drafts: torch.Tensor, vocab_size: int):
+    """A runner view (its request states as the call left them on the device: each request's tokens, prompt length and
+    drafts in its state row, a new request's prompt in row ``b``) after the call's own ``postprocess_sampled``."""
+    b, ib = batch.num_reqs, run.input_batch
+    state = ib.idx_mapping.tolist()
+    seq = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
+    states = runner.req_states
+    states.total_len.gpu[ib.idx_mapping] = torch.from_numpy(seq).to(torch.int32)  # the tokens each one holds
+    states.prefill_len = SimpleNamespace(gpu=torch.zeros(b + 1, dtype=torch.int32, device=DEVICE))  # prompt lengths
+    states.prefill_len.gpu[ib.idx_mapping] = torch.from_numpy(ib.prefill_len_np).to(torch.int32)
+    states.prefill_len.gpu[b] = len(NEW_PROMPT)
+    for r in np.flatnonzero(np.asarray(sampled.discarded, dtype=bool)):  # its prompt token past the chunk
+        states.all_token_ids.gpu[state[r], seq[r]] = int(sampled.backup[r])
+    states.all_token_ids.gpu[b, : len(NEW_PROMPT)] = torch.tensor(NEW_PROMPT, dtype=torch.int32)
+    states.draft_tokens = torch.zeros(b + 1, drafts.shape[1], dtype=torch.int64, device=DEVICE)
+    states.draft_tokens[ib.idx_mapping] = drafts.to(torch.int64)  # the runner's req_states.draft_tokens[idx_mapping]
+    rows, _ = mrv2_runner.sampled_counts(sampled, vocab_size)
+    runner.postprocess_sampled(ib.idx_mapping, rows.to(DEVICE), run.num_sampled, run.num_rejected, ib.query_start_loc)

@@ -8,7 +8,8 @@ logits, as the call's verification decides them (``kit.verified_logits``), at th
 copies the sampled tokens and counts to the host on its copy stream; vllm-ascend's ``postprocess_sampled`` books
 them in the request states (``post_update``) and copies the device's counts to the host; the speculator drafts
 from them; the drafts land in the request states' ``draft_tokens``, where the next step's input preparation takes
-them from. What the call compares besides the drafts (``RunnerSampled``): the valid tokens the output reports to
+them from (``handoff`` prepares it from these request states, its new prompt arriving by ``arrive_new``). What the
+call compares besides the drafts (``RunnerSampled``): the valid tokens the output reports to
 the scheduler, and the tokens the request states hold for each request from its first scheduled position: MRV2
 books the sampled tokens on the device, so under asynchronous scheduling too they are the tokens, not placeholders.
 
@@ -226,6 +227,22 @@ def arrive(runner, batch: VerifiedBatch, sampled: SampledTokens, state: torch.Te
         raise LookupError(f"the runner gave the requests state rows {given}, the input batch has {state.tolist()}")
 
 
+def arrive_new(runner, req_id: str, prompt: list[int], row: int) -> None:
+    """A new request of prompt ``prompt`` arrived for the next step (the scheduler's, through the runner's own
+    ``add_requests``), in request-state row ``row``; a ``LookupError`` where the runner gives another."""
+    output = import_ascend("vllm.v1.core.sched.output")
+    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0, max_tokens=runner.max_model_len)
+    new = output.NewRequestData(
+        req_id=req_id, prompt_token_ids=list(prompt), mm_features=[], sampling_params=params, pooling_params=None,
+        block_ids=([],), num_computed_tokens=0, lora_request=None, prefill_token_ids=list(prompt),
+    )  # fmt: skip
+    with unpinned_host_memory():
+        runner.add_requests(dataclasses.replace(output.SchedulerOutput.make_empty(), scheduled_new_reqs=[new]))
+    given = runner.req_states.req_id_to_index[req_id]
+    if given != row:
+        raise LookupError(f"the runner gave the new request state row {given}, the next step has it in {row}")
+
+
 def prepare_prefill(runner, ib) -> None:
     """What the step's ``prepare_inputs`` writes of the request states that drafting reads: where a request is
     still in its prompt, its next prompt tokens (``next_prefill_tokens``), by vLLM's ``prepare_prefill_inputs`` as
@@ -243,7 +260,7 @@ def sample_and_propose(
     spec, run, batch: VerifiedBatch, sampled: SampledTokens, target, layers, vocab_size: int, device,
     asynchronous: bool,
 ):  # fmt: skip
-    """(drafts [B, K] in batch order, ``RunnerSampled``): the runner's ``sample_tokens`` of the step that verified
+    """(drafts [B, K] in batch order, ``RunnerSampled``, the runner): the runner's ``sample_tokens`` of the step that verified
     ``batch`` as ``sampled`` says, with the speculator ``spec`` (``run``: the call's ``mrv2_runner.RunnerInputs``,
     whose input batch the step's is; ``target``: the target's attention metadata)."""
     # one position past the speculator's max_model_len: a serving run's request may sample the token at that
@@ -275,7 +292,8 @@ def sample_and_propose(
         drafts = states.draft_tokens[ib.idx_mapping].clone()
     index = output.req_id_to_index
     valid = [list(output.sampled_token_ids[index[f"r{r}"]]) for r in range(batch.num_reqs)]
-    return drafts, RunnerSampled(valid, [_held(states, int(s), batch, r) for r, s in enumerate(ib.idx_mapping)])
+    held = [_held(states, int(s), batch, r) for r, s in enumerate(ib.idx_mapping)]
+    return drafts, RunnerSampled(valid, held), runner
 
 
 def _held(states, row: int, batch: VerifiedBatch, r: int) -> list[int]:
