@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import inspect
 import textwrap
-from unittest import mock
 
 import numpy as np
 import torch
@@ -108,7 +107,7 @@ def runner_for(spec, num_spec_tokens: int, block_size: int, max_model_len: int):
     speculative.num_speculative_tokens, model.max_model_len = num_spec_tokens, max_model_len
     try:
         # its constructor's torch_cuda_wrapper as the harness applies it: its assignments, undone after the block
-        wrapper = mock.patch.object(module, "torch_cuda_wrapper", graphs.cuda_as_npu)
+        wrapper = _in_place_of(module, "torch_cuda_wrapper", graphs.cuda_as_npu)
         device = world.build_device()
         with wrapper, graphs.cuda_as_npu(), unpinned_host_memory(), host_memory_as_uva(), set_config(config):
             with world.recording(device):  # its buffers are the device's
@@ -169,6 +168,17 @@ def finish(runner) -> None:
     held = runner.req_states.req_id_to_index
     for req_id in sorted(held, key=held.get, reverse=True):
         runner._remove_request(req_id)
+
+
+@contextlib.contextmanager
+def _in_place_of(module, name: str, value):
+    """``module.name`` is ``value`` inside the block, its own again after."""
+    own = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, own)
 
 
 def _block_tables(runner, block_size: int):

@@ -146,19 +146,18 @@ def test_a_broken_sampling_half_fails_a_serving_run_by_name(monkeypatch, device,
         check_implementation(impl, dataclasses.replace(TYPICAL, runner_samples=True), device, name)
 
 
-CONTROLS = {
-    "output-copy-ordered-by-an-event": ("async-output", "__init__", sampling_breaks.output_copy_ordered_by_an_event),
-    "drafts-kept-by-index-copy": ("vllm-runner", "sample_tokens", sampling_breaks.drafts_kept_by_index_copy),
-}
+CONTROLS = [
+    pytest.param("async-output", "__init__", sampling_breaks.output_copy_ordered_by_an_event, id="copy-after-an-event"),
+    pytest.param("vllm-runner", "sample_tokens", sampling_breaks.drafts_kept_by_index_copy, id="drafts-by-index-copy"),
+]
 
 
-@pytest.mark.parametrize("name", list(CONTROLS))
-def test_a_sampling_half_written_otherwise_passes(monkeypatch, device, impl, name):
+@pytest.mark.parametrize(("where", "attribute", "change"), CONTROLS)
+def test_a_sampling_half_written_otherwise_passes(monkeypatch, device, impl, where, attribute, change):
     """The same sampling half written otherwise, and right: the copy ordered after the sampler by an event, the
     drafts kept in their state rows by ``index_copy_``. The gate blocks neither."""
-    where, attribute, change = CONTROLS[name]
     changed = broken_gate.owner(where)
     monkeypatch.setattr(changed, attribute, change(getattr(changed, attribute)))
     for asynchronous in (False, True):
         scenario = dataclasses.replace(TYPICAL, runner_samples=True, async_scheduling=asynchronous)
-        check_implementation(impl, scenario, device, name)
+        check_implementation(impl, scenario, device, change.__name__)
