@@ -11,7 +11,8 @@ placeholders replaced on the device.
 
 Here the next step is the oracle's (``sim.oracle.next_step.next_rows``): the call's requests in reverse order, each a
 decode of its drafts, with a new request's prompt among them (state row ``b``, the first the batch leaves free),
-run through those methods and kernels of the checkout's runner (``host_lengths.runner_view``). Each request's
+run through those methods and kernels of the checkout's runner (``host_lengths.runner_view``; where the runner
+samples, the runner itself, its request states as its ``sample_tokens`` left them: ``sampling``). Each request's
 prompt token past a chunk it did not finish is its request state's (the core's backup), as the scheduler handed the
 runner its prompt. ``handed_on`` reads back per request the next step's input ids, its host length less its query
 and its device count; and the new request's row. The token a request continues from is in its input ids (MRV2 keeps
@@ -22,8 +23,6 @@ last sampled token over the prompt's, in a step its scheduler never makes.
 """
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -59,10 +58,11 @@ def handed_on(
     idx = torch.tensor([b if i is None else state[i] for i in order], dtype=torch.int32, device=DEVICE)
     qsl = torch.tensor(np.concatenate([[0], np.cumsum(queries)]), dtype=torch.int32, device=DEVICE)
     cu_logits = torch.tensor(np.concatenate([[0], np.cumsum(logits)]), dtype=torch.int32, device=DEVICE)
-    width = int(seq.max()) + 2 * (1 + k) + len(NEW_PROMPT)  # every token a request has, and the next step's
     with early_copies.checked(device), graphs.cuda_as_npu():
         if runner is None:
-            runner = runner_view(device_counts(batch, ib.idx_mapping, b + 1), [*req_ids, NEW], [*state, b], width)
+            width = int(seq.max()) + 2 * (1 + k) + len(NEW_PROMPT)  # every token a request has, and the next step's
+            counts = device_counts(batch, ib.idx_mapping, b + 1)
+            runner = runner_view(counts, [*req_ids, NEW], [*state, b], width, num_spec_tokens=k)
             postprocessed(runner, batch, sampled, run, drafts, vocab_size)
         else:
             sampling.arrive_new(runner, NEW, NEW_PROMPT, b)
@@ -71,9 +71,8 @@ def handed_on(
         # the next step's prepare_inputs: its host lengths, then its input ids on the device
         lens = laid_out(runner, next_ids, queries, cached=req_ids)
         input_ids = torch.full((int(qsl[-1]),), -1, dtype=torch.int32, device=DEVICE)  # the scheduler's placeholders
-        lookahead = torch.zeros(
-            1, counts.shape[0], dtype=torch.int32, device=DEVICE
-        )  # its next prompt tokens: not read
+        # its next prompt tokens: not read here
+        lookahead = torch.zeros(1, counts.shape[0], dtype=torch.int32, device=DEVICE)
         ib_module.prepare_prefill_inputs(
             input_ids, lookahead, idx, qsl, states.all_token_ids.gpu, states.prefill_len.gpu, counts
         )
@@ -109,13 +108,11 @@ def postprocessed(runner, batch: VerifiedBatch, sampled: SampledTokens, run, dra
     seq = np.asarray(batch.seq_lens_cpu, dtype=np.int64)
     states = runner.req_states
     states.total_len.gpu[ib.idx_mapping] = torch.from_numpy(seq).to(torch.int32)  # the tokens each one holds
-    states.prefill_len = SimpleNamespace(gpu=torch.zeros(b + 1, dtype=torch.int32, device=DEVICE))  # prompt lengths
     states.prefill_len.gpu[ib.idx_mapping] = torch.from_numpy(ib.prefill_len_np).to(torch.int32)
     states.prefill_len.gpu[b] = len(NEW_PROMPT)
     for r in np.flatnonzero(np.asarray(sampled.discarded, dtype=bool)):  # its prompt token past the chunk
         states.all_token_ids.gpu[state[r], seq[r]] = int(sampled.backup[r])
     states.all_token_ids.gpu[b, : len(NEW_PROMPT)] = torch.tensor(NEW_PROMPT, dtype=torch.int32)
-    states.draft_tokens = torch.zeros(b + 1, drafts.shape[1], dtype=torch.int64, device=DEVICE)
     states.draft_tokens[ib.idx_mapping] = drafts.to(torch.int64)  # the runner's req_states.draft_tokens[idx_mapping]
     rows, _ = mrv2_runner.sampled_counts(sampled, vocab_size)
     runner.postprocess_sampled(ib.idx_mapping, rows.to(DEVICE), run.num_sampled, run.num_rejected, ib.query_start_loc)

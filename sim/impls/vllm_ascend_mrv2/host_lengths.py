@@ -35,9 +35,10 @@ RUNNER = "vllm_ascend.worker.v2.model_runner"
 DEVICE = torch.device("cpu", 0)  # a device tensor of the simulator (``devices.sim.early_reads``)
 
 
-def runner_view(counts: torch.Tensor, req_ids: list[str], state: list[int], width: int):
+def runner_view(counts: torch.Tensor, req_ids: list[str], state: list[int], width: int, num_spec_tokens: int = 1):
     """The checkout's ``NPUModelRunner`` holding ``counts`` (its device's computed counts, by state row) for the
-    requests ``req_ids`` in state rows ``state``; ``width``: its token rows' (a step's sampled tokens at most)."""
+    requests ``req_ids`` in state rows ``state``; ``width``: its token rows' (a step's sampled tokens at most); its
+    prompt lengths and drafts (``num_spec_tokens`` a row) zero until set."""
     cls = import_ascend(RUNNER).NPUModelRunner
     runner = cls.__new__(cls)
     rows = counts.shape[0]
@@ -51,6 +52,8 @@ def runner_view(counts: torch.Tensor, req_ids: list[str], state: list[int], widt
         last_sampled_tokens=torch.zeros(rows, 1, dtype=torch.int64, device=DEVICE),
         all_token_ids=SimpleNamespace(gpu=torch.zeros(rows, width, dtype=torch.int32, device=DEVICE)),
         total_len=SimpleNamespace(gpu=torch.zeros(rows, dtype=torch.int32, device=DEVICE)),
+        prefill_len=SimpleNamespace(gpu=torch.zeros(rows, dtype=torch.int32, device=DEVICE)),
+        draft_tokens=torch.zeros(rows, num_spec_tokens, dtype=torch.int64, device=DEVICE),
         num_computed_tokens_cpu=torch.zeros(rows, dtype=torch.int32),
         req_id_to_index=dict(zip(req_ids, state)),
     )

@@ -139,27 +139,30 @@ def _once_the_model_is_loaded(runner) -> None:
 
 
 def _rows_from_zero(runner) -> None:
-    """A history of as many requests as the runner has request-state rows, added and then finished from the last
-    row down, through its own methods: its free rows are then handed out from 0 up, and each call's requests,
-    finished the same way (``finish``), leave them so."""
+    """A history of as many requests as the runner has request-state rows (of no tokens: they only take a row),
+    added and then finished from the last row down, through its own methods: its free rows are then handed out from
+    0 up, and each call's requests, finished the same way (``finish``), leave them so."""
     output = import_ascend("vllm.v1.core.sched.output")
-    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0)
-    earlier = [
-        output.NewRequestData(
-            req_id=f"earlier{i}",
-            prompt_token_ids=[0],
-            mm_features=[],
-            sampling_params=params,
-            pooling_params=None,
-            block_ids=([],),
-            num_computed_tokens=0,
-            lora_request=None,
-            prefill_token_ids=[0],
-        )  # fmt: skip
-        for i in range(runner.max_num_reqs)
-    ]
+    earlier = [_request_data(f"earlier{i}", [], [], 0, [], 1) for i in range(runner.max_num_reqs)]
     runner.add_requests(dataclasses.replace(output.SchedulerOutput.make_empty(), scheduled_new_reqs=earlier))
     finish(runner)
+
+
+def _request_data(req_id: str, prompt: list[int], tokens: list[int], computed: int, blocks: list[int], max_tokens: int):
+    """vLLM's ``NewRequestData`` of a greedy request: its prompt, the tokens its runner's request state starts with
+    (``prefill_token_ids``), those computed, its blocks; a field the generation requires that is not made here is a
+    ``LookupError`` naming it."""
+    output = import_ascend("vllm.v1.core.sched.output")
+    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    values = dict(
+        req_id=req_id, prompt_token_ids=list(prompt), mm_features=[], sampling_params=params, pooling_params=None,
+        block_ids=(list(blocks),), num_computed_tokens=computed, lora_request=None, prefill_token_ids=list(tokens),
+    )  # fmt: skip
+    fields = dataclasses.fields(output.NewRequestData)
+    missing = [f.name for f in fields if f.name not in values and f.default is dataclasses.MISSING]
+    if missing:
+        raise LookupError(f"NewRequestData: fields {missing} not made by the harness")
+    return output.NewRequestData(**{f.name: values[f.name] for f in fields if f.name in values})
 
 
 def finish(runner) -> None:
@@ -195,29 +198,18 @@ def _block_tables(runner, block_size: int):
 
 
 def new_request(r: int, batch: VerifiedBatch, sampled: SampledTokens, max_tokens: int):
-    """Request ``r`` as the scheduler hands it to the runner (vLLM's ``NewRequestData``): greedy, its computed
-    tokens (``UNKNOWN``: never read), then its scheduled rows that are not drafts; a chunk whose sample is discarded
-    also the prompt token past it (the core's backup). A decode's last known token is its output, every other
-    token its prompt's; its blocks the batch's table row."""
-    output = import_ascend("vllm.v1.core.sched.output")
+    """Request ``r`` as the scheduler hands it to the runner: its computed tokens (``UNKNOWN``: never read), then its
+    scheduled rows that are not drafts; a chunk whose sample is discarded also the prompt token past it (the core's
+    backup). A decode's last known token is its output, every other token its prompt's; its blocks the batch's
+    table row."""
     qsl = np.asarray(batch.query_start_loc_cpu)
     seq_len, k = int(batch.seq_lens_cpu[r]), int(batch.num_draft_tokens_cpu[r])
     computed = seq_len - int(qsl[r + 1] - qsl[r])
     tokens = [UNKNOWN] * computed + batch.token_ids[int(qsl[r]) : int(qsl[r + 1]) - k].tolist()
     if sampled.discarded[r]:
         tokens.append(int(sampled.backup[r]))
-    prompt = tokens[:-1] if k > 0 else tokens
-    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0, max_tokens=max_tokens)
     blocks = [int(b) for b in batch.block_table[r].tolist() if int(b) >= 0]
-    values = dict(
-        req_id=f"r{r}", prompt_token_ids=prompt, mm_features=[], sampling_params=params, pooling_params=None,
-        block_ids=(blocks,), num_computed_tokens=computed, lora_request=None, prefill_token_ids=tokens,
-    )  # fmt: skip
-    fields = dataclasses.fields(output.NewRequestData)
-    missing = [f.name for f in fields if f.name not in values and f.default is dataclasses.MISSING]
-    if missing:
-        raise LookupError(f"NewRequestData: fields {missing} not made by the harness")
-    return output.NewRequestData(**{f.name: values[f.name] for f in fields if f.name in values})
+    return _request_data(f"r{r}", tokens[:-1] if k > 0 else tokens, tokens, computed, blocks, max_tokens)
 
 
 def arrive(runner, batch: VerifiedBatch, sampled: SampledTokens, state: torch.Tensor) -> None:
@@ -241,11 +233,7 @@ def arrive_new(runner, req_id: str, prompt: list[int], row: int) -> None:
     """A new request of prompt ``prompt`` arrived for the next step (the scheduler's, through the runner's own
     ``add_requests``), in request-state row ``row``; a ``LookupError`` where the runner gives another."""
     output = import_ascend("vllm.v1.core.sched.output")
-    params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0, max_tokens=runner.max_model_len)
-    new = output.NewRequestData(
-        req_id=req_id, prompt_token_ids=list(prompt), mm_features=[], sampling_params=params, pooling_params=None,
-        block_ids=([],), num_computed_tokens=0, lora_request=None, prefill_token_ids=list(prompt),
-    )  # fmt: skip
+    new = _request_data(req_id, prompt, prompt, 0, [], runner.max_model_len)
     with unpinned_host_memory():
         runner.add_requests(dataclasses.replace(output.SchedulerOutput.make_empty(), scheduled_new_reqs=[new]))
     given = runner.req_states.req_id_to_index[req_id]
@@ -270,18 +258,18 @@ def sample_and_propose(
     spec, run, batch: VerifiedBatch, sampled: SampledTokens, target, layers, vocab_size: int, device,
     asynchronous: bool,
 ):  # fmt: skip
-    """(drafts [B, K] in batch order, ``RunnerSampled``, the runner): the runner's ``sample_tokens`` of the step that verified
-    ``batch`` as ``sampled`` says, with the speculator ``spec`` (``run``: the call's ``mrv2_runner.RunnerInputs``,
-    whose input batch the step's is; ``target``: the target's attention metadata)."""
+    """(drafts [B, K] in batch order, ``RunnerSampled``, the runner): the runner's ``sample_tokens`` of the step that
+    verified ``batch`` as ``sampled`` says, with the speculator ``spec`` (``run``: the call's
+    ``mrv2_runner.RunnerInputs``, whose input batch the step's is; ``target``: the target's attention metadata)."""
     # one position past the speculator's max_model_len: a serving run's request may sample the token at that
     # position before it ends (the speculator's overflow there is under test), a step vLLM's scheduler would not make
     model_len = spec.vllm_config.model_config.max_model_len + 1
     runner = runner_for(spec, spec.num_speculative_steps, int(spec.block_tables.block_sizes[0]), model_len)
+    # what the runner's constructor and an eager deployment's initialize_kv_cache give its speculator: main's update
+    # stream, the graph managers (dispatching eagerly)
     if hasattr(runner, "update_stream") and not hasattr(spec, "update_stream"):
-        spec.update_stream = runner.update_stream  # main's constructor hands its speculator its update stream
-    if (
-        getattr(spec, "decode_cudagraph_manager", None) is None
-    ):  # an eager deployment's, as initialize_kv_cache makes them
+        spec.update_stream = runner.update_stream
+    if getattr(spec, "decode_cudagraph_manager", None) is None:
         spec.init_cudagraph_manager(import_ascend("vllm.config").CUDAGraphMode.NONE)
     ib = run.input_batch
     states = runner.req_states
