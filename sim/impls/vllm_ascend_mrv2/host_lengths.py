@@ -9,7 +9,8 @@ num_scheduled`` out in batch order through the request's state row (``_update_se
 the input batch's ``seq_lens_np``: what the target's metadata and the speculator's host-length updates read.
 
 Here those methods run as the checkout has them, on an instance of its ``NPUModelRunner`` whose constructor is not
-run (``runner_view``: the attributes they read, its request states a view: plumbing), under the simulator's early-read
+run (``runner_view``: the attributes they read; its request states and input buffers its own classes', holding a
+call's counts and rows; its sampler a view without penalties: plumbing), under the simulator's early-read
 check: a host read before the copy lands reads poison. ``seq_lens_as_handed`` gives a call its lengths from the
 device counts the last step left (each request's computed tokens before the call) in its state row
 (``mrv2_runner.state_rows``); ``handoff`` runs the call's own postprocess and the next step's preparation. Every request is one of the scheduler's cached requests (its count from the
@@ -28,6 +29,7 @@ import torch
 from mtp.batch import VerifiedBatch
 from sim.impls.kit import mrv2_runner
 from sim.impls.kit.ascend import early_copies
+from sim.impls.kit.ascend.host_memory import host_memory_as_uva, unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.vllm_ascend_mrv2 import graphs
 
@@ -47,20 +49,20 @@ def runner_view(counts: torch.Tensor, req_ids: list[str], state: list[int], widt
     runner.sampler = SimpleNamespace(penalties_state=SimpleNamespace(output_bin_counts=None))
     model_state = import_ascend("vllm_ascend.worker.v2.model_states.default").AscendModelState
     runner.model_state = model_state.__new__(model_state)  # its postprocess_state is vllm-ascend's
-    runner.req_states = SimpleNamespace(
-        num_computed_tokens=SimpleNamespace(gpu=counts),
-        last_sampled_tokens=torch.zeros(rows, 1, dtype=torch.int64, device=DEVICE),
-        all_token_ids=SimpleNamespace(gpu=torch.zeros(rows, width, dtype=torch.int32, device=DEVICE)),
-        total_len=SimpleNamespace(gpu=torch.zeros(rows, dtype=torch.int32, device=DEVICE)),
-        prefill_len=SimpleNamespace(gpu=torch.zeros(rows, dtype=torch.int32, device=DEVICE)),
-        draft_tokens=torch.zeros(rows, num_spec_tokens, dtype=torch.int64, device=DEVICE),
-        num_computed_tokens_cpu=torch.zeros(rows, dtype=torch.int32),
-        req_id_to_index=dict(zip(req_ids, state)),
-    )
+    # its own request states and input buffers at these sizes, holding the view's counts and rows
+    states_cls = import_ascend("vllm_ascend.worker.v2.states").AscendRequestState
+    buffers_cls = import_ascend("vllm_ascend.worker.v2.input_batch").AscendInputBuffers
+    with host_memory_as_uva(), unpinned_host_memory():
+        runner.req_states = states_cls(
+            max_num_reqs=rows, max_model_len=width, max_num_batched_tokens=width, num_speculative_steps=num_spec_tokens,
+            vocab_size=1, device=DEVICE,
+        )  # fmt: skip
+        runner.input_buffers = buffers_cls(max_num_reqs=rows, max_num_tokens=width, device=DEVICE)
+    runner.req_states.num_computed_tokens.gpu.copy_(counts)
+    runner.req_states.req_id_to_index = dict(zip(req_ids, state))
     runner.num_computed_tokens_stream = torch.npu.Stream()
     runner.num_computed_tokens_event = torch.npu.Event()
     runner.num_computed_tokens_cpu = torch.empty(rows, dtype=torch.int32)
-    runner.input_buffers = SimpleNamespace(seq_lens_cpu=torch.zeros(rows, dtype=torch.int32))
     return runner
 
 

@@ -20,7 +20,7 @@ random path of its rejection sampler is ``rejection``'s). The target's step is t
 and attention metadata (``mrv2_runner.target_outputs``), the next prompt token of a request still in its prompt
 (the request states' ``next_prefill_tokens``, which the step's input preparation writes), and its lm head, a
 table from the step's hidden rows to their logits (``TargetHead``). Stood in: vLLM's UVA buffers, whose device
-view of host memory is the host memory itself on the simulator (``host_memory_as_uva``).
+view of host memory is the host memory itself on the simulator (``kit.ascend.host_memory``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import torch
 from mtp.batch import SampledTokens, VerifiedBatch
 from sim.impls.kit import mrv2_runner
 from sim.impls.kit.ascend import early_copies, runner_source, world
-from sim.impls.kit.ascend.host_memory import unpinned_host_memory
+from sim.impls.kit.ascend.host_memory import host_memory_as_uva, unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.verified_logits import logits_as_verified
 from sim.impls.vllm_ascend_mrv2 import graphs
@@ -71,25 +71,6 @@ class TargetHead(torch.nn.Module):
         if expected is not None:  # a row at its sampled position is that row, whatever other row it equals
             found = torch.where(match[torch.arange(n), expected], expected, found)
         return self.logits[found]
-
-
-@contextlib.contextmanager
-def host_memory_as_uva():
-    """vLLM's ``UvaBuffer`` (host memory the device reads in place) as a host tensor whose device view is itself:
-    on the simulator host memory is the device's. For the block only."""
-    module = import_ascend("vllm.v1.worker.gpu.buffer_utils")
-
-    class UvaBuffer:
-        def __init__(self, size, dtype: torch.dtype):
-            self.cpu = torch.zeros(size, dtype=dtype)
-            self.np = self.cpu.numpy()
-            self.uva = self.cpu
-
-    own, module.UvaBuffer = module.UvaBuffer, UvaBuffer
-    try:
-        yield
-    finally:
-        module.UvaBuffer = own
 
 
 @functools.lru_cache(maxsize=8)

@@ -2,8 +2,9 @@
 
 vllm-ascend's metadata builders copy host lengths to the device through ``pin_memory()``, which needs the NPU's
 host allocator, its MLA builder its chunked context's lengths through ``Tensor.npu()``, which torch_npu adds, and
-its rejection sampler makes ``torch.tensor(..., pin_memory=True)`` buffers. On the simulator host memory is the
-device's: pinning is a copy and ``.npu()`` a copy to the proposer's device.
+its rejection sampler makes ``torch.tensor(..., pin_memory=True)`` buffers; vLLM's Model Runner V2 keeps request
+states in UVA buffers (host memory the device reads in place). On the simulator host memory is the device's: pinning
+is a copy, ``.npu()`` a copy to the proposer's device, and a UVA buffer's device view the host tensor itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 
 import torch
 
+from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
 
 _FACTORIES = ("tensor", "arange", "empty", "zeros", "ones", "full")
@@ -43,3 +45,22 @@ def unpinned_host_memory():
             torch.Tensor.npu = npu
         for name, factory in saved.items():
             setattr(torch, name, factory)
+
+
+@contextlib.contextmanager
+def host_memory_as_uva():
+    """vLLM's ``UvaBuffer`` (host memory the device reads in place) as a host tensor whose device view is itself:
+    on the simulator host memory is the device's. For the block only."""
+    module = import_ascend("vllm.v1.worker.gpu.buffer_utils")  # vLLM Model Runner V2's
+
+    class UvaBuffer:
+        def __init__(self, size, dtype: torch.dtype):
+            self.cpu = torch.zeros(size, dtype=dtype)
+            self.np = self.cpu.numpy()
+            self.uva = self.cpu
+
+    own, module.UvaBuffer = module.UvaBuffer, UvaBuffer
+    try:
+        yield
+    finally:
+        module.UvaBuffer = own
