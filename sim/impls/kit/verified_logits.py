@@ -2,8 +2,9 @@
 
 Under ``Scenario.runner_samples`` the harness does not hand a runner sampled tokens: it hands the target's logits,
 each scheduled row choosing, by a wide margin, the id the call's verification decided (``verified_rows``), so that
-the runner's own sampler and rejection sampler sample what the reference verified. Shared by every adapter whose
-runner samples (vllm-ascend's V1 runner and its Model Runner V2).
+the runner's own sampler and rejection sampler sample what the reference verified; ``TargetHead`` is a target's lm
+head that gives a runner those logits for the hidden rows it samples (a runner that computes its own logits). Shared
+by every adapter whose runner samples (vllm-ascend's V1 runner and its Model Runner V2).
 """
 
 from __future__ import annotations
@@ -57,3 +58,27 @@ def logits_as_verified(batch: VerifiedBatch, sampled: SampledTokens, vocab_size:
     logits = torch.full((batch.num_tokens, vocab_size), NEAR, dtype=torch.float32)
     logits[torch.arange(batch.num_tokens), chosen] = FAR
     return logits.to(batch.token_ids.device)
+
+
+class TargetHead(torch.nn.Module):
+    """The target's lm head on one step: the logits the verification decided for each row the runner samples
+    (``rows``: the step's hidden states; ``logits``: each row's logits; ``sampled``: the rows the input batch's
+    ``logits_indices`` name). A hidden row handed at a sampled position gives that row's logits; one of another
+    row's values, that row's (the simulator's hidden states may repeat, its verification decides by row); one of
+    no row of the step is a ``LookupError``."""
+
+    def __init__(self, rows: torch.Tensor, logits: torch.Tensor, sampled: torch.Tensor):
+        super().__init__()
+        self.rows, self.logits, self.sampled = rows, logits, sampled
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        n = hidden_states.shape[0]
+        expected = self.sampled[:n] if n <= self.sampled.shape[0] else None
+        match = (hidden_states[:, None, :] == self.rows[None, :, :]).all(-1)
+        missing = (~match.any(dim=1)).nonzero()
+        if missing.numel():
+            raise LookupError(f"hidden row {int(missing[0])} handed to the lm head is none of the step's rows")
+        found = match.to(torch.int8).argmax(dim=1)
+        if expected is not None:  # a row at its sampled position is that row, whatever other row it equals
+            found = torch.where(match[torch.arange(n), expected], expected, found)
+        return self.logits[found]

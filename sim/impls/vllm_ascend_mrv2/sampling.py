@@ -40,37 +40,13 @@ from sim.impls.kit import mrv2_runner
 from sim.impls.kit.ascend import early_copies, runner_source, world
 from sim.impls.kit.ascend.host_memory import host_memory_as_uva, unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
-from sim.impls.kit.verified_logits import logits_as_verified
+from sim.impls.kit.verified_logits import TargetHead, logits_as_verified
 from sim.impls.vllm_ascend_mrv2 import graphs
 from sim.oracle.runner_samples import RunnerSampled
 
 RUNNER = "vllm_ascend.worker.v2.model_runner"
 MODEL_STATE_PATCH = "vllm_ascend/patch/worker/patch_v2/patch_model_state.py"  # the worker's init_model_state
 UNKNOWN = -1  # a token before a request's first scheduled row: never known to the harness, never read
-
-
-class TargetHead(torch.nn.Module):
-    """The target's lm head on one step: the logits the verification decided for each row the runner samples
-    (``rows``: the step's hidden states; ``logits``: each row's logits; ``sampled``: the rows the input batch's
-    ``logits_indices`` name). A hidden row handed at a sampled position gives that row's logits; one of another
-    row's values, that row's (the simulator's hidden states may repeat, its verification decides by row); one of
-    no row of the step is a ``LookupError``."""
-
-    def __init__(self, rows: torch.Tensor, logits: torch.Tensor, sampled: torch.Tensor):
-        super().__init__()
-        self.rows, self.logits, self.sampled = rows, logits, sampled
-
-    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        n = hidden_states.shape[0]
-        expected = self.sampled[:n] if n <= self.sampled.shape[0] else None
-        match = (hidden_states[:, None, :] == self.rows[None, :, :]).all(-1)
-        missing = (~match.any(dim=1)).nonzero()
-        if missing.numel():
-            raise LookupError(f"hidden row {int(missing[0])} handed to the lm head is none of the step's rows")
-        found = match.to(torch.int8).argmax(dim=1)
-        if expected is not None:  # a row at its sampled position is that row, whatever other row it equals
-            found = torch.where(match[torch.arange(n), expected], expected, found)
-        return self.logits[found]
 
 
 @functools.lru_cache(maxsize=8)
