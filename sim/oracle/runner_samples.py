@@ -9,7 +9,8 @@ stands for (``sim.oracle.cases.valid_ids``): each request's valid sampled tokens
 sample is discarded, and the tokens the runner holds for the request from its first scheduled position:
 its scheduled rows that are not drafts, then those valid tokens (a discarded chunk: its rows and its
 own token past them, as they were, nothing added); under asynchronous scheduling one placeholder in
-their place, as vLLM's runner books them before they reach the host.
+their place where the runner books them so before they reach the host (vLLM's V1 runner; an MRV2 runner books the
+tokens on the device).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ class RunnerSampled(NamedTuple):
     held: list[list[int]]
 
 
-def expected(case: BatchCase, asynchronous: bool = False) -> RunnerSampled:
-    """``asynchronous``: the runner books one placeholder per request that sampled (its tokens are not on
-    the host yet; the next step's input preparation puts them in), and reports the tokens once its
-    asynchronous output's copy lands."""
+def expected(case: BatchCase, placeholders: bool = False) -> RunnerSampled:
+    """``placeholders``: the runner books one placeholder per request that sampled (a V1 runner under asynchronous
+    scheduling: its tokens are not on the host yet; the next step's input preparation puts them in), and reports
+    the tokens once its asynchronous output's copy lands."""
     vocab = case.config.vocab_size
     valid = [valid_ids(req, vocab) for req in case.requests]
-    booked = [[PLACEHOLDER] if v else [] for v in valid] if asynchronous else valid
+    booked = [[PLACEHOLDER] if v else [] for v in valid] if placeholders else valid
     return RunnerSampled(valid, [_held(req, b) for req, b in zip(case.requests, booked, strict=True)])
 
 
@@ -52,9 +53,9 @@ WHAT = {
 }
 
 
-def compare(it: int, case: BatchCase, got: RunnerSampled, asynchronous: bool = False) -> list[Mismatch]:
+def compare(it: int, case: BatchCase, got: RunnerSampled, placeholders: bool = False) -> list[Mismatch]:
     """The first request where each of ``got``'s fields differs from the reference's."""
-    want = expected(case, asynchronous)
+    want = expected(case, placeholders)
     out = []
     for field in RunnerSampled._fields:
         g, w = getattr(got, field), getattr(want, field)

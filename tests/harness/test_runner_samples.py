@@ -38,7 +38,7 @@ def test_the_reference_on_worked_requests():
 
 
 def test_under_asynchronous_scheduling_the_runner_books_a_placeholder():
-    want = runner_samples.expected(CASE, asynchronous=True)
+    want = runner_samples.expected(CASE, placeholders=True)
     assert want.valid == [[11, 40], [], [21]]  # reported once the output's copy lands
     assert want.held == [[10, -1], [7, 8, 9], [4, 5, -1]]  # one placeholder per request that sampled
 

@@ -138,6 +138,12 @@ def input_batch(batch: VerifiedBatch, discarded, cls=None, **extra):
         prompt_lens=None,
         **extra,
     )
+    return made(cls, **values)
+
+
+def made(cls, **values):
+    """The dataclass ``cls`` (a vLLM generation's) of those of ``values`` it has fields for; a field it requires that
+    ``values`` lacks is a ``LookupError`` naming it, never a default."""
     fields = dataclasses.fields(cls)
     missing = [f.name for f in fields if f.name not in values and _required(f)]
     if missing:

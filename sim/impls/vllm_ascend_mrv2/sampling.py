@@ -26,7 +26,6 @@ view of host memory is the host memory itself on the simulator (``kit.ascend.hos
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -40,6 +39,7 @@ from sim.impls.kit import mrv2_runner
 from sim.impls.kit.ascend import early_copies, runner_source, world
 from sim.impls.kit.ascend.host_memory import host_memory_as_uva, unpinned_host_memory
 from sim.impls.kit.ascend.importing import import_ascend
+from sim.impls.kit.in_place import in_place_of
 from sim.impls.kit.verified_logits import TargetHead, logits_as_verified
 from sim.impls.vllm_ascend_mrv2 import graphs
 from sim.oracle.runner_samples import RunnerSampled
@@ -64,14 +64,14 @@ def runner_for(spec, num_spec_tokens: int, block_size: int, max_model_len: int):
     speculative.num_speculative_tokens, model.max_model_len = num_spec_tokens, max_model_len
     try:
         # its constructor's torch_cuda_wrapper as the harness applies it: its assignments, undone after the block
-        wrapper = _in_place_of(module, "torch_cuda_wrapper", graphs.cuda_as_npu)
+        wrapper = in_place_of(module, "torch_cuda_wrapper", graphs.cuda_as_npu)
         device = world.build_device()
         with wrapper, graphs.cuda_as_npu(), unpinned_host_memory(), host_memory_as_uva(), set_config(config):
             with world.recording(device):  # its buffers are the device's
                 runner = module.NPUModelRunner(config, device)
-                runner_source.run_checkout_module(MODEL_STATE_PATCH)
+                _model_state_patch()
                 runner.model = None  # each call's lm head (``TargetHead``)
-                _once_the_model_is_loaded(runner)
+                _once_the_model_is_loaded()(runner)
                 runner.block_tables = _block_tables(runner, block_size)
             _rows_from_zero(runner)
     finally:
@@ -79,11 +79,18 @@ def runner_for(spec, num_spec_tokens: int, block_size: int, max_model_len: int):
     return runner
 
 
-def _once_the_model_is_loaded(runner) -> None:
-    """What vLLM's MRV2 ``load_model`` sets up once the model's weights are loaded: its model state (the worker's
-    ``init_model_state``), and on vLLM 0.27 the samplers (0.23 makes them in the constructor). Those statements
-    of its source, from the one that makes the model state up to the pooling runner's, compiled with its module's
-    names: the loading before them needs weights."""
+@functools.cache
+def _model_state_patch() -> None:
+    """vllm-ascend's patch of vLLM's ``init_model_state``, run as its worker runs it (once per process)."""
+    runner_source.run_checkout_module(MODEL_STATE_PATCH)
+
+
+@functools.cache
+def _once_the_model_is_loaded():
+    """What vLLM's MRV2 ``load_model`` sets up once the model's weights are loaded, as a function of the runner: its
+    model state (the worker's ``init_model_state``), and on vLLM 0.27 the samplers (0.23 makes them in the
+    constructor). Those statements of its source, from the one that makes the model state up to the pooling runner's,
+    compiled once with its module's names: the loading before them needs weights."""
     module = import_ascend("vllm.v1.worker.gpu.model_runner")
     func = ast.parse(textwrap.dedent(inspect.getsource(module.GPUModelRunner.load_model))).body[0]
     body = func.body
@@ -92,7 +99,7 @@ def _once_the_model_is_loaded(runner) -> None:
     source = "def once_loaded(self):\n" + textwrap.indent("\n".join(ast.unparse(st) for st in body[start:end]), "    ")
     names = dict(vars(module))
     exec(compile(source, inspect.getsourcefile(module), "exec"), names)  # noqa: S102 - vLLM's own code
-    names["once_loaded"](runner)
+    return names["once_loaded"]
 
 
 def _rows_from_zero(runner) -> None:
@@ -111,15 +118,11 @@ def _request_data(req_id: str, prompt: list[int], tokens: list[int], computed: i
     ``LookupError`` naming it."""
     output = import_ascend("vllm.v1.core.sched.output")
     params = import_ascend("vllm.sampling_params").SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    values = dict(
-        req_id=req_id, prompt_token_ids=list(prompt), mm_features=[], sampling_params=params, pooling_params=None,
-        block_ids=(list(blocks),), num_computed_tokens=computed, lora_request=None, prefill_token_ids=list(tokens),
+    return mrv2_runner.made(
+        output.NewRequestData, req_id=req_id, prompt_token_ids=list(prompt), mm_features=[], sampling_params=params,
+        pooling_params=None, block_ids=(list(blocks),), num_computed_tokens=computed, lora_request=None,
+        prefill_token_ids=list(tokens),
     )  # fmt: skip
-    fields = dataclasses.fields(output.NewRequestData)
-    missing = [f.name for f in fields if f.name not in values and f.default is dataclasses.MISSING]
-    if missing:
-        raise LookupError(f"NewRequestData: fields {missing} not made by the harness")
-    return output.NewRequestData(**{f.name: values[f.name] for f in fields if f.name in values})
 
 
 def finish(runner) -> None:
@@ -128,17 +131,6 @@ def finish(runner) -> None:
     held = runner.req_states.req_id_to_index
     for req_id in sorted(held, key=held.get, reverse=True):
         runner._remove_request(req_id)
-
-
-@contextlib.contextmanager
-def _in_place_of(module, name: str, value):
-    """``module.name`` is ``value`` inside the block, its own again after."""
-    own = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, own)
 
 
 def _block_tables(runner, block_size: int):

@@ -40,10 +40,10 @@ the gate must pass it (the check is of a state that contradicts the batch, not o
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
+
+from sim.impls.kit.in_place import in_place_of
 
 
 def positions_off_by_one(original):
@@ -127,20 +127,10 @@ def block_size_from_the_first_group(original):
     return broken
 
 
-@contextlib.contextmanager
-def _attribute(obj, name: str, value):
-    before = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, before)
-
-
 def count_copy_waits_on_its_own_stream(original):
     def broken(self, *args, **kwargs):
         inside = getattr(self, "valid_sampled_token_count_copy_stream", None)  # current_stream() inside its with
-        with _attribute(torch.npu, "current_stream", lambda *_: inside):
+        with in_place_of(torch.npu, "current_stream", lambda *_: inside):
             return original(self, *args, **kwargs)
 
     return broken
@@ -150,7 +140,7 @@ def count_copy_on_the_current_stream(original):
     def control(self, *args, **kwargs):
         if self.valid_sampled_token_count_event is None:
             return original(self, *args, **kwargs)
-        with _attribute(self, "valid_sampled_token_count_copy_stream", torch.npu.current_stream()):
+        with in_place_of(self, "valid_sampled_token_count_copy_stream", torch.npu.current_stream()):
             return original(self, *args, **kwargs)
 
     return control
@@ -162,7 +152,7 @@ class _NoWait:
 
 def counts_read_before_their_event(original):
     def broken(self, num_reqs):
-        with _attribute(self, "valid_sampled_token_count_event", _NoWait()):
+        with in_place_of(self, "valid_sampled_token_count_event", _NoWait()):
             return original(self, num_reqs)
 
     return broken
@@ -180,7 +170,7 @@ def counts_of_the_same_row(original):
 
 def placeholders_reach_the_model(original):
     def broken(self, *args, **kwargs):
-        with _attribute(self, "_draft_token_ids", None):
+        with in_place_of(self, "_draft_token_ids", None):
             return original(self, *args, **kwargs)
 
     return broken

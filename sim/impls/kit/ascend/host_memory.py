@@ -16,6 +16,7 @@ import torch
 
 from sim.impls.kit.ascend.importing import import_ascend
 from sim.impls.kit.ascend.world import build_device
+from sim.impls.kit.in_place import in_place_of
 
 _FACTORIES = ("tensor", "arange", "empty", "zeros", "ones", "full")
 
@@ -59,8 +60,5 @@ def host_memory_as_uva():
             self.np = self.cpu.numpy()
             self.uva = self.cpu
 
-    own, module.UvaBuffer = module.UvaBuffer, UvaBuffer
-    try:
+    with in_place_of(module, "UvaBuffer", UvaBuffer):
         yield
-    finally:
-        module.UvaBuffer = own
